@@ -1,0 +1,19 @@
+//! sea-orm entities for the XXL-JOB 2.4 schema (spec §9), one module per table, with the exact
+//! table and column names so an existing XXL-JOB database can be taken over.
+//!
+//! xjob's additions are extra columns, never renamed ones:
+//! - `xxl_job_info.time_zone`: the job's own time zone for CRON (IANA name; NULL = the center's).
+//! - `xxl_job_info.retry_interval`: seconds to wait before a fail retry (0 = at once, as XXL-JOB).
+//! - `xxl_job_log.fire_time`: the nominal fire time (epoch ms) of a scheduled fire; unique per job.
+//! - `xxl_job_log.fire_state`: 1 while a scheduled fire is recorded but not yet dispatched, a
+//!   random claim token while one node dispatches it, 0 once dispatched.
+//! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
+
+pub mod xxl_job_group;
+pub mod xxl_job_info;
+pub mod xxl_job_lock;
+pub mod xxl_job_log;
+pub mod xxl_job_log_report;
+pub mod xxl_job_logglue;
+pub mod xxl_job_registry;
+pub mod xxl_job_user;

@@ -1,0 +1,18 @@
+//! Portable schema migrations for xjob: the same migrations run on SQLite, PostgreSQL and MySQL.
+//!
+//! Tables and columns follow XXL-JOB 2.4 (spec §9) so an existing XXL-JOB database can be taken
+//! over; xjob's additions are extra columns and indexes (see the `entity` crate docs).
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_create_tables;
+
+/// Every migration, in order.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_create_tables::Migration)]
+    }
+}

@@ -1,0 +1,173 @@
+//! RegistryActor: executor heartbeats and the address lists of automatic groups (spec §8.8).
+//!
+//! Receives [`Heartbeat`] and [`RemoveRegistration`]; every beat period it re-registers this
+//! node's own in-process executor, deletes registrations silent for the dead timeout, and
+//! rewrites every automatic group's `address_list` (sorted, comma-joined, NULL when empty).
+//! A removal refreshes the lists at once rather than a period later.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use sea_orm::DatabaseConnection;
+
+use crate::clock::Clock;
+use crate::config::RegistryConfig;
+use crate::error::Result;
+use crate::store::{groups, registry};
+
+/// The registry group every executor registers under.
+pub const EXECUTOR_GROUP: &str = "EXECUTOR";
+
+/// An executor's heartbeat.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<()>")]
+pub struct Heartbeat {
+    /// Appname.
+    pub app_name: String,
+    /// Address.
+    pub address: String,
+}
+
+/// An executor leaving gracefully.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<()>")]
+pub struct RemoveRegistration {
+    /// Appname.
+    pub app_name: String,
+    /// Address.
+    pub address: String,
+}
+
+/// Runs eviction and list refresh now.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<()>")]
+pub struct RefreshRegistry;
+
+/// Heartbeats and group address lists.
+pub struct RegistryActor {
+    db: DatabaseConnection,
+    clock: Clock,
+    cfg: RegistryConfig,
+    local: Option<Heartbeat>,
+}
+
+impl RegistryActor {
+    /// A registry over `db`; `local` is this node's in-process executor, if any.
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Clock,
+        cfg: RegistryConfig,
+        local: Option<Heartbeat>,
+    ) -> Self {
+        RegistryActor {
+            db,
+            clock,
+            cfg,
+            local,
+        }
+    }
+
+    /// Re-registers the local executor, evicts the dead, rewrites automatic groups' lists.
+    pub async fn refresh(
+        db: &DatabaseConnection,
+        clock: &Clock,
+        dead_secs: u64,
+        local: Option<&Heartbeat>,
+    ) -> Result<()> {
+        let now = clock.now_ms();
+        if let Some(h) = local {
+            registry::upsert(
+                db,
+                EXECUTOR_GROUP,
+                &h.app_name,
+                &h.address,
+                crate::clock::ms_to_naive(now),
+            )
+            .await?;
+        }
+        let dead_before = crate::clock::ms_to_naive(now - dead_secs as i64 * 1000);
+        let evicted = registry::delete_dead(db, dead_before).await?;
+        if evicted > 0 {
+            tracing::warn!(evicted, "executors evicted after missing heartbeats");
+        }
+        let live = registry::live_by_app(db, dead_before).await?;
+        for g in groups::all(db).await? {
+            if g.address_type != 0 {
+                continue;
+            }
+            let list = live
+                .get(&g.app_name)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.join(","));
+            if list != g.address_list {
+                groups::set_address_list(db, g.id, list, crate::clock::ms_to_naive(now)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let (db, clock, dead, local) = (
+            self.db.clone(),
+            self.clock.clone(),
+            self.cfg.dead_secs,
+            self.local.clone(),
+        );
+        ctx.spawn(
+            async move {
+                if let Err(e) = Self::refresh(&db, &clock, dead, local.as_ref()).await {
+                    tracing::error!(error = %e, "registry refresh failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Actor for RegistryActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.tick(ctx);
+        ctx.run_interval(Duration::from_secs(self.cfg.beat_secs), |a, ctx| {
+            a.tick(ctx)
+        });
+    }
+}
+
+impl Handler<Heartbeat> for RegistryActor {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, msg: Heartbeat, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, now) = (self.db.clone(), self.clock.now_naive());
+        Box::pin(async move {
+            registry::upsert(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address, now).await
+        })
+    }
+}
+
+impl Handler<RemoveRegistration> for RegistryActor {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, msg: RemoveRegistration, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, clock, dead) = (self.db.clone(), self.clock.clone(), self.cfg.dead_secs);
+        Box::pin(async move {
+            registry::remove(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address).await?;
+            Self::refresh(&db, &clock, dead, None).await
+        })
+    }
+}
+
+impl Handler<RefreshRegistry> for RegistryActor {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, _: RefreshRegistry, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, clock, dead, local) = (
+            self.db.clone(),
+            self.clock.clone(),
+            self.cfg.dead_secs,
+            self.local.clone(),
+        );
+        Box::pin(async move { Self::refresh(&db, &clock, dead, local.as_ref()).await })
+    }
+}

@@ -1,0 +1,557 @@
+//! ScanActor: the durable pre-read scan (spec §8.2).
+//!
+//! Once a second, aligned to the second boundary, one transaction: take the schedule lock;
+//! recover pending fires left by a node that died (or by this node before a restart); read the
+//! running jobs due within the pre-read window; for each, apply the misfire policy to fires later
+//! than the threshold and record every other fire in the window as a pending log row; advance
+//! `trigger_next_time` for all of them in one batched statement; commit. Only then are the
+//! recorded fires pushed to the ring ([`PushRing`]), so a fire the ring holds is always durable.
+//!
+//! Messages: [`ScanNow`] (run a pass now, for tests and tools), [`StopScan`].
+
+use std::collections::{HashMap, HashSet};
+
+use actix::prelude::*;
+use chrono_tz::Tz;
+use sea_orm::{DatabaseConnection, TransactionTrait};
+
+use crate::activity::Activity;
+use crate::actors::ring::PushRing;
+use crate::clock::Clock;
+use crate::config::SchedulerConfig;
+use crate::error::Result;
+use crate::model::{MisfireStrategy, TriggerType};
+use crate::schedule::Schedule;
+use crate::store::jobs::{self, ScheduleUpdate};
+use crate::store::logs::{self, Fire, PendingFire};
+
+/// Parsed schedules by job id, with the (type, conf, zone) they were parsed from.
+type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Schedule)>;
+
+/// Most stale pending fires one pass recovers.
+pub const RECOVER_BATCH: u64 = 10_000;
+
+/// Runs one scan pass now and answers what it did.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ScanReport>")]
+pub struct ScanNow;
+
+/// Stops the scan loop (a pass in progress finishes first).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopScan;
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Jobs read.
+    pub jobs: usize,
+    /// Fires recorded and pushed to the ring.
+    pub fires: usize,
+    /// Fires skipped by the misfire policy.
+    pub misfired: usize,
+    /// Pending fires recovered from the database.
+    pub recovered: usize,
+    /// Jobs stopped because their next time could not be computed.
+    pub stopped: usize,
+}
+
+/// What a pass computes for one job (pure; see [`plan_job`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobPlan {
+    /// Fires to record.
+    pub fires: Vec<(i64, TriggerType)>,
+    /// Fires skipped by the misfire policy (nominal times not recorded).
+    pub misfired: usize,
+    /// The job's new last / next / status.
+    pub update: ScheduleUpdate,
+}
+
+/// Decides one job's fires for a pass at `now` (spec §8.2, made lossless): a next time later
+/// than `misfire_ms` is a misfire (FIRE_ONCE_NOW records one MISFIRE fire at that nominal time,
+/// DO_NOTHING none) and the schedule resumes after `now`; every other fire up to
+/// `now + window_ms` is recorded, including those slightly in the past, which fire at once.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_job(
+    job_id: i32,
+    next: i64,
+    last: i64,
+    schedule: &Schedule,
+    misfire: MisfireStrategy,
+    now: i64,
+    window_ms: i64,
+    misfire_ms: i64,
+    max_fires: usize,
+) -> JobPlan {
+    let mut fires = Vec::new();
+    let mut misfired = 0;
+    let mut last = last;
+    let mut next_opt = Some(next);
+    if now > next + misfire_ms {
+        match misfire {
+            MisfireStrategy::FireOnceNow => fires.push((next, TriggerType::Misfire)),
+            MisfireStrategy::DoNothing => misfired += 1,
+        }
+        last = next;
+        next_opt = schedule.next_after(now, next);
+    }
+    while let Some(n) = next_opt {
+        if n > now + window_ms || fires.len() >= max_fires {
+            break;
+        }
+        fires.push((n, TriggerType::Cron));
+        last = n;
+        next_opt = schedule.next_after(n, n);
+    }
+    let (next, status) = match next_opt {
+        Some(n) => (n, 1),
+        None => (0, 0),
+    };
+    JobPlan {
+        fires,
+        misfired,
+        update: ScheduleUpdate {
+            id: job_id,
+            last,
+            next,
+            status,
+        },
+    }
+}
+
+/// The scan.
+pub struct ScanActor {
+    db: DatabaseConnection,
+    clock: Clock,
+    cfg: SchedulerConfig,
+    tz: Tz,
+    pre_read_count: u64,
+    ring: Recipient<PushRing>,
+    activity: Activity,
+    schedules: ScheduleCache,
+    stopped: bool,
+    running: bool,
+}
+
+impl ScanActor {
+    /// A scan over `db` pushing to `ring`.
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        pre_read_count: u64,
+        ring: Recipient<PushRing>,
+        activity: Activity,
+    ) -> Self {
+        let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
+        ScanActor {
+            db,
+            clock,
+            cfg,
+            tz,
+            pre_read_count,
+            ring,
+            activity,
+            schedules: HashMap::new(),
+            stopped: false,
+            running: false,
+        }
+    }
+
+    /// One pass; returns the fires to push and a report.
+    async fn pass(
+        db: DatabaseConnection,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        pre_read_count: u64,
+        mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    ) -> Result<(Vec<Fire>, ScanReport)> {
+        let txn = db.begin().await?;
+        crate::store::lock_schedule(&txn).await?;
+        let now = clock.now_ms();
+        let mut report = ScanReport::default();
+        let mut to_ring = Vec::new();
+        // Jobs whose FIRE_ONCE_NOW compensation this pass already made.
+        let mut compensated = HashSet::new();
+
+        // 1. Pending fires whose node should have dispatched them by now.
+        let stale = logs::stale_pending(&txn, now - cfg.recover_after_ms, RECOVER_BATCH).await?;
+        if !stale.is_empty() {
+            let (late, on_time): (Vec<Fire>, Vec<Fire>) = stale
+                .into_iter()
+                .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
+            report.recovered += on_time.len();
+            to_ring.extend(on_time);
+            if !late.is_empty() {
+                let (fire, skip) = Self::misfire_recovered(&txn, late).await?;
+                compensated.extend(fire.iter().map(|f| f.job_id));
+                report.recovered += fire.len();
+                report.misfired += skip.len();
+                for f in &skip {
+                    tracing::warn!(
+                        job_id = f.job_id,
+                        fire_time = f.fire_time,
+                        "recovered fire is past the misfire threshold; skipped"
+                    );
+                }
+                logs::delete_pending(&txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>())
+                    .await?;
+                to_ring.extend(fire);
+            }
+        }
+
+        // 2. Jobs due within the window.
+        let due = jobs::due(&txn, now + cfg.pre_read_ms, pre_read_count).await?;
+        report.jobs = due.len();
+        let mut pending = Vec::new();
+        let mut updates = Vec::with_capacity(due.len());
+        for job in &due {
+            let schedule = match schedule_of(job) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(job_id = job.id, error = %e, "job stopped: its schedule is invalid");
+                    report.stopped += 1;
+                    updates.push(ScheduleUpdate {
+                        id: job.id,
+                        last: 0,
+                        next: 0,
+                        status: 0,
+                    });
+                    continue;
+                }
+            };
+            let misfire = if compensated.contains(&job.id) {
+                MisfireStrategy::DoNothing
+            } else {
+                job.misfire_strategy
+                    .parse()
+                    .unwrap_or(MisfireStrategy::DoNothing)
+            };
+            let plan = plan_job(
+                job.id,
+                job.trigger_next_time,
+                job.trigger_last_time,
+                &schedule,
+                misfire,
+                now,
+                cfg.pre_read_ms,
+                cfg.misfire_threshold_ms,
+                cfg.max_fires_per_job_scan,
+            );
+            if plan.misfired > 0 {
+                tracing::warn!(
+                    job_id = job.id,
+                    next = job.trigger_next_time,
+                    "misfire: skipped by DO_NOTHING"
+                );
+            }
+            if plan.update.status == 0 {
+                tracing::warn!(
+                    job_id = job.id,
+                    "job stopped: its schedule has no next fire time"
+                );
+                report.stopped += 1;
+            }
+            report.misfired += plan.misfired;
+            pending.extend(plan.fires.iter().map(|&(t, tt)| PendingFire {
+                job_id: job.id,
+                job_group: job.job_group,
+                fire_time: t,
+                trigger_type: tt,
+            }));
+            updates.push(plan.update);
+        }
+        if !pending.is_empty() {
+            logs::insert_pending(&txn, &pending).await?;
+            let ids: Vec<i32> = due.iter().map(|j| j.id).collect();
+            let lo = pending.iter().map(|p| p.fire_time).min().unwrap_or(now);
+            let hi = pending.iter().map(|p| p.fire_time).max().unwrap_or(now);
+            let wanted: HashSet<(i32, i64)> =
+                pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
+            let recorded = logs::pending_for_jobs(&txn, &ids, lo, hi).await?;
+            to_ring.extend(
+                recorded
+                    .into_iter()
+                    .filter(|f| wanted.contains(&(f.job_id, f.fire_time))),
+            );
+        }
+        jobs::update_schedules(&txn, &updates).await?;
+        txn.commit().await?;
+        report.fires = to_ring.len();
+        Ok((to_ring, report))
+    }
+
+    /// Applies each job's misfire policy to recovered fires later than the threshold: the newest
+    /// of a FIRE_ONCE_NOW job fires (as MISFIRE), the rest are skipped.
+    async fn misfire_recovered(
+        txn: &sea_orm::DatabaseTransaction,
+        late: Vec<Fire>,
+    ) -> Result<(Vec<Fire>, Vec<Fire>)> {
+        let mut by_job: HashMap<i32, Vec<Fire>> = HashMap::new();
+        for f in late {
+            by_job.entry(f.job_id).or_default().push(f);
+        }
+        let (mut fire, mut skip) = (Vec::new(), Vec::new());
+        for (job_id, mut fs) in by_job {
+            let policy = match jobs::get(txn, job_id).await {
+                Ok(j) => j
+                    .misfire_strategy
+                    .parse()
+                    .unwrap_or(MisfireStrategy::DoNothing),
+                Err(crate::Error::JobNotFound { .. }) => MisfireStrategy::DoNothing,
+                Err(e) => return Err(e),
+            };
+            fs.sort_by_key(|f| f.fire_time);
+            if policy == MisfireStrategy::FireOnceNow
+                && let Some(mut newest) = fs.pop()
+            {
+                newest.trigger_type = TriggerType::Misfire;
+                fire.push(newest);
+            }
+            skip.extend(fs);
+        }
+        Ok((fire, skip))
+    }
+
+    fn run_pass(&mut self, ctx: &mut Context<Self>, reschedule: bool) {
+        if self.running {
+            return;
+        }
+        self.running = true;
+        let (db, clock, cfg, n, tz) = (
+            self.db.clone(),
+            self.clock.clone(),
+            self.cfg.clone(),
+            self.pre_read_count,
+            self.tz,
+        );
+        let mut cache = std::mem::take(&mut self.schedules);
+        let guard = self.activity.enter();
+        ctx.spawn(
+            async move {
+                let _guard = guard;
+                let started = clock.now_ms();
+                let res = Self::pass(db, clock.clone(), cfg, n, |job| {
+                    cached_schedule(&mut cache, job, tz)
+                })
+                .await;
+                (res, cache, clock.now_ms() - started)
+            }
+            .into_actor(self)
+            .map(move |(res, cache, took), act, ctx| {
+                act.schedules = cache;
+                act.running = false;
+                act.after_pass(res, took, ctx, reschedule);
+            }),
+        );
+    }
+
+    fn after_pass(
+        &mut self,
+        res: Result<(Vec<Fire>, ScanReport)>,
+        took_ms: i64,
+        ctx: &mut Context<Self>,
+        reschedule: bool,
+    ) {
+        match res {
+            Ok((fires, report)) => {
+                if !fires.is_empty() {
+                    self.ring.do_send(PushRing(fires));
+                }
+                if report.jobs > 0 || report.recovered > 0 {
+                    tracing::debug!(?report, took_ms, "scan pass");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "scan pass failed; retrying next second"),
+        }
+        if reschedule && !self.stopped {
+            let delay = if took_ms >= 1000 {
+                std::time::Duration::ZERO
+            } else {
+                self.clock.until_next_second()
+            };
+            ctx.run_later(delay, |a, ctx| a.run_pass(ctx, true));
+        }
+    }
+}
+
+fn cached_schedule(
+    cache: &mut ScheduleCache,
+    job: &entity::xxl_job_info::Model,
+    tz: Tz,
+) -> Result<Schedule> {
+    if let Some((t, c, z, s)) = cache.get(&job.id)
+        && *t == job.schedule_type
+        && *c == job.schedule_conf
+        && *z == job.time_zone
+    {
+        return Ok(s.clone());
+    }
+    let s = Schedule::for_job(
+        &job.schedule_type,
+        job.schedule_conf.as_deref(),
+        job.time_zone.as_deref(),
+        tz,
+    )?;
+    if cache.len() > 1_000_000 {
+        cache.clear();
+    }
+    cache.insert(
+        job.id,
+        (
+            job.schedule_type.clone(),
+            job.schedule_conf.clone(),
+            job.time_zone.clone(),
+            s.clone(),
+        ),
+    );
+    Ok(s)
+}
+
+impl Actor for ScanActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_later(self.clock.until_next_second(), |a, ctx| {
+            a.run_pass(ctx, true)
+        });
+    }
+}
+
+impl Handler<ScanNow> for ScanActor {
+    type Result = ResponseActFuture<Self, Result<ScanReport>>;
+
+    fn handle(&mut self, _: ScanNow, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, clock, cfg, n, tz) = (
+            self.db.clone(),
+            self.clock.clone(),
+            self.cfg.clone(),
+            self.pre_read_count,
+            self.tz,
+        );
+        let mut cache = std::mem::take(&mut self.schedules);
+        Box::pin(
+            async move {
+                let res = Self::pass(db, clock, cfg, n, |job| {
+                    cached_schedule(&mut cache, job, tz)
+                })
+                .await;
+                (res, cache)
+            }
+            .into_actor(self)
+            .map(|(res, cache), act, _ctx| {
+                act.schedules = cache;
+                let (fires, report) = res?;
+                if !fires.is_empty() {
+                    act.ring.do_send(PushRing(fires));
+                }
+                Ok(report)
+            }),
+        )
+    }
+}
+
+impl Handler<StopScan> for ScanActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopScan, _ctx: &mut Self::Context) {
+        self.stopped = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScheduleType;
+
+    fn every_second() -> Schedule {
+        Schedule::parse(ScheduleType::Cron, Some("* * * * * ?"), chrono_tz::UTC).expect("cron")
+    }
+
+    #[test]
+    fn upcoming_and_slightly_late_fires_are_all_recorded() {
+        let s = every_second();
+        // next was 3 s ago (within the 5 s threshold): all of them and the next 5 s are recorded
+        let p = plan_job(
+            1,
+            97_000,
+            96_000,
+            &s,
+            MisfireStrategy::DoNothing,
+            100_000,
+            5_000,
+            5_000,
+            1000,
+        );
+        let times: Vec<i64> = p.fires.iter().map(|f| f.0).collect();
+        assert_eq!(times, (97..=105).map(|s| s * 1000).collect::<Vec<_>>());
+        assert_eq!(
+            p.update,
+            ScheduleUpdate {
+                id: 1,
+                last: 105_000,
+                next: 106_000,
+                status: 1
+            }
+        );
+    }
+
+    #[test]
+    fn misfire_policies() {
+        let s = every_second();
+        let p = plan_job(
+            1,
+            10_000,
+            9_000,
+            &s,
+            MisfireStrategy::DoNothing,
+            100_000,
+            5_000,
+            5_000,
+            1000,
+        );
+        assert_eq!(p.misfired, 1);
+        assert_eq!(
+            p.fires.first().map(|f| f.0),
+            Some(101_000),
+            "resumes after now"
+        );
+        let p = plan_job(
+            1,
+            10_000,
+            9_000,
+            &s,
+            MisfireStrategy::FireOnceNow,
+            100_000,
+            5_000,
+            5_000,
+            1000,
+        );
+        assert_eq!(p.fires[0], (10_000, TriggerType::Misfire));
+        assert_eq!(p.fires[1].0, 101_000);
+    }
+
+    #[test]
+    fn a_schedule_that_ends_stops_the_job() {
+        let s = Schedule::parse(ScheduleType::Cron, Some("0 0 0 1 1 ? 2028"), chrono_tz::UTC)
+            .expect("cron");
+        let t = chrono::NaiveDate::from_ymd_opt(2028, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|d| d.and_utc().timestamp_millis())
+            .expect("date");
+        let p = plan_job(
+            1,
+            t,
+            0,
+            &s,
+            MisfireStrategy::DoNothing,
+            t - 1000,
+            5_000,
+            5_000,
+            1000,
+        );
+        assert_eq!(p.fires, vec![(t, TriggerType::Cron)]);
+        assert_eq!(p.update.status, 0);
+        assert_eq!(p.update.next, 0);
+    }
+}

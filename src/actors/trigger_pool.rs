@@ -1,0 +1,274 @@
+//! TriggerPool: the fast and slow trigger lanes (spec §8.4).
+//!
+//! Receives [`FireBatch`] from the ring (claims the fires, then dispatches each) and
+//! [`TriggerJob`] for unscheduled triggers (manual, retry, child). Each lane runs at most its
+//! configured number of triggers at once; when a lane is full, dispatch waits for a place
+//! (back-pressure), it never drops. A trigger slower than the threshold counts against its job;
+//! a job with more than the limit of slow triggers in the current minute goes to the slow lane;
+//! the counts reset when the minute changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use parking_lot::Mutex;
+use sea_orm::DatabaseConnection;
+use tokio::sync::Semaphore;
+
+use crate::activity::Activity;
+use crate::clock::Clock;
+use crate::config::TriggerPoolConfig;
+use crate::error::Result;
+use crate::store::logs::{self, Fire};
+use crate::trigger::{Trigger, TriggerRequest};
+
+/// Recorded fires due now: claim them and dispatch the ones this node won.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct FireBatch(pub Vec<Fire>);
+
+/// An unscheduled trigger; answers once it is accepted onto a lane.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<()>")]
+pub struct TriggerJob(pub TriggerRequest);
+
+/// A snapshot of the lanes.
+#[derive(Message, Debug)]
+#[rtype(result = "PoolStats")]
+pub struct GetPoolStats;
+
+/// Lane occupancy and totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Triggers running on the fast lane.
+    pub fast_in_flight: usize,
+    /// Triggers running on the slow lane.
+    pub slow_in_flight: usize,
+    /// Triggers finished since start.
+    pub completed: u64,
+    /// Fires another node claimed first.
+    pub lost_claims: u64,
+}
+
+/// Which lane a trigger runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// The default lane.
+    Fast,
+    /// For jobs whose triggers have been slow this minute.
+    Slow,
+}
+
+/// Per-job slow-trigger counts for the current minute (XXL-JOB's rule).
+#[derive(Debug, Default)]
+pub struct SlowCounter {
+    minute: i64,
+    counts: HashMap<i32, u32>,
+}
+
+impl SlowCounter {
+    /// Records a trigger of `job_id` that took `elapsed_ms`, at `now_ms`.
+    pub fn record(&mut self, job_id: i32, elapsed_ms: u64, now_ms: i64, threshold_ms: u64) {
+        self.roll(now_ms);
+        if elapsed_ms > threshold_ms {
+            *self.counts.entry(job_id).or_default() += 1;
+        }
+    }
+
+    /// The lane for `job_id` at `now_ms`.
+    pub fn lane(&mut self, job_id: i32, now_ms: i64, limit: u32) -> Lane {
+        self.roll(now_ms);
+        if self.counts.get(&job_id).is_some_and(|&c| c > limit) {
+            Lane::Slow
+        } else {
+            Lane::Fast
+        }
+    }
+
+    fn roll(&mut self, now_ms: i64) {
+        let minute = now_ms.div_euclid(60_000);
+        if minute != self.minute {
+            self.minute = minute;
+            self.counts.clear();
+        }
+    }
+}
+
+struct Shared {
+    trigger: Arc<Trigger>,
+    clock: Clock,
+    cfg: TriggerPoolConfig,
+    fast: Arc<Semaphore>,
+    slow: Arc<Semaphore>,
+    slow_counter: Mutex<SlowCounter>,
+    stats: Mutex<PoolStats>,
+    activity: Activity,
+}
+
+impl Shared {
+    /// Waits for a place on the job's lane, then runs the trigger in its own task.
+    async fn dispatch(self: Arc<Self>, req: TriggerRequest) {
+        let lane = self.slow_counter.lock().lane(
+            req.job_id,
+            self.clock.now_ms(),
+            self.cfg.slow_count_limit,
+        );
+        let sem = match lane {
+            Lane::Fast => self.fast.clone(),
+            Lane::Slow => self.slow.clone(),
+        };
+        let Ok(permit) = sem.acquire_owned().await else {
+            return;
+        };
+        {
+            let mut s = self.stats.lock();
+            match lane {
+                Lane::Fast => s.fast_in_flight += 1,
+                Lane::Slow => s.slow_in_flight += 1,
+            }
+        }
+        let me = self.clone();
+        let guard = self.activity.enter();
+        actix::spawn(async move {
+            let _guard = guard;
+            let started = Instant::now();
+            let job_id = req.job_id;
+            if let Err(e) = me.trigger.trigger(req).await {
+                tracing::error!(job_id, error = %e, "trigger failed");
+            }
+            let elapsed = started.elapsed().as_millis() as u64;
+            me.slow_counter.lock().record(
+                job_id,
+                elapsed,
+                me.clock.now_ms(),
+                me.cfg.slow_threshold_ms,
+            );
+            {
+                let mut s = me.stats.lock();
+                match lane {
+                    Lane::Fast => s.fast_in_flight -= 1,
+                    Lane::Slow => s.slow_in_flight -= 1,
+                }
+                s.completed += 1;
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// The two trigger lanes.
+pub struct TriggerPool {
+    db: DatabaseConnection,
+    shared: Arc<Shared>,
+}
+
+impl TriggerPool {
+    /// A pool running `trigger` under `cfg`'s lane bounds.
+    pub fn new(
+        db: DatabaseConnection,
+        trigger: Arc<Trigger>,
+        clock: Clock,
+        cfg: TriggerPoolConfig,
+        activity: Activity,
+    ) -> Self {
+        TriggerPool {
+            db,
+            shared: Arc::new(Shared {
+                trigger,
+                clock,
+                fast: Arc::new(Semaphore::new(cfg.fast_max)),
+                slow: Arc::new(Semaphore::new(cfg.slow_max)),
+                cfg,
+                slow_counter: Mutex::new(SlowCounter::default()),
+                stats: Mutex::new(PoolStats::default()),
+                activity,
+            }),
+        }
+    }
+}
+
+impl Actor for TriggerPool {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(1024);
+    }
+}
+
+impl Handler<FireBatch> for TriggerPool {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: FireBatch, _ctx: &mut Self::Context) -> Self::Result {
+        let db = self.db.clone();
+        let shared = self.shared.clone();
+        let guard = shared.activity.enter();
+        Box::pin(async move {
+            let _guard = guard;
+            let ids: Vec<i64> = msg.0.iter().map(|f| f.log_id).collect();
+            let claimed = match logs::claim(&db, &ids).await {
+                Ok(c) => c,
+                Err(e) => {
+                    // The rows stay pending: a later scan recovers them.
+                    tracing::error!(error = %e, fires = ids.len(), "cannot claim fires; they stay pending");
+                    return;
+                }
+            };
+            let mine: std::collections::HashSet<i64> = claimed.into_iter().collect();
+            let lost = ids.len() - mine.len();
+            if lost > 0 {
+                shared.stats.lock().lost_claims += lost as u64;
+                tracing::debug!(lost, "fires already claimed by another node");
+            }
+            for f in msg.0.into_iter().filter(|f| mine.contains(&f.log_id)) {
+                let mut req = TriggerRequest::new(f.job_id, f.trigger_type);
+                req.log_id = Some(f.log_id);
+                req.fire_time = Some(f.fire_time);
+                shared.clone().dispatch(req).await;
+            }
+        })
+    }
+}
+
+impl Handler<TriggerJob> for TriggerPool {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, msg: TriggerJob, _ctx: &mut Self::Context) -> Self::Result {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            shared.dispatch(msg.0).await;
+            Ok(())
+        })
+    }
+}
+
+impl Handler<GetPoolStats> for TriggerPool {
+    type Result = MessageResult<GetPoolStats>;
+
+    fn handle(&mut self, _: GetPoolStats, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(*self.shared.stats.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_lane_rule() {
+        let mut c = SlowCounter::default();
+        let t0 = 60_000 * 100;
+        for i in 0..10 {
+            c.record(7, 501, t0 + i, 500);
+        }
+        // exactly 10 slow triggers: still fast (the rule is "more than 10")
+        assert_eq!(c.lane(7, t0 + 20, 10), Lane::Fast);
+        c.record(7, 600, t0 + 30, 500);
+        assert_eq!(c.lane(7, t0 + 40, 10), Lane::Slow);
+        // other jobs unaffected; a trigger of exactly the threshold does not count
+        c.record(8, 500, t0 + 50, 500);
+        assert_eq!(c.lane(8, t0 + 60, 10), Lane::Fast);
+        // a new minute resets the counts
+        assert_eq!(c.lane(7, t0 + 60_000, 10), Lane::Fast);
+    }
+}

@@ -1,0 +1,220 @@
+//! The typed configuration tree, with XXL-JOB's defaults where XXL-JOB has one.
+//!
+//! The library never reads the environment or files: the `xjob` binary builds a [`Config`] from a
+//! TOML file and `XJOB_*` variables (`__` separates nesting, e.g. `XJOB_HTTP__BIND`), and an
+//! embedding application builds one however it likes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// The HTTP listener of the `xjob` binary.
+    pub http: HttpConfig,
+    /// Where jobs, logs and the registry live.
+    pub database: DatabaseConfig,
+    /// The scan and ring.
+    pub scheduler: SchedulerConfig,
+    /// The fast and slow trigger lanes.
+    pub trigger_pool: TriggerPoolConfig,
+    /// Executor heartbeats.
+    pub registry: RegistryConfig,
+    /// The in-process executor served by this node, if any.
+    pub executor: ExecutorConfig,
+}
+
+/// HTTP listener settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpConfig {
+    /// Address the binary listens on.
+    pub bind: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+        }
+    }
+}
+
+/// Database settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatabaseConfig {
+    /// A sea-orm URL: `sqlite://path?mode=rwc`, `postgres://…`, `mysql://…`.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/xjob.db?mode=rwc".into(),
+            max_connections: 8,
+        }
+    }
+}
+
+/// Scan and ring settings (spec §8.2, §8.3).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulerConfig {
+    /// How far ahead the scan reads due jobs, in ms (XXL-JOB: 5000).
+    pub pre_read_ms: i64,
+    /// A fire later than this is a misfire and its job's misfire policy decides (XXL-JOB: 5000).
+    pub misfire_threshold_ms: i64,
+    /// Most jobs one scan reads; 0 = XXL-JOB's `(fast_max + slow_max) × 20`.
+    pub pre_read_count: u64,
+    /// Most fires one job may record in one scan (a guard against runaway schedules).
+    pub max_fires_per_job_scan: usize,
+    /// A recorded fire still pending this long after its nominal time is taken over (its node
+    /// is presumed dead). Must be below `misfire_threshold_ms` for takeovers to fire on time.
+    pub recover_after_ms: i64,
+    /// IANA time zone in which CRON expressions are evaluated (a job may set its own).
+    pub time_zone: String,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            pre_read_ms: 5000,
+            misfire_threshold_ms: 5000,
+            pre_read_count: 0,
+            max_fires_per_job_scan: 1000,
+            recover_after_ms: 2000,
+            time_zone: "UTC".into(),
+        }
+    }
+}
+
+/// Trigger lanes (spec §8.4).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TriggerPoolConfig {
+    /// Most triggers in flight on the fast lane (XXL-JOB: 200).
+    pub fast_max: usize,
+    /// Most triggers in flight on the slow lane (XXL-JOB: 100).
+    pub slow_max: usize,
+    /// A trigger slower than this counts against its job (XXL-JOB: 500 ms).
+    pub slow_threshold_ms: u64,
+    /// A job with more slow triggers than this in the current minute goes to the slow lane
+    /// (XXL-JOB: 10).
+    pub slow_count_limit: u32,
+}
+
+impl Default for TriggerPoolConfig {
+    fn default() -> Self {
+        Self {
+            fast_max: 200,
+            slow_max: 100,
+            slow_threshold_ms: 500,
+            slow_count_limit: 10,
+        }
+    }
+}
+
+/// Executor registry settings (spec §7.7, §8.8).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RegistryConfig {
+    /// Heartbeat period in seconds (XXL-JOB: 30).
+    pub beat_secs: u64,
+    /// An executor silent this long is evicted (XXL-JOB: 90).
+    pub dead_secs: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            beat_secs: 30,
+            dead_secs: 90,
+        }
+    }
+}
+
+/// The in-process executor of this node.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExecutorConfig {
+    /// Group appname under which the in-process executor registers; empty = no local executor.
+    pub app_name: String,
+    /// Address it registers; empty = `http://<http.bind>/`.
+    pub address: String,
+}
+
+impl Config {
+    /// Checks values that would make the engine misbehave; names the offending key.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key: &str, why: &str| Err(Error::Config(format!("{key}: {why}")));
+        if self.scheduler.pre_read_ms < 1000 {
+            return bad("scheduler.pre_read_ms", "must be at least 1000");
+        }
+        if self.scheduler.misfire_threshold_ms < 1000 {
+            return bad("scheduler.misfire_threshold_ms", "must be at least 1000");
+        }
+        if self.scheduler.recover_after_ms < 1000 {
+            return bad("scheduler.recover_after_ms", "must be at least 1000");
+        }
+        if self.scheduler.max_fires_per_job_scan == 0 {
+            return bad("scheduler.max_fires_per_job_scan", "must be at least 1");
+        }
+        if self.scheduler.time_zone.parse::<chrono_tz::Tz>().is_err() {
+            return bad("scheduler.time_zone", "not an IANA time zone name");
+        }
+        if self.trigger_pool.fast_max == 0 || self.trigger_pool.slow_max == 0 {
+            return bad("trigger_pool", "fast_max and slow_max must be at least 1");
+        }
+        if self.registry.beat_secs == 0 || self.registry.dead_secs <= self.registry.beat_secs {
+            return bad("registry", "dead_secs must exceed beat_secs, both positive");
+        }
+        if self.database.max_connections == 0 {
+            return bad("database.max_connections", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// The effective pre-read count (XXL-JOB 2.x: `(fast + slow) × 20`).
+    pub fn pre_read_count(&self) -> u64 {
+        if self.scheduler.pre_read_count > 0 {
+            self.scheduler.pre_read_count
+        } else {
+            ((self.trigger_pool.fast_max + self.trigger_pool.slow_max) * 20) as u64
+        }
+    }
+
+    /// The center's time zone (validated by [`Config::validate`]; UTC if unparsable).
+    pub fn time_zone(&self) -> chrono_tz::Tz {
+        self.scheduler.time_zone.parse().unwrap_or(chrono_tz::UTC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_xxl_job_defaults_and_valid() {
+        let c = Config::default();
+        c.validate().expect("defaults valid");
+        assert_eq!(c.http.bind, "127.0.0.1:8080");
+        assert_eq!(c.scheduler.pre_read_ms, 5000);
+        assert_eq!(c.trigger_pool.fast_max, 200);
+        assert_eq!(c.trigger_pool.slow_max, 100);
+        assert_eq!(c.pre_read_count(), 6000);
+        assert!(c.database.url.starts_with("sqlite://data/"));
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let mut c = Config::default();
+        c.scheduler.time_zone = "Mars/Olympus".into();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("scheduler.time_zone"), "{e}");
+    }
+}

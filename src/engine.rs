@@ -1,0 +1,341 @@
+//! Builds and wires the actor graph; the only file that knows all of it.
+//!
+//! ```text
+//! ScanActor ──PushRing──▶ RingActor ──FireBatch──▶ TriggerPool ──▶ Trigger ──▶ ExecutorClient
+//!                                                                   (NodeClient: in-process or remote)
+//! InProcessExecutor ──Callback──▶ CompleteActor          RegistryActor (heartbeats, address lists)
+//! ```
+//!
+//! [`Engine::builder`] takes a [`Config`], optionally a database, a clock, handlers for the
+//! in-process executor and a remote client; [`EngineBuilder::start`] migrates, verifies the lock
+//! row, adopts fires left pending by an earlier run, and starts the actors on the current actix
+//! system. [`Engine::stop`] stops scanning, hands the ring's fires back to the database (they
+//! stay pending for whichever node scans next) and lets in-flight triggers finish.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use sea_orm::DatabaseConnection;
+
+use crate::activity::Activity;
+use crate::actors::complete::CompleteActor;
+use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
+use crate::actors::ring::{DrainRing, PushRing, RingActor};
+use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
+use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::executor::{ExecutorClient, HandlerRegistry, InProcessExecutor, NodeClient};
+use crate::jobs::JobSpec;
+use crate::model::TriggerType;
+use crate::schedule::Schedule;
+use crate::store::{self, groups, jobs, logs};
+use crate::trigger::{Trigger, TriggerRequest};
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    config: Config,
+    clock: Option<Clock>,
+    db: Option<DatabaseConnection>,
+    handlers: HandlerRegistry,
+    remote: Option<Arc<dyn ExecutorClient>>,
+    log_dir: Option<PathBuf>,
+}
+
+/// Handles to a running scheduling center.
+#[derive(Clone)]
+pub struct Engine {
+    config: Arc<Config>,
+    clock: Clock,
+    db: DatabaseConnection,
+    scan: Addr<ScanActor>,
+    ring: Addr<RingActor>,
+    pool: Addr<TriggerPool>,
+    complete: Addr<CompleteActor>,
+    registry: Addr<RegistryActor>,
+    trigger: Arc<Trigger>,
+    local_address: Option<String>,
+    activity: Activity,
+}
+
+impl EngineBuilder {
+    /// Uses this database instead of connecting to `config.database.url`.
+    pub fn database(mut self, db: DatabaseConnection) -> Self {
+        self.db = Some(db);
+        self
+    }
+
+    /// Uses this clock (tests pass [`Clock::tokio_at`]); default [`Clock::system`].
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Handlers of the in-process executor (registered under `config.executor.app_name`).
+    pub fn handlers(mut self, handlers: HandlerRegistry) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// The client for executors at other addresses.
+    pub fn remote_client(mut self, client: Arc<dyn ExecutorClient>) -> Self {
+        self.remote = Some(client);
+        self
+    }
+
+    /// Where the in-process executor writes run logs.
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.log_dir = Some(dir.into());
+        self
+    }
+
+    /// Connects, migrates and starts the actors on the current actix system.
+    pub async fn start(self) -> Result<Engine> {
+        let cfg = self.config;
+        cfg.validate()?;
+        let clock = self.clock.unwrap_or_else(Clock::system);
+        let db = match self.db {
+            Some(db) => db,
+            None => store::connect(&cfg.database).await?,
+        };
+        store::migrate(&db).await?;
+        store::verify_lock_row(&db).await?;
+
+        let activity = Activity::default();
+        let complete = CompleteActor::new(db.clone(), clock.clone(), activity.clone()).start();
+        let app = cfg.executor.app_name.trim().to_string();
+        let local_address = (!app.is_empty()).then(|| {
+            let a = cfg.executor.address.trim();
+            if a.is_empty() {
+                format!("http://{}/", cfg.http.bind)
+            } else {
+                a.to_string()
+            }
+        });
+        let local = local_address.as_ref().map(|addr| {
+            let exec = InProcessExecutor::new(
+                self.handlers.clone(),
+                complete.clone().recipient(),
+                clock.clone(),
+                self.log_dir.clone(),
+            );
+            (addr.clone(), Arc::new(exec) as Arc<dyn ExecutorClient>)
+        });
+        let client: Arc<dyn ExecutorClient> = Arc::new(NodeClient::new(local, self.remote));
+        let trigger = Arc::new(Trigger::new(
+            db.clone(),
+            clock.clone(),
+            client,
+            cfg.http.bind.clone(),
+        ));
+
+        let heartbeat = local_address.as_ref().map(|a| Heartbeat {
+            app_name: app.clone(),
+            address: a.clone(),
+        });
+        RegistryActor::refresh(&db, &clock, cfg.registry.dead_secs, heartbeat.as_ref()).await?;
+        let registry =
+            RegistryActor::new(db.clone(), clock.clone(), cfg.registry.clone(), heartbeat).start();
+
+        let pool = TriggerPool::new(
+            db.clone(),
+            trigger.clone(),
+            clock.clone(),
+            cfg.trigger_pool.clone(),
+            activity.clone(),
+        )
+        .start();
+        let ring = RingActor::new(clock.clone(), pool.clone().recipient()).start();
+
+        // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
+        // back into the ring; the claim at dispatch makes sure each runs once whoever else holds
+        // it. Overdue ones are the scan's to recover, under the misfire policy.
+        let now = clock.now_ms();
+        let horizon = now + cfg.scheduler.pre_read_ms;
+        let adopted: Vec<_> = logs::all_pending(&db)
+            .await?
+            .into_iter()
+            .filter(|f| {
+                f.fire_time > now - cfg.scheduler.recover_after_ms && f.fire_time <= horizon
+            })
+            .collect();
+        if !adopted.is_empty() {
+            tracing::info!(
+                fires = adopted.len(),
+                "adopted fires left pending by an earlier run"
+            );
+            ring.do_send(PushRing(adopted));
+        }
+
+        let scan = ScanActor::new(
+            db.clone(),
+            clock.clone(),
+            cfg.scheduler.clone(),
+            cfg.pre_read_count(),
+            ring.clone().recipient(),
+            activity.clone(),
+        )
+        .start();
+        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, "scheduling center started");
+        Ok(Engine {
+            config: Arc::new(cfg),
+            clock,
+            db,
+            scan,
+            ring,
+            pool,
+            complete,
+            registry,
+            trigger,
+            local_address,
+            activity,
+        })
+    }
+}
+
+impl Engine {
+    /// Starts building an engine with `config`.
+    pub fn builder(config: Config) -> EngineBuilder {
+        EngineBuilder {
+            config,
+            clock: None,
+            db: None,
+            handlers: HandlerRegistry::new(),
+            remote: None,
+            log_dir: None,
+        }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The address this node's in-process executor registers, if it has one.
+    pub fn local_address(&self) -> Option<&str> {
+        self.local_address.as_deref()
+    }
+
+    /// In-flight work (tests wait for [`Activity::is_idle`] after advancing paused time).
+    pub fn activity(&self) -> &Activity {
+        &self.activity
+    }
+
+    /// The completion actor (results from executors go here).
+    pub fn complete(&self) -> &Addr<CompleteActor> {
+        &self.complete
+    }
+
+    /// The registry actor.
+    pub fn registry(&self) -> &Addr<RegistryActor> {
+        &self.registry
+    }
+
+    /// The trigger service (executor client access for kill and log reads).
+    pub fn trigger_service(&self) -> &Arc<Trigger> {
+        &self.trigger
+    }
+
+    /// Returns the id of the group with `app_name`, creating an automatic group if none exists.
+    pub async fn ensure_group(&self, app_name: &str, title: &str) -> Result<i32> {
+        if let Some(g) = groups::by_app_name(&self.db, app_name).await? {
+            return Ok(g.id);
+        }
+        let id = groups::insert(&self.db, app_name, title, 0, None, self.clock.now_naive()).await?;
+        self.registry.send(RefreshRegistry).await??;
+        Ok(id)
+    }
+
+    /// Validates and saves a job (created stopped); returns its id.
+    pub async fn add_job(&self, spec: JobSpec) -> Result<i32> {
+        let model = spec.validate(self.config.time_zone(), self.clock.now_naive())?;
+        groups::get(&self.db, model.job_group).await?;
+        jobs::insert(&self.db, model).await
+    }
+
+    /// Starts a job: its first fire is the schedule's next time after now.
+    pub async fn start_job(&self, job_id: i32) -> Result<()> {
+        let job = jobs::get(&self.db, job_id).await?;
+        let schedule = Schedule::for_job(
+            &job.schedule_type,
+            job.schedule_conf.as_deref(),
+            job.time_zone.as_deref(),
+            self.config.time_zone(),
+        )?;
+        if schedule == Schedule::None {
+            return Err(Error::Invalid {
+                field: "scheduleType",
+                reason: "a job with schedule type NONE cannot be started".into(),
+            });
+        }
+        let now = self.clock.now_ms();
+        let next = schedule
+            .next_after(now, now)
+            .ok_or_else(|| Error::Invalid {
+                field: "scheduleConf",
+                reason: "the schedule has no future fire time".into(),
+            })?;
+        jobs::set_running(&self.db, job_id, next).await
+    }
+
+    /// Stops a job.
+    pub async fn stop_job(&self, job_id: i32) -> Result<()> {
+        jobs::get(&self.db, job_id).await?;
+        jobs::set_stopped(&self.db, job_id).await
+    }
+
+    /// Triggers a job once now (MANUAL), with an optional param and address list override.
+    pub async fn trigger_job(
+        &self,
+        job_id: i32,
+        executor_param: Option<String>,
+        address_list: Option<String>,
+    ) -> Result<()> {
+        jobs::get(&self.db, job_id).await?;
+        let mut req = TriggerRequest::new(job_id, TriggerType::Manual);
+        req.executor_param = Some(executor_param.unwrap_or_default());
+        req.address_list = address_list.filter(|a| !a.trim().is_empty());
+        self.pool.send(TriggerJob(req)).await?
+    }
+
+    /// Runs one scan pass now (the loop also runs one every second).
+    pub async fn scan_now(&self) -> Result<ScanReport> {
+        self.scan.send(ScanNow).await?
+    }
+
+    /// The trigger lanes' occupancy and totals.
+    pub async fn pool_stats(&self) -> Result<PoolStats> {
+        Ok(self.pool.send(GetPoolStats).await?)
+    }
+
+    /// Stops scanning, hands the ring's waiting fires back to the database (they stay pending
+    /// and are dispatched by whichever node scans next, this one after a restart), and waits up
+    /// to `grace` for in-flight triggers to finish. Returns how many fires were handed back.
+    pub async fn stop(&self, grace: Duration) -> Result<usize> {
+        self.scan.send(StopScan).await?;
+        let left = self.ring.send(DrainRing).await?;
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let s = self.pool_stats().await?;
+            if s.fast_in_flight + s.slow_in_flight == 0 || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::info!(handed_back = left.len(), "scheduling center stopped");
+        Ok(left.len())
+    }
+}

@@ -1,0 +1,107 @@
+//! What a handler sees of its run: ids, param, shard, trigger time, and the run log.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::clock::Clock;
+
+/// Appends lines to a run's log file `<logpath>/<yyyy-MM-dd>/<logId>.log` (spec §7.5). Without a
+/// log path, lines go to `tracing` only.
+#[derive(Clone, Debug)]
+pub struct JobLogger {
+    file: Option<PathBuf>,
+    clock: Clock,
+    log_id: i64,
+}
+
+impl JobLogger {
+    /// A logger for `log_id`, whose trigger time `trigger_ms` picks the day directory.
+    pub fn new(log_dir: Option<PathBuf>, clock: Clock, log_id: i64, trigger_ms: i64) -> Self {
+        let file = log_dir.map(|d| {
+            let day = crate::clock::ms_to_naive(trigger_ms)
+                .format("%Y-%m-%d")
+                .to_string();
+            d.join(day).join(format!("{log_id}.log"))
+        });
+        JobLogger {
+            file,
+            clock,
+            log_id,
+        }
+    }
+
+    /// The file this run logs to, if any.
+    pub fn path(&self) -> Option<&PathBuf> {
+        self.file.as_ref()
+    }
+
+    /// Appends one timestamped line. I/O errors are reported through `tracing`, never to the job.
+    pub fn log(&self, text: &str) {
+        tracing::debug!(log_id = self.log_id, "{text}");
+        let Some(path) = &self.file else { return };
+        let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            write!(f, "{stamp} {text}\r\n")
+        };
+        if let Err(e) = write() {
+            tracing::warn!(log_id = self.log_id, error = %e, "cannot write run log");
+        }
+    }
+}
+
+/// Everything a handler knows about the run it is executing.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    /// The job's id.
+    pub job_id: i32,
+    /// This run's log id.
+    pub log_id: i64,
+    /// The job's param, or the override given to this trigger (empty when none).
+    pub param: String,
+    /// Shard index, 0-based (0 when not sharded).
+    pub shard_index: i32,
+    /// Shard total (1 when not sharded).
+    pub shard_total: i32,
+    /// When the center triggered this run, epoch ms.
+    pub trigger_time_ms: i64,
+    logger: JobLogger,
+}
+
+impl JobContext {
+    /// A context (used by executors, and by tests of handlers).
+    pub fn new(
+        job_id: i32,
+        log_id: i64,
+        param: String,
+        shard: (i32, i32),
+        trigger_time_ms: i64,
+        logger: JobLogger,
+    ) -> Self {
+        JobContext {
+            job_id,
+            log_id,
+            param,
+            shard_index: shard.0,
+            shard_total: shard.1,
+            trigger_time_ms,
+            logger,
+        }
+    }
+
+    /// Writes a line to this run's log.
+    pub fn log(&self, text: impl AsRef<str>) {
+        self.logger.log(text.as_ref());
+    }
+
+    /// The run log.
+    pub fn logger(&self) -> &JobLogger {
+        &self.logger
+    }
+}

@@ -1,0 +1,113 @@
+//! The `xjob` binary.
+//!
+//! - `xjob serve [--config FILE]`: the scheduling center with its HTTP routes and the in-process
+//!   demo executor `xjob-demo` (SQLite under `./data/` by default).
+//! - `xjob migrate [--config FILE]`: applies the schema migrations and exits.
+//!
+//! Configuration: defaults, then the TOML file, then `XJOB_*` environment variables with `__`
+//! between levels (`XJOB_HTTP__BIND=0.0.0.0:8080`, `XJOB_DATABASE__URL=postgres://…`).
+
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, web};
+use anyhow::Context as _;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use xjob::{Config, Engine, store};
+
+const USAGE: &str = "usage: xjob <serve|migrate> [--config FILE]
+
+  serve     run the scheduling center with the demo executor `xjob-demo`
+  migrate   apply database migrations and exit
+
+Configuration: --config FILE (TOML), then XJOB_* environment variables, `__` between levels,
+e.g. XJOB_HTTP__BIND=127.0.0.1:8080 XJOB_DATABASE__URL=sqlite://data/xjob.db?mode=rwc";
+
+fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
+    let mut fig = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(p) = path {
+        anyhow::ensure!(
+            std::path::Path::new(p).is_file(),
+            "config file {p} not found"
+        );
+        fig = fig.merge(Toml::file(p));
+    }
+    let cfg: Config = fig
+        .merge(Env::prefixed("XJOB_").split("__"))
+        .extract()
+        .context("invalid configuration")?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut cmd = None;
+    let mut config_path = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--config" | "-c" => {
+                config_path = Some(it.next().context("--config needs a file")?.clone())
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            other if cmd.is_none() && !other.starts_with('-') => cmd = Some(other.to_string()),
+            other => anyhow::bail!("unexpected argument `{other}`\n{USAGE}"),
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
+        )
+        .init();
+    let cfg = load_config(config_path.as_deref())?;
+    match cmd.as_deref() {
+        Some("serve") => actix_web::rt::System::new().block_on(serve(cfg)),
+        Some("migrate") => actix_web::rt::System::new().block_on(async {
+            let db = store::connect(&cfg.database).await?;
+            store::migrate(&db).await?;
+            tracing::info!(url = %cfg.database.url, "migrations applied");
+            Ok(())
+        }),
+        _ => {
+            eprintln!("{USAGE}");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn serve(mut cfg: Config) -> anyhow::Result<()> {
+    if cfg.executor.app_name.trim().is_empty() {
+        cfg.executor.app_name = xjob::demo::DEMO_APP.into();
+    }
+    let bind = cfg.http.bind.clone();
+    let engine = Engine::builder(cfg)
+        .handlers(xjob::demo::handlers()?)
+        .log_dir("data/joblogs")
+        .start()
+        .await?;
+    if store::groups::all(engine.db()).await?.is_empty() {
+        let id = engine
+            .ensure_group(xjob::demo::DEMO_APP, "xjob demo")
+            .await?;
+        tracing::info!(group_id = id, "seeded the `xjob-demo` executor group");
+    }
+    let data = web::Data::new(engine.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(xjob::routes::config)
+    })
+    .bind(&bind)
+    .with_context(|| format!("cannot listen on {bind}"))?
+    .shutdown_timeout(10)
+    .run();
+    tracing::info!(%bind, "listening");
+    server.await?;
+    engine.stop(Duration::from_secs(10)).await?;
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! The JSON objects of the XXL-JOB 2.4 protocol (spec §2.1, §5), with the exact keys, including
+//! the misspelled ones (`logDateTim`, `executorParams`, `glueUpdatetime`, `isEnd`).
+//!
+//! Parsing is lenient (spec §14): missing keys default, unknown keys are ignored, nulls accepted,
+//! and the envelope accepts `content` or `data`.
+
+use serde::{Deserialize, Serialize};
+
+/// `code` for success.
+pub const SUCCESS_CODE: i32 = 200;
+/// `code` for failure.
+pub const FAIL_CODE: i32 = 500;
+/// `handleCode` for a timeout.
+pub const TIMEOUT_CODE: i32 = 502;
+
+/// The `ReturnT<T>` envelope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReturnT<T = String> {
+    /// 200 success, anything else failure.
+    #[serde(default)]
+    pub code: i32,
+    /// Message, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+    /// Payload (`data` from 3.3 on).
+    #[serde(default, alias = "data", skip_serializing_if = "Option::is_none")]
+    pub content: Option<T>,
+}
+
+impl<T> ReturnT<T> {
+    /// `{code:200}`.
+    pub fn success() -> Self {
+        ReturnT {
+            code: SUCCESS_CODE,
+            msg: None,
+            content: None,
+        }
+    }
+
+    /// `{code:500, msg}`.
+    pub fn fail(msg: impl Into<String>) -> Self {
+        ReturnT {
+            code: FAIL_CODE,
+            msg: Some(msg.into()),
+            content: None,
+        }
+    }
+
+    /// Whether `code` is 200.
+    pub fn is_success(&self) -> bool {
+        self.code == SUCCESS_CODE
+    }
+}
+
+/// `TriggerParam`: admin → executor `/run` (spec §5.1).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TriggerParam {
+    /// Job id.
+    pub job_id: i32,
+    /// Handler name (BEAN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_handler: Option<String>,
+    /// Effective param (plural on the wire).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_params: Option<String>,
+    /// Block strategy name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_block_strategy: Option<String>,
+    /// Seconds; ≤ 0 = none.
+    pub executor_timeout: i32,
+    /// Log row id.
+    pub log_id: i64,
+    /// Epoch ms of the log's trigger time (spelled in full here).
+    pub log_date_time: i64,
+    /// Glue type name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub glue_type: Option<String>,
+    /// Script source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub glue_source: Option<String>,
+    /// Epoch ms of the source version.
+    #[serde(rename = "glueUpdatetime")]
+    pub glue_updatetime: i64,
+    /// Shard index, 0-based.
+    pub broadcast_index: i32,
+    /// Shard total (1 when not sharded).
+    pub broadcast_total: i32,
+}
+
+/// `HandleCallbackParam`: one result, executor → admin `/api/callback` (spec §5.2).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HandleCallbackParam {
+    /// Log row id.
+    pub log_id: i64,
+    /// Epoch ms (misspelled on the wire).
+    #[serde(rename = "logDateTim")]
+    pub log_date_tim: i64,
+    /// 200 success, 500 failure, 502 timeout.
+    pub handle_code: i32,
+    /// Message.
+    pub handle_msg: Option<String>,
+}
+
+/// `RegistryParam` (spec §5.3).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegistryParam {
+    /// Always `EXECUTOR`.
+    pub registry_group: String,
+    /// Appname.
+    pub registry_key: String,
+    /// Address.
+    pub registry_value: String,
+}
+
+/// `IdleBeatParam` and `KillParam` (spec §5.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct JobIdParam {
+    /// Job id.
+    pub job_id: i32,
+}
+
+/// `LogParam` (spec §5.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LogParam {
+    /// Epoch ms (misspelled on the wire).
+    #[serde(rename = "logDateTim")]
+    pub log_date_tim: i64,
+    /// Log row id.
+    pub log_id: i64,
+    /// First line wanted, from 1.
+    pub from_line_num: i32,
+}
+
+/// `LogResult` (spec §5.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LogResult {
+    /// First line returned.
+    pub from_line_num: i32,
+    /// Line count of the file.
+    pub to_line_num: i32,
+    /// The lines, each followed by `\n`.
+    pub log_content: String,
+    /// Whether the log is complete.
+    #[serde(rename = "isEnd")]
+    pub is_end: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trigger_param_uses_exact_keys() {
+        let p = TriggerParam {
+            job_id: 1,
+            executor_params: Some("x".into()),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&p).expect("serialise");
+        for key in [
+            "jobId",
+            "executorParams",
+            "logDateTime",
+            "glueUpdatetime",
+            "broadcastTotal",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+        assert!(
+            v.get("executorHandler").is_none(),
+            "null fields are omitted"
+        );
+    }
+
+    #[test]
+    fn lenient_parsing() {
+        let r: ReturnT<LogResult> = serde_json::from_str(
+            r#"{"code":200,"msg":null,"data":{"fromLineNum":1,"toLineNum":2,"logContent":"a\n","isEnd":true},"success":true}"#,
+        )
+        .expect("parse");
+        assert!(r.content.expect("content from data").is_end);
+        let c: Vec<HandleCallbackParam> = serde_json::from_str(
+            r#"[{"logId":7,"logDateTim":1,"handleCode":200,"executeResult":{"code":200}}]"#,
+        )
+        .expect("parse");
+        assert_eq!(c[0].log_id, 7);
+        assert_eq!(c[0].handle_msg, None);
+    }
+}

@@ -1,0 +1,163 @@
+//! Executor routing (spec §8.6): picks an address from a group's list for one trigger.
+//!
+//! FIRST, LAST, RANDOM and the per-job state of ROUND, LEAST_FREQUENTLY_USED and
+//! LEAST_RECENTLY_USED are synchronous ([`Router::pick`]); FAILOVER and BUSYOVER probe executors
+//! ([`probe`]); SHARDING_BROADCAST is expanded by the trigger procedure. Per-job state is wiped
+//! every 24 hours, as XXL-JOB does, and the consistent-hash ring is cached per address list.
+
+mod consistent_hash;
+mod lfu;
+mod lru;
+pub mod probe;
+mod round;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rand::Rng;
+
+pub use consistent_hash::{HashRing, hash_key};
+
+use crate::model::RouteStrategy;
+
+/// Per-job routing state lives this long before it is wiped (spec §8.6).
+pub const STATE_TTL_MS: i64 = 24 * 3600 * 1000;
+
+#[derive(Default)]
+struct State {
+    expires_at: i64,
+    round: HashMap<i32, u64>,
+    lfu: HashMap<i32, lfu::Counts>,
+    lru: HashMap<i32, lru::Order>,
+    rings: HashMap<Vec<String>, Arc<HashRing>>,
+}
+
+/// Routing state shared by every trigger of a node.
+#[derive(Default)]
+pub struct Router {
+    state: Mutex<State>,
+}
+
+impl Router {
+    /// A router with empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Picks an address with a synchronous strategy; `None` for an empty list or a strategy that
+    /// needs probes (FAILOVER, BUSYOVER) or expansion (SHARDING_BROADCAST).
+    pub fn pick(
+        &self,
+        strategy: RouteStrategy,
+        job_id: i32,
+        addresses: &[String],
+        now_ms: i64,
+    ) -> Option<String> {
+        if addresses.is_empty() {
+            return None;
+        }
+        let mut rng = rand::rng();
+        let mut st = self.state.lock();
+        if now_ms >= st.expires_at {
+            st.round.clear();
+            st.lfu.clear();
+            st.lru.clear();
+            st.expires_at = now_ms + STATE_TTL_MS;
+        }
+        let i = match strategy {
+            RouteStrategy::First => 0,
+            RouteStrategy::Last => addresses.len() - 1,
+            RouteStrategy::Random => rng.random_range(0..addresses.len()),
+            RouteStrategy::Round => round::next(
+                st.round.entry(job_id).or_default(),
+                addresses.len(),
+                &mut rng,
+            ),
+            RouteStrategy::LeastFrequentlyUsed => {
+                st.lfu.entry(job_id).or_default().pick(addresses, &mut rng)
+            }
+            RouteStrategy::LeastRecentlyUsed => st.lru.entry(job_id).or_default().pick(addresses),
+            RouteStrategy::ConsistentHash => {
+                if st.rings.len() > 1024 {
+                    st.rings.clear();
+                }
+                let ring = st
+                    .rings
+                    .entry(addresses.to_vec())
+                    .or_insert_with(|| Arc::new(HashRing::new(addresses)))
+                    .clone();
+                return ring.pick(job_id).map(str::to_string);
+            }
+            RouteStrategy::Failover
+            | RouteStrategy::Busyover
+            | RouteStrategy::ShardingBroadcast => {
+                return None;
+            }
+        };
+        addresses.get(i).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("http://10.0.0.{i}:9999/")).collect()
+    }
+
+    #[test]
+    fn first_last_and_empty() {
+        let r = Router::new();
+        let a = addrs(3);
+        assert_eq!(r.pick(RouteStrategy::First, 1, &a, 0), Some(a[0].clone()));
+        assert_eq!(r.pick(RouteStrategy::Last, 1, &a, 0), Some(a[2].clone()));
+        assert_eq!(r.pick(RouteStrategy::Round, 1, &[], 0), None);
+        assert_eq!(r.pick(RouteStrategy::Failover, 1, &a, 0), None);
+    }
+
+    #[test]
+    fn round_is_fair() {
+        let r = Router::new();
+        let a = addrs(4);
+        let mut counts = HashMap::new();
+        for _ in 0..400 {
+            let p = r.pick(RouteStrategy::Round, 7, &a, 0).expect("pick");
+            *counts.entry(p).or_insert(0) += 1;
+        }
+        assert!(counts.values().all(|&c| c == 100), "{counts:?}");
+    }
+
+    #[test]
+    fn lru_cycles_through_every_address() {
+        let r = Router::new();
+        let a = addrs(3);
+        let picks: Vec<_> = (0..6)
+            .map(|_| {
+                r.pick(RouteStrategy::LeastRecentlyUsed, 1, &a, 0)
+                    .expect("pick")
+            })
+            .collect();
+        assert_eq!(picks[..3], a[..]);
+        assert_eq!(picks[3..], a[..]);
+    }
+
+    #[test]
+    fn lfu_balances_use() {
+        let r = Router::new();
+        let a = addrs(3);
+        let mut counts = HashMap::new();
+        for _ in 0..300 {
+            let p = r
+                .pick(RouteStrategy::LeastFrequentlyUsed, 1, &a, 0)
+                .expect("pick");
+            *counts.entry(p).or_insert(0) += 1;
+        }
+        let (min, max) = (
+            counts.values().min().copied().unwrap_or(0),
+            counts.values().max().copied().unwrap_or(0),
+        );
+        assert!(max - min <= 3, "{counts:?}");
+    }
+}

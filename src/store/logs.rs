@@ -1,0 +1,320 @@
+//! `xxl_job_log`: pending fires (recorded by a scan, claimed at dispatch), trigger results and
+//! handle results.
+//!
+//! A scheduled fire's life: [`insert_pending`] in the scan's transaction (`fire_state = 1`,
+//! unique on job and nominal time) → [`claim`] by exactly one node at dispatch (a random token)
+//! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins).
+
+use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
+use sea_orm::sea_query::{Expr, OnConflict, Query};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+
+use crate::clock::ms_to_naive;
+use crate::error::{Error, Result};
+use crate::model::TriggerType;
+
+/// A fire the scan hands to the ring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingFire {
+    /// Job id.
+    pub job_id: i32,
+    /// Its group.
+    pub job_group: i32,
+    /// Nominal fire time, epoch ms.
+    pub fire_time: i64,
+    /// CRON or MISFIRE.
+    pub trigger_type: TriggerType,
+}
+
+/// A recorded pending fire, with its log id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fire {
+    /// `xxl_job_log.id`.
+    pub log_id: i64,
+    /// Job id.
+    pub job_id: i32,
+    /// Nominal fire time, epoch ms.
+    pub fire_time: i64,
+    /// CRON or MISFIRE.
+    pub trigger_type: TriggerType,
+}
+
+/// Records pending fires (duplicates of an existing (job, nominal time) are ignored) and
+/// returns how many rows were written.
+pub async fn insert_pending(c: &impl ConnectionTrait, fires: &[PendingFire]) -> Result<u64> {
+    let mut n = 0;
+    for chunk in fires.chunks(1000) {
+        let mut q = Query::insert();
+        q.into_table(Entity).columns([
+            Column::JobGroup,
+            Column::JobId,
+            Column::TriggerTime,
+            Column::TriggerCode,
+            Column::HandleCode,
+            Column::ExecutorFailRetryCount,
+            Column::AlarmStatus,
+            Column::FireTime,
+            Column::FireState,
+            Column::TriggerType,
+        ]);
+        for f in chunk {
+            q.values_panic([
+                f.job_group.into(),
+                f.job_id.into(),
+                ms_to_naive(f.fire_time).into(),
+                0.into(),
+                0.into(),
+                0.into(),
+                0i16.into(),
+                f.fire_time.into(),
+                1i64.into(),
+                f.trigger_type.as_str().into(),
+            ]);
+        }
+        q.on_conflict(
+            OnConflict::columns([Column::JobId, Column::FireTime])
+                .do_nothing()
+                .to_owned(),
+        );
+        n += c.execute(&q).await?.rows_affected();
+    }
+    Ok(n)
+}
+
+fn to_fire(m: (i64, i32, Option<i64>, Option<String>)) -> Fire {
+    Fire {
+        log_id: m.0,
+        job_id: m.1,
+        fire_time: m.2.unwrap_or_default(),
+        trigger_type: m
+            .3
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(TriggerType::Cron),
+    }
+}
+
+fn pending_select() -> sea_orm::Select<Entity> {
+    Entity::find()
+        .select_only()
+        .columns([
+            Column::Id,
+            Column::JobId,
+            Column::FireTime,
+            Column::TriggerType,
+        ])
+        .filter(Column::FireState.eq(1))
+}
+
+/// Pending fires of these jobs with nominal times in `[from, to]`, oldest first.
+pub async fn pending_for_jobs(
+    c: &impl ConnectionTrait,
+    job_ids: &[i32],
+    from: i64,
+    to: i64,
+) -> Result<Vec<Fire>> {
+    let mut out = Vec::new();
+    for chunk in job_ids.chunks(500) {
+        let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
+            .filter(Column::JobId.is_in(chunk.iter().copied()))
+            .filter(Column::FireTime.between(from, to))
+            .order_by_asc(Column::FireTime)
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(rows.into_iter().map(to_fire));
+    }
+    Ok(out)
+}
+
+/// Pending fires whose nominal time is at or before `before` (their node should have dispatched
+/// them by now), oldest first, at most `limit`.
+pub async fn stale_pending(c: &impl ConnectionTrait, before: i64, limit: u64) -> Result<Vec<Fire>> {
+    let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
+        .filter(Column::FireTime.lte(before))
+        .order_by_asc(Column::FireTime)
+        .limit(limit)
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows.into_iter().map(to_fire).collect())
+}
+
+/// Every pending fire, oldest first (for shutdown hand-back and tests).
+pub async fn all_pending(c: &impl ConnectionTrait) -> Result<Vec<Fire>> {
+    let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
+        .order_by_asc(Column::FireTime)
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows.into_iter().map(to_fire).collect())
+}
+
+/// Claims pending fires for dispatch: exactly one caller, on any node, gets each id. Returns
+/// the ids this call claimed.
+///
+/// The claim writes a random 63-bit token into `fire_state`; when the batch update took fewer
+/// rows than asked, the token tells which rows are ours. One statement when nobody competes.
+pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
+    let token: i64 = rand::random_range(2..i64::MAX);
+    let mut claimed = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let res = Entity::update_many()
+            .col_expr(Column::FireState, Expr::val(token))
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .filter(Column::FireState.eq(1))
+            .exec(c)
+            .await?;
+        if res.rows_affected as usize == chunk.len() {
+            claimed.extend_from_slice(chunk);
+        } else if res.rows_affected > 0 {
+            let ours: Vec<i64> = Entity::find()
+                .select_only()
+                .column(Column::Id)
+                .filter(Column::Id.is_in(chunk.iter().copied()))
+                .filter(Column::FireState.eq(token))
+                .into_tuple()
+                .all(c)
+                .await?;
+            claimed.extend(ours);
+        }
+    }
+    Ok(claimed)
+}
+
+/// Deletes pending fires that the misfire policy skipped (no run happens for them).
+pub async fn delete_pending(c: &impl ConnectionTrait, ids: &[i64]) -> Result<u64> {
+    let mut n = 0;
+    for chunk in ids.chunks(500) {
+        n += Entity::delete_many()
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .filter(Column::FireState.eq(1))
+            .exec(c)
+            .await?
+            .rows_affected;
+    }
+    Ok(n)
+}
+
+/// Inserts a log row for an unscheduled trigger (manual, retry, child, extra shard).
+pub async fn insert_run(
+    c: &impl ConnectionTrait,
+    job_group: i32,
+    job_id: i32,
+    trigger_ms: i64,
+    trigger_type: TriggerType,
+) -> Result<i64> {
+    let am = ActiveModel {
+        job_group: Set(job_group),
+        job_id: Set(job_id),
+        trigger_time: Set(Some(ms_to_naive(trigger_ms))),
+        trigger_code: Set(0),
+        handle_code: Set(0),
+        executor_fail_retry_count: Set(0),
+        alarm_status: Set(0),
+        fire_state: Set(0),
+        trigger_type: Set(Some(trigger_type.as_str().into())),
+        ..Default::default()
+    };
+    Ok(am.insert(c).await?.id)
+}
+
+/// What a trigger wrote about one run.
+#[derive(Clone, Debug, Default)]
+pub struct TriggerRecord {
+    /// Log id.
+    pub log_id: i64,
+    /// When it was dispatched, epoch ms.
+    pub trigger_ms: i64,
+    /// Chosen executor address.
+    pub executor_address: Option<String>,
+    /// Handler name.
+    pub executor_handler: Option<String>,
+    /// Effective param.
+    pub executor_param: Option<String>,
+    /// `i/n` for broadcast shards.
+    pub executor_sharding_param: Option<String>,
+    /// Retries left.
+    pub executor_fail_retry_count: i32,
+    /// `/run` answer code.
+    pub trigger_code: i32,
+    /// HTML summary.
+    pub trigger_msg: String,
+    /// Why it fired.
+    pub trigger_type: TriggerType,
+}
+
+/// Writes a trigger's outcome onto its log row.
+pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Result<()> {
+    let am = ActiveModel {
+        id: Set(r.log_id),
+        trigger_time: Set(Some(ms_to_naive(r.trigger_ms))),
+        executor_address: Set(r.executor_address),
+        executor_handler: Set(r.executor_handler),
+        executor_param: Set(r.executor_param),
+        executor_sharding_param: Set(r.executor_sharding_param),
+        executor_fail_retry_count: Set(r.executor_fail_retry_count),
+        trigger_code: Set(r.trigger_code),
+        trigger_msg: Set(Some(r.trigger_msg)),
+        trigger_type: Set(Some(r.trigger_type.as_str().into())),
+        fire_state: Set(0),
+        ..Default::default()
+    };
+    am.update(c).await?;
+    Ok(())
+}
+
+/// The handle-message cap on the admin side (spec §4.3).
+pub const HANDLE_MSG_MAX: usize = 15_000;
+
+/// Records a run's result unless one was already recorded (first result wins). Returns whether
+/// this call wrote it.
+pub async fn record_handle(
+    c: &impl ConnectionTrait,
+    log_id: i64,
+    code: i32,
+    msg: Option<&str>,
+    now_ms: i64,
+) -> Result<bool> {
+    let mut text = msg.unwrap_or_default().to_string();
+    if text.chars().count() > HANDLE_MSG_MAX {
+        text = text.chars().take(HANDLE_MSG_MAX).collect();
+    }
+    let res = Entity::update_many()
+        .col_expr(Column::HandleCode, Expr::val(code))
+        .col_expr(
+            Column::HandleMsg,
+            Expr::val(if msg.is_some() { Some(text) } else { None }),
+        )
+        .col_expr(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
+        .filter(Column::Id.eq(log_id))
+        .filter(Column::HandleCode.eq(0))
+        .exec(c)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// One log row.
+pub async fn get(c: &impl ConnectionTrait, id: i64) -> Result<Model> {
+    Entity::find_by_id(id)
+        .one(c)
+        .await?
+        .ok_or(Error::LogNotFound { log_id: id })
+}
+
+/// Every log row of a job, oldest nominal time first (tests and tools).
+pub async fn for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>> {
+    Ok(Entity::find()
+        .filter(Column::JobId.eq(job_id))
+        .order_by_asc(Column::FireTime)
+        .order_by_asc(Column::Id)
+        .all(c)
+        .await?)
+}
+
+/// All log rows, by id (tests and tools).
+pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
+    Ok(Entity::find().order_by_asc(Column::Id).all(c).await?)
+}

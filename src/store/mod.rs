@@ -1,0 +1,109 @@
+//! Every SQL statement xjob runs, as functions over `&impl ConnectionTrait` so the same code works
+//! on a pool or inside a transaction. Actors and routes call these; they never build queries.
+//!
+//! DATETIME columns hold UTC. The same statements run on SQLite, PostgreSQL and MySQL.
+
+pub mod groups;
+pub mod jobs;
+pub mod logs;
+pub mod registry;
+
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
+};
+
+use crate::config::DatabaseConfig;
+use crate::error::{Error, Result};
+
+/// Opens a pool. SQLite files get WAL mode, `synchronous=NORMAL` and a busy timeout, and the
+/// parent directory of the file is created.
+pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
+    if let Some(path) = sqlite_path(&cfg.url)
+        && let Some(dir) = std::path::Path::new(&path).parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut opts = ConnectOptions::new(cfg.url.clone());
+    opts.max_connections(cfg.max_connections)
+        .min_connections(1)
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|o| {
+            use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(std::time::Duration::from_secs(10))
+        });
+    Ok(Database::connect(opts).await?)
+}
+
+fn sqlite_path(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let path = rest.split('?').next()?;
+    (!path.is_empty() && !path.starts_with(':')).then(|| path.to_string())
+}
+
+/// Applies every pending migration.
+pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
+    use migration::MigratorTrait;
+    migration::Migrator::up(db, None).await?;
+    Ok(())
+}
+
+/// Takes the cluster schedule lock for the rest of the transaction `txn`.
+///
+/// PostgreSQL and MySQL: `SELECT … FOR UPDATE` on the `schedule_lock` row, as XXL-JOB does.
+/// SQLite has no row locks: a no-op UPDATE of the row takes the database write lock instead.
+pub async fn lock_schedule(txn: &impl ConnectionTrait) -> Result<()> {
+    let backend = txn.get_database_backend();
+    let found = match backend {
+        DbBackend::Sqlite => {
+            txn.execute_raw(Statement::from_string(
+                backend,
+                "UPDATE xxl_job_lock SET lock_name = lock_name WHERE lock_name = 'schedule_lock'",
+            ))
+            .await?
+            .rows_affected()
+                == 1
+        }
+        _ => txn
+            .query_one_raw(Statement::from_string(
+                backend,
+                "SELECT lock_name FROM xxl_job_lock WHERE lock_name = 'schedule_lock' FOR UPDATE",
+            ))
+            .await?
+            .is_some(),
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(Error::LockRowMissing)
+    }
+}
+
+/// Fails with [`Error::LockRowMissing`] unless the schedule lock row exists.
+pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
+    let backend = db.get_database_backend();
+    let row = db
+        .query_one_raw(Statement::from_string(
+            backend,
+            "SELECT lock_name FROM xxl_job_lock WHERE lock_name = 'schedule_lock'",
+        ))
+        .await?;
+    row.map(|_| ()).ok_or(Error::LockRowMissing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(
+            sqlite_path("sqlite://data/x.db?mode=rwc").as_deref(),
+            Some("data/x.db")
+        );
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("postgres://h/db"), None);
+    }
+}

@@ -1,0 +1,337 @@
+//! The trigger procedure (spec §8.5): from a job id and a trigger type to a dispatched run with
+//! its log row written. Param override, retry count, sharding param, address-list override,
+//! routing, the `/run` call and the HTML `trigger_msg` summary all happen here.
+//!
+//! The procedure is a plain async service ([`Trigger`]); the [`TriggerPool`] actor decides when
+//! and on which lane it runs.
+//!
+//! [`TriggerPool`]: crate::actors::trigger_pool::TriggerPool
+
+use std::sync::Arc;
+
+use sea_orm::DatabaseConnection;
+
+use crate::clock::{Clock, naive_to_ms};
+use crate::error::Result;
+use crate::executor::ExecutorClient;
+use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
+use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
+use crate::router::{Router, probe};
+use crate::store::logs::{self, TriggerRecord};
+use crate::store::{groups, jobs};
+
+/// One trigger request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerRequest {
+    /// The job.
+    pub job_id: i32,
+    /// Why it fires.
+    pub trigger_type: TriggerType,
+    /// Retries left; `None` = the job's configured count.
+    pub fail_retry_count: Option<i32>,
+    /// Overrides the job's param when set.
+    pub executor_param: Option<String>,
+    /// `i/n`: run only shard i of n (retries of a broadcast shard).
+    pub sharding_param: Option<String>,
+    /// Comma-separated addresses overriding the group's (manual trigger).
+    pub address_list: Option<String>,
+    /// A claimed pending log row to fill (scheduled fires); `None` inserts a new row.
+    pub log_id: Option<i64>,
+    /// The nominal fire time of a scheduled fire, epoch ms.
+    pub fire_time: Option<i64>,
+}
+
+impl TriggerRequest {
+    /// A request of `trigger_type` for `job_id` with everything else defaulted.
+    pub fn new(job_id: i32, trigger_type: TriggerType) -> Self {
+        TriggerRequest {
+            job_id,
+            trigger_type,
+            fail_retry_count: None,
+            executor_param: None,
+            sharding_param: None,
+            address_list: None,
+            log_id: None,
+            fire_time: None,
+        }
+    }
+}
+
+/// What one shard's dispatch produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Log row id.
+    pub log_id: i64,
+    /// `/run` answer code.
+    pub trigger_code: i32,
+}
+
+/// The trigger service shared by every lane.
+pub struct Trigger {
+    db: DatabaseConnection,
+    clock: Clock,
+    client: Arc<dyn ExecutorClient>,
+    router: Router,
+    admin_address: String,
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn parse_shard(s: Option<&str>) -> Option<(i32, i32)> {
+    let (i, n) = s?.split_once('/')?;
+    Some((i.trim().parse().ok()?, n.trim().parse().ok()?))
+}
+
+fn route_title(r: Option<RouteStrategy>) -> &'static str {
+    match r {
+        Some(RouteStrategy::First) => "First",
+        Some(RouteStrategy::Last) => "Last",
+        Some(RouteStrategy::Round) => "Round",
+        Some(RouteStrategy::Random) => "Random",
+        Some(RouteStrategy::ConsistentHash) => "Consistent Hash",
+        Some(RouteStrategy::LeastFrequentlyUsed) => "Least Frequently Used",
+        Some(RouteStrategy::LeastRecentlyUsed) => "Least Recently Used",
+        Some(RouteStrategy::Failover) => "Failover",
+        Some(RouteStrategy::Busyover) => "Busyover",
+        Some(RouteStrategy::ShardingBroadcast) => "Sharding Broadcast",
+        None => "null",
+    }
+}
+
+fn block_title(b: Option<BlockStrategy>) -> &'static str {
+    match b {
+        Some(BlockStrategy::SerialExecution) | None => "Serial execution",
+        Some(BlockStrategy::DiscardLater) => "Discard Later",
+        Some(BlockStrategy::CoverEarly) => "Cover Early",
+    }
+}
+
+impl Trigger {
+    /// A trigger service. `admin_address` is written into `trigger_msg`.
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Clock,
+        client: Arc<dyn ExecutorClient>,
+        admin_address: String,
+    ) -> Self {
+        Trigger {
+            db,
+            clock,
+            client,
+            router: Router::new(),
+            admin_address,
+        }
+    }
+
+    /// The executor client (for kill and log reads).
+    pub fn client(&self) -> &Arc<dyn ExecutorClient> {
+        &self.client
+    }
+
+    /// Runs the procedure; returns one entry per dispatched shard. A missing job or group is
+    /// written onto the pending row (if any) as a failed trigger, not returned as an error.
+    pub async fn trigger(&self, req: TriggerRequest) -> Result<Vec<Dispatched>> {
+        let span = tracing::info_span!("trigger", job_id = req.job_id, log_id = req.log_id);
+        let _e = span.enter();
+        let job = match jobs::get(&self.db, req.job_id).await {
+            Ok(j) => j,
+            Err(crate::Error::JobNotFound { .. }) => {
+                tracing::warn!(job_id = req.job_id, "trigger skipped: job no longer exists");
+                if let Some(log_id) = req.log_id {
+                    self.fail_row(log_id, &req, "Trigger Fail：job not found")
+                        .await?;
+                }
+                return Ok(vec![]);
+            }
+            Err(e) => return Err(e),
+        };
+        let group = match groups::get(&self.db, job.job_group).await {
+            Ok(g) => Some(g),
+            Err(crate::Error::GroupNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let param = req.executor_param.clone().or(job.executor_param.clone());
+        let retry = req
+            .fail_retry_count
+            .unwrap_or(job.executor_fail_retry_count);
+        let manual = req
+            .address_list
+            .as_deref()
+            .is_some_and(|s| !s.trim().is_empty());
+        let addresses = match (&req.address_list, &group) {
+            (Some(list), _) if manual => split_list(list),
+            (_, Some(g)) => split_list(g.address_list.as_deref().unwrap_or_default()),
+            _ => vec![],
+        };
+        let route: Option<RouteStrategy> = job
+            .executor_route_strategy
+            .as_deref()
+            .and_then(|r| r.parse().ok());
+        let block: Option<BlockStrategy> = job
+            .executor_block_strategy
+            .as_deref()
+            .and_then(|b| b.parse().ok());
+        let given_shard = parse_shard(req.sharding_param.as_deref());
+        let shards: Vec<(i32, i32)> = match (route, given_shard) {
+            (Some(RouteStrategy::ShardingBroadcast), None) if !addresses.is_empty() => {
+                let n = addresses.len() as i32;
+                (0..n).map(|i| (i, n)).collect()
+            }
+            (_, Some(s)) => vec![s],
+            _ => vec![(0, 1)],
+        };
+        let registry_type = if manual || group.as_ref().is_some_and(|g| g.address_type == 1) {
+            "Manual registration"
+        } else {
+            "Automatic registration"
+        };
+        let now = self.clock.now_ms();
+        let mut out = Vec::with_capacity(shards.len());
+        for (k, &(index, total)) in shards.iter().enumerate() {
+            let log_id = match (k, req.log_id) {
+                (0, Some(id)) => id,
+                _ => {
+                    logs::insert_run(&self.db, job.job_group, job.id, now, req.trigger_type).await?
+                }
+            };
+            let broadcast = route == Some(RouteStrategy::ShardingBroadcast);
+            let tp = TriggerParam {
+                job_id: job.id,
+                executor_handler: job.executor_handler.clone(),
+                executor_params: Some(param.clone().unwrap_or_default()),
+                executor_block_strategy: job.executor_block_strategy.clone(),
+                executor_timeout: job.executor_timeout,
+                log_id,
+                log_date_time: now,
+                glue_type: Some(job.glue_type.clone()),
+                glue_source: job.glue_source.clone(),
+                glue_updatetime: job.glue_updatetime.map(naive_to_ms).unwrap_or_default(),
+                broadcast_index: index,
+                broadcast_total: total,
+            };
+            let (address, route_msg): (Option<String>, String) = if addresses.is_empty() {
+                (None, "Trigger Fail：registry address is empty".into())
+            } else if broadcast {
+                let i = if (index as usize) < addresses.len() {
+                    index as usize
+                } else {
+                    0
+                };
+                (Some(addresses[i].clone()), String::new())
+            } else {
+                match route {
+                    Some(RouteStrategy::Failover) => {
+                        let p = probe::probe(self.client.as_ref(), &addresses, None).await;
+                        (p.address, p.transcript)
+                    }
+                    Some(RouteStrategy::Busyover) => {
+                        let p = probe::probe(self.client.as_ref(), &addresses, Some(job.id)).await;
+                        (p.address, p.transcript)
+                    }
+                    Some(r) => (self.router.pick(r, job.id, &addresses, now), String::new()),
+                    None => (None, "Trigger Fail：route strategy not found".into()),
+                }
+            };
+            let result: ReturnT = match &address {
+                Some(a) => self.client.run(a, tp).await,
+                None => ReturnT {
+                    code: FAIL_CODE,
+                    msg: None,
+                    content: None,
+                },
+            };
+            let shard_suffix = if broadcast {
+                format!("({index}/{total})")
+            } else {
+                String::new()
+            };
+            let mut msg = format!(
+                "Trigger type：{}<br>Trigger admin address：{}<br>Executor registration type：{}<br>Executor address list：{}<br>Route strategy：{}{}<br>Block strategy：{}<br>Task timeout：{}<br>Retry count on failure：{}",
+                req.trigger_type.title(),
+                self.admin_address,
+                registry_type,
+                if addresses.is_empty() {
+                    "null".to_string()
+                } else {
+                    addresses.join(",")
+                },
+                route_title(route),
+                shard_suffix,
+                block_title(block),
+                job.executor_timeout,
+                retry,
+            );
+            msg.push_str("<br><br><span style=\"color:#00c0ef;\" > >>>>>>>>>>>Trigger<<<<<<<<<<< </span><br>");
+            if !route_msg.is_empty() {
+                msg.push_str(&route_msg);
+                msg.push_str("<br><br>");
+            }
+            if let Some(a) = &address {
+                msg.push_str(&format!(
+                    "Trigger Job：<br>address：{a}<br>code：{}<br>msg：{}",
+                    result.code,
+                    result.msg.as_deref().unwrap_or("null")
+                ));
+            }
+            logs::record_trigger(
+                &self.db,
+                TriggerRecord {
+                    log_id,
+                    trigger_ms: now,
+                    executor_address: address.clone(),
+                    executor_handler: job.executor_handler.clone(),
+                    executor_param: param.clone(),
+                    executor_sharding_param: broadcast.then(|| format!("{index}/{total}")),
+                    executor_fail_retry_count: retry,
+                    trigger_code: result.code,
+                    trigger_msg: msg,
+                    trigger_type: req.trigger_type,
+                },
+            )
+            .await?;
+            tracing::debug!(log_id, code = result.code, "triggered");
+            out.push(Dispatched {
+                log_id,
+                trigger_code: result.code,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn fail_row(&self, log_id: i64, req: &TriggerRequest, why: &str) -> Result<()> {
+        logs::record_trigger(
+            &self.db,
+            TriggerRecord {
+                log_id,
+                trigger_ms: self.clock.now_ms(),
+                trigger_code: FAIL_CODE,
+                trigger_msg: format!("Trigger type：{}<br>{why}", req.trigger_type.title()),
+                trigger_type: req.trigger_type,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_and_list_parsing() {
+        assert_eq!(parse_shard(Some("1/3")), Some((1, 3)));
+        assert_eq!(parse_shard(Some("x/3")), None);
+        assert_eq!(parse_shard(None), None);
+        assert_eq!(
+            split_list(" a, ,b,"),
+            vec!["a".to_string(), "b".to_string()]
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! Shared test harness: an engine on a temporary SQLite file, driven on paused tokio time.
+//!
+//! SQLite answers from its own worker thread, and an idle paused runtime would auto-advance the
+//! clock while waiting for it. [`run_paused`] keeps the runtime busy with a yielding task so
+//! virtual time moves only when a test calls [`TestApp::advance`], which steps the clock and
+//! waits for the engine's in-flight work to settle after each step.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use xjob::activity::Activity;
+use xjob::prelude::*;
+
+/// 2026-11-21 14:00:00 UTC, a Saturday.
+pub const T0: i64 = 1_795_269_600_000;
+
+/// Installs a test subscriber once (quiet unless `RUST_LOG` is set).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,sqlx=error".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// Runs `f` in a fresh actix system on a paused current-thread runtime.
+pub fn run_paused<F, Fut>(f: F) -> Fut::Output
+where
+    F: FnOnce() -> Fut,
+    Fut: Future,
+{
+    init_tracing();
+    let sys = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("runtime")
+    });
+    sys.block_on(async move {
+        let spinner = tokio::spawn(async {
+            loop {
+                tokio::task::yield_now().await;
+            }
+        });
+        let out = f().await;
+        spinner.abort();
+        out
+    })
+}
+
+/// Waits (in real time, bounded) until `activity` has been idle for a while.
+pub async fn settle(activity: &Activity) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut quiet = 0;
+    while quiet < 64 {
+        tokio::task::yield_now().await;
+        if activity.is_idle() {
+            quiet += 1;
+        } else {
+            quiet = 0;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "engine did not settle within 20 s of real time"
+        );
+    }
+}
+
+/// Steps paused time by `ms` in `step`-ms increments, settling after each.
+pub async fn advance(activity: &Activity, ms: i64, step: i64) {
+    let mut left = ms;
+    while left > 0 {
+        let d = left.min(step);
+        tokio::time::advance(Duration::from_millis(d as u64)).await;
+        settle(activity).await;
+        left -= d;
+    }
+}
+
+/// The SQLite URL of a database file in `dir`.
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", dir.join("xjob.db").display())
+}
+
+/// A config for tests: SQLite in `dir`, in-process executor `xjob-demo`.
+pub fn test_config(dir: &Path) -> Config {
+    let mut cfg = Config::default();
+    cfg.database.url = sqlite_url(dir);
+    cfg.database.max_connections = 4;
+    cfg.executor.app_name = xjob::demo::DEMO_APP.into();
+    cfg
+}
+
+/// A running engine with its database directory.
+pub struct TestApp {
+    /// The engine.
+    pub engine: Engine,
+    /// The demo group's id.
+    pub group: i32,
+    /// Where the database lives.
+    pub dir: PathBuf,
+}
+
+impl TestApp {
+    /// Starts an engine at `now_ms` on the database in `dir`, with the demo handlers.
+    pub async fn start_in(dir: &Path, now_ms: i64, tweak: impl FnOnce(&mut Config)) -> TestApp {
+        let mut cfg = test_config(dir);
+        tweak(&mut cfg);
+        let engine = Engine::builder(cfg)
+            .clock(Clock::tokio_at(now_ms))
+            .handlers(xjob::demo::handlers().expect("handlers"))
+            .log_dir(dir.join("joblogs"))
+            .start()
+            .await
+            .expect("engine starts");
+        let group = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .expect("group");
+        settle(engine.activity()).await;
+        TestApp {
+            engine,
+            group,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Advances paused time by `ms` in 100 ms steps.
+    pub async fn advance(&self, ms: i64) {
+        advance(self.engine.activity(), ms, 100).await;
+    }
+
+    /// Adds and starts a job; returns its id.
+    pub async fn job(&self, spec: JobSpec) -> i32 {
+        let id = self.engine.add_job(spec).await.expect("add job");
+        self.engine.start_job(id).await.expect("start job");
+        id
+    }
+
+    /// Every log row of `job_id` that was dispatched (not pending), by nominal time.
+    pub async fn dispatched(&self, job_id: i32) -> Vec<entity::xxl_job_log::Model> {
+        xjob::store::logs::for_job(self.engine.db(), job_id)
+            .await
+            .expect("logs")
+            .into_iter()
+            .filter(|l| l.fire_state == 0)
+            .collect()
+    }
+}

@@ -1,0 +1,219 @@
+#![allow(clippy::unwrap_used)]
+//! End-to-end scheduling on SQLite and paused time: cron and fixed-rate fires, durable pending
+//! fires across an abrupt stop, misfire policies after downtime, lane bounds.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use xjob::prelude::*;
+
+fn nominal_counts(rows: &[entity::xxl_job_log::Model]) -> BTreeMap<i64, usize> {
+    let mut m = BTreeMap::new();
+    for r in rows {
+        if let Some(t) = r.fire_time {
+            *m.entry(t).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+#[test]
+fn every_second_cron_fires_once_per_second_with_200_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "every second",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        app.advance(10_050).await;
+        let rows = app.dispatched(job).await;
+        let counts = nominal_counts(&rows);
+        let expected: Vec<i64> = (1..=10).map(|s| T0 + s * 1000).collect();
+        assert_eq!(counts.keys().copied().collect::<Vec<_>>(), expected);
+        assert!(counts.values().all(|&n| n == 1), "duplicates: {counts:?}");
+        for r in &rows {
+            assert_eq!(r.trigger_code, 200, "trigger_msg: {:?}", r.trigger_msg);
+            assert_eq!(r.handle_code, 200, "handle_msg: {:?}", r.handle_msg);
+            assert_eq!(
+                r.executor_address.as_deref(),
+                Some("http://127.0.0.1:8080/")
+            );
+            // on paused time the ring fires exactly on the nominal second
+            let trigger_ms = r.trigger_time.map(|t| t.and_utc().timestamp_millis());
+            assert_eq!(trigger_ms, r.fire_time, "lateness");
+        }
+    });
+}
+
+#[test]
+fn fix_rate_keeps_its_period() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::fix_rate(
+                app.group,
+                "every 3 s",
+                3,
+                "demoJobHandler",
+            ))
+            .await;
+        app.advance(12_050).await;
+        let times: Vec<i64> = app
+            .dispatched(job)
+            .await
+            .iter()
+            .filter_map(|r| r.fire_time)
+            .collect();
+        assert_eq!(times, vec![T0 + 3000, T0 + 6000, T0 + 9000, T0 + 12_000]);
+    });
+}
+
+#[test]
+fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "every second",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        app.advance(2_500).await;
+        let pending = xjob::store::logs::all_pending(app.engine.db())
+            .await
+            .expect("pending");
+        assert!(
+            pending.len() >= 4,
+            "the scan recorded the window ahead: {pending:?}"
+        );
+        job
+        // the system and its actors are dropped here without Engine::stop: an abrupt stop
+    });
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0 + 2_500, |_| {}).await;
+        app.advance(10_000).await;
+        let rows = app.dispatched(job).await;
+        let counts = nominal_counts(&rows);
+        let expected: Vec<i64> = (1..=12).map(|s| T0 + s * 1000).collect();
+        assert_eq!(counts.keys().copied().collect::<Vec<_>>(), expected);
+        assert!(counts.values().all(|&n| n == 1), "duplicates: {counts:?}");
+        assert!(
+            rows.iter()
+                .all(|r| r.trigger_code == 200 && r.handle_code == 200)
+        );
+    });
+}
+
+#[test]
+fn downtime_beyond_the_threshold_applies_each_misfire_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (skip, once) = run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let skip = app
+            .job(JobSpec::cron(
+                app.group,
+                "skip",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        let mut spec = JobSpec::cron(app.group, "once", "* * * * * ?", "demoJobHandler");
+        spec.misfire_strategy = "FIRE_ONCE_NOW".into();
+        let once = app.job(spec).await;
+        app.advance(2_500).await;
+        app.engine
+            .stop(std::time::Duration::from_secs(1))
+            .await
+            .expect("stop");
+        (skip, once)
+    });
+    // back a minute later
+    let back = T0 + 62_500;
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), back, |_| {}).await;
+        app.advance(3_000).await;
+        let skipped = app.dispatched(skip).await;
+        let times: Vec<i64> = skipped.iter().filter_map(|r| r.fire_time).collect();
+        assert_eq!(
+            times,
+            vec![T0 + 1000, T0 + 2000, T0 + 64_000, T0 + 65_000],
+            "DO_NOTHING: nothing for the downtime, then on schedule after the first scan"
+        );
+        let fired = app.dispatched(once).await;
+        let misfires: Vec<_> = fired
+            .iter()
+            .filter(|r| r.trigger_type.as_deref() == Some("MISFIRE"))
+            .collect();
+        assert_eq!(
+            misfires.len(),
+            1,
+            "FIRE_ONCE_NOW fires exactly once: {fired:#?}"
+        );
+        let trigger_ms = misfires[0]
+            .trigger_time
+            .map(|t| t.and_utc().timestamp_millis());
+        assert!(
+            trigger_ms.is_some_and(|t| t >= back && t <= back + 1000),
+            "fired on return"
+        );
+        let cron: Vec<i64> = fired
+            .iter()
+            .filter(|r| r.trigger_type.as_deref() == Some("CRON"))
+            .filter_map(|r| r.fire_time)
+            .collect();
+        assert_eq!(cron, vec![T0 + 1000, T0 + 2000, T0 + 64_000, T0 + 65_000]);
+    });
+}
+
+#[test]
+fn manual_trigger_uses_the_param_override() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .engine
+            .add_job(JobSpec::cron(
+                app.group,
+                "manual",
+                "0 0 0 * * ?",
+                "failJobHandler",
+            ))
+            .await
+            .expect("add");
+        app.engine
+            .trigger_job(job, Some("p-42".into()), None)
+            .await
+            .expect("trigger");
+        app.advance(100).await;
+        let rows = xjob::store::logs::for_job(app.engine.db(), job)
+            .await
+            .expect("rows");
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.trigger_type.as_deref(), Some("MANUAL"));
+        assert_eq!(r.executor_param.as_deref(), Some("p-42"));
+        assert_eq!(r.trigger_code, 200);
+        assert_eq!(r.handle_code, 500);
+        assert!(
+            r.handle_msg.as_deref().is_some_and(|m| m.contains("p-42")),
+            "{:?}",
+            r.handle_msg
+        );
+        assert!(
+            r.trigger_msg
+                .as_deref()
+                .is_some_and(|m| m.contains("Manual trigger"))
+        );
+    });
+}
