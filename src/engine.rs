@@ -282,12 +282,10 @@ impl Engine {
             });
         }
         let now = self.clock.now_ms();
-        let next = schedule
-            .next_after(now, now)
-            .ok_or_else(|| Error::Invalid {
-                field: "scheduleConf",
-                reason: "the schedule has no future fire time".into(),
-            })?;
+        let next = schedule.first_after(now).ok_or_else(|| Error::Invalid {
+            field: "scheduleConf",
+            reason: "the schedule has no future fire time".into(),
+        })?;
         jobs::set_running(&self.db, job_id, next).await
     }
 

@@ -49,6 +49,7 @@ fn every_second_cron_fires_once_per_second_with_200_results() {
             let trigger_ms = r.trigger_time.map(|t| t.and_utc().timestamp_millis());
             assert_eq!(trigger_ms, r.fire_time, "lateness");
         }
+        app.close().await;
     });
 }
 
@@ -73,6 +74,7 @@ fn fix_rate_keeps_its_period() {
             .filter_map(|r| r.fire_time)
             .collect();
         assert_eq!(times, vec![T0 + 3000, T0 + 6000, T0 + 9000, T0 + 12_000]);
+        app.close().await;
     });
 }
 
@@ -97,8 +99,10 @@ fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
             pending.len() >= 4,
             "the scan recorded the window ahead: {pending:?}"
         );
+        // the process dies: its connections close; nothing is drained or stopped
+        app.close().await;
         job
-        // the system and its actors are dropped here without Engine::stop: an abrupt stop
+        // the system and its actors are dropped without Engine::stop: an abrupt stop
     });
     run_paused(|| async {
         let app = TestApp::start_in(dir.path(), T0 + 2_500, |_| {}).await;
@@ -112,6 +116,7 @@ fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
             rows.iter()
                 .all(|r| r.trigger_code == 200 && r.handle_code == 200)
         );
+        app.close().await;
     });
 }
 
@@ -136,6 +141,7 @@ fn downtime_beyond_the_threshold_applies_each_misfire_policy() {
             .stop(std::time::Duration::from_secs(1))
             .await
             .expect("stop");
+        app.close().await;
         (skip, once)
     });
     // back a minute later
@@ -173,6 +179,7 @@ fn downtime_beyond_the_threshold_applies_each_misfire_policy() {
             .filter_map(|r| r.fire_time)
             .collect();
         assert_eq!(cron, vec![T0 + 1000, T0 + 2000, T0 + 64_000, T0 + 65_000]);
+        app.close().await;
     });
 }
 
@@ -215,5 +222,6 @@ fn manual_trigger_uses_the_param_override() {
                 .as_deref()
                 .is_some_and(|m| m.contains("Manual trigger"))
         );
+        app.close().await;
     });
 }

@@ -3,8 +3,10 @@
 //! Receives [`PushRing`] from the scan and sends [`FireBatch`] to the trigger pool. It ticks at
 //! every second boundary of the engine clock and drains every slot since the last second it
 //! processed, so a stall of any length loses nothing (after a stall longer than the ring, every
-//! slot is drained). A fire already due when pushed is sent at once. A log id is held at most
-//! once, and the pool's claim makes a second dispatch of the same fire impossible anyway.
+//! slot is drained). Fire times are whole seconds (cron is second-grained and fixed rates are
+//! aligned), so a fire is due at the tick of its second; a fire pushed for a second the ring has
+//! already processed is sent at once. A log id is held at most once, and the pool's claim makes a
+//! second dispatch of the same fire impossible anyway.
 //! [`DrainRing`] hands back what is left on shutdown (those rows stay pending in the database).
 
 use std::collections::HashSet;
@@ -61,18 +63,19 @@ impl RingActor {
         ms.div_euclid(1000).rem_euclid(SLOTS as i64) as usize
     }
 
-    /// Takes every held fire due at `now_ms` from the slots of the seconds not yet processed.
+    /// Takes every held fire due by `now_ms` from the slots of the seconds not yet processed.
     fn take_due(&mut self, now_ms: i64) -> Vec<Fire> {
         let now_sec = now_ms.div_euclid(1000);
         let span = (now_sec - self.last_sec).clamp(0, SLOTS as i64);
         let mut due = Vec::new();
         for s in (now_sec - span + 1)..=now_sec {
             let slot = &mut self.slots[s.rem_euclid(SLOTS as i64) as usize];
-            if slot.iter().all(|f| f.fire_time <= now_ms) {
+            let is_due = |f: &Fire| f.fire_time.div_euclid(1000) <= now_sec;
+            if slot.iter().all(is_due) {
                 due.append(slot);
             } else {
-                let (d, keep): (Vec<Fire>, Vec<Fire>) =
-                    slot.drain(..).partition(|f| f.fire_time <= now_ms);
+                // an entry a whole ring-turn ahead stays for its own second
+                let (d, keep): (Vec<Fire>, Vec<Fire>) = slot.drain(..).partition(is_due);
                 *slot = keep;
                 due.extend(d);
             }
@@ -120,7 +123,8 @@ impl Handler<PushRing> for RingActor {
             if !self.held.insert(f.log_id) {
                 continue;
             }
-            if f.fire_time <= now {
+            let sec = f.fire_time.div_euclid(1000);
+            if f.fire_time <= now || sec <= self.last_sec {
                 self.held.remove(&f.log_id);
                 now_due.push(f);
             } else {

@@ -2,7 +2,8 @@
 //!
 //! - `CRON`: a Quartz expression ([`CronExpr`]) in the job's time zone or the center's.
 //! - `FIX_RATE`: every N seconds, keeping its phase: fires stay on `anchor + k × N`, so a restart
-//!   or a misfire does not shift them.
+//!   or a misfire does not shift them. The anchor is rounded up to a whole second (as XXL-JOB
+//!   3.4 does), so every fire time, cron or fixed rate, is a whole second.
 //! - `NONE`: never.
 
 mod quartz;
@@ -87,18 +88,34 @@ impl Schedule {
             Schedule::None => None,
             Schedule::Cron { expr, tz } => expr.next_after(from_ms, *tz),
             Schedule::FixRate { every_ms } => {
+                let anchor_ms = (anchor_ms + 999).div_euclid(1000) * 1000;
                 let k = (from_ms - anchor_ms).div_euclid(*every_ms) + 1;
                 Some(anchor_ms + k * every_ms)
             }
         }
     }
 
-    /// The next `n` fire times after `from_ms` (fewer if the schedule ends).
+    /// The first fire of a schedule started at `now_ms`: the next cron time, or one period
+    /// after `now_ms` rounded up to the second for a fixed rate.
+    pub fn first_after(&self, now_ms: i64) -> Option<i64> {
+        match self {
+            Schedule::FixRate { every_ms } => {
+                Some((now_ms + 999).div_euclid(1000) * 1000 + every_ms)
+            }
+            _ => self.next_after(now_ms, now_ms),
+        }
+    }
+
+    /// The next `n` fire times of a schedule started at `from_ms` (fewer if it ends).
     pub fn next_n(&self, from_ms: i64, n: usize) -> Vec<i64> {
         let mut out = Vec::with_capacity(n);
-        let mut t = from_ms;
+        let Some(first) = self.first_after(from_ms) else {
+            return out;
+        };
+        out.push(first);
+        let mut t = first;
         while out.len() < n {
-            match self.next_after(t, from_ms) {
+            match self.next_after(t, first) {
                 Some(next) => {
                     out.push(next);
                     t = next;
@@ -122,6 +139,10 @@ mod tests {
         assert_eq!(s.next_after(5_000, 5_000), Some(15_000));
         assert_eq!(s.next_after(123_456, 5_000), Some(125_000));
         assert_eq!(s.next_n(0, 3), vec![10_000, 20_000, 30_000]);
+        // an anchor off the second is rounded up to it
+        assert_eq!(s.next_after(1_234, 1_234), Some(2_000));
+        assert_eq!(s.first_after(1_234), Some(12_000));
+        assert_eq!(s.next_n(1_234, 2), vec![12_000, 22_000]);
     }
 
     #[test]

@@ -130,6 +130,12 @@ impl TestApp {
         }
     }
 
+    /// Closes the pool (call last: sqlx must not drop connections after the runtime is gone).
+    pub async fn close(&self) {
+        settle(self.engine.activity()).await;
+        self.engine.db().clone().close().await.expect("close pool");
+    }
+
     /// Advances paused time by `ms` in 100 ms steps.
     pub async fn advance(&self, ms: i64) {
         advance(self.engine.activity(), ms, 100).await;
