@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use actix::prelude::*;
 use parking_lot::Mutex;
@@ -132,12 +131,12 @@ impl Shared {
         let guard = self.activity.enter();
         actix::spawn(async move {
             let _guard = guard;
-            let started = Instant::now();
+            let started = me.clock.now_ms();
             let job_id = req.job_id;
             if let Err(e) = me.trigger.trigger(req).await {
                 tracing::error!(job_id, error = %e, "trigger failed");
             }
-            let elapsed = started.elapsed().as_millis() as u64;
+            let elapsed = (me.clock.now_ms() - started).max(0) as u64;
             me.slow_counter.lock().record(
                 job_id,
                 elapsed,

@@ -1,0 +1,203 @@
+//! Trigger lanes: bounded concurrency with back-pressure (nothing dropped), and XXL-JOB's
+//! slow-lane rule end to end. A gated client stands in for remote executors.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::Semaphore;
+use xjob::actors::trigger_pool::PoolStats;
+use xjob::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
+use xjob::prelude::*;
+
+/// `/run` waits for a gate permit (or a fixed delay) and counts concurrent calls.
+#[derive(Clone)]
+struct GatedClient {
+    gate: Arc<Semaphore>,
+    delay: Option<Duration>,
+    in_flight: Arc<AtomicUsize>,
+    max: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Default for GatedClient {
+    fn default() -> Self {
+        GatedClient {
+            gate: Arc::new(Semaphore::new(0)),
+            delay: None,
+            in_flight: Arc::default(),
+            max: Arc::default(),
+            calls: Arc::default(),
+        }
+    }
+}
+
+impl ExecutorClient for GatedClient {
+    fn run(&self, _address: &str, _param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        let me = self.clone();
+        async move {
+            let n = me.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            me.max.fetch_max(n, Ordering::SeqCst);
+            me.calls.fetch_add(1, Ordering::SeqCst);
+            match me.delay {
+                Some(d) => tokio::time::sleep(d).await,
+                None => me.gate.acquire().await.unwrap().forget(),
+            }
+            me.in_flight.fetch_sub(1, Ordering::SeqCst);
+            ReturnT::success()
+        }
+        .boxed()
+    }
+    fn beat(&self, _a: &str) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn idle_beat(&self, _a: &str, _j: i32) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn kill(&self, _a: &str, _j: i32) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn log(&self, _a: &str, _p: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+}
+
+async fn wait_until(engine: &Engine, what: &str, f: impl Fn(&PoolStats) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = engine.pool_stats().await.unwrap();
+        if f(&s) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {s:?}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn wait_calls(client: &GatedClient, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client.calls.load(Ordering::SeqCst) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "client call {n} never started"
+        );
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn start(dir: &std::path::Path, client: GatedClient) -> (Engine, i32) {
+    let mut cfg = test_config(dir);
+    cfg.executor.app_name = String::new();
+    cfg.trigger_pool.fast_max = 2;
+    cfg.trigger_pool.slow_max = 1;
+    let engine = Engine::builder(cfg)
+        .clock(Clock::tokio_at(T0))
+        .remote_client(Arc::new(client))
+        .start()
+        .await
+        .unwrap();
+    let group = xjob::store::groups::insert(
+        engine.db(),
+        "remote-app",
+        "remote",
+        1,
+        Some("http://10.9.9.9:9999/".into()),
+        engine.clock().now_naive(),
+    )
+    .await
+    .unwrap();
+    let job = engine
+        .add_job(JobSpec::cron(group, "gated", "0 0 0 * * ?", "anything"))
+        .await
+        .unwrap();
+    (engine, job)
+}
+
+#[test]
+fn a_full_lane_applies_back_pressure_and_drops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = GatedClient::default();
+    run_paused(|| async {
+        let (engine, job) = start(dir.path(), client.clone()).await;
+        let mut waiting = Vec::new();
+        for i in 0..5 {
+            let e = engine.clone();
+            waiting.push(actix::spawn(async move {
+                e.trigger_job(job, Some(format!("n{i}")), None).await
+            }));
+        }
+        wait_until(&engine, "two in flight", |s| s.fast_in_flight == 2).await;
+        wait_calls(&client, 2).await;
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            client.calls.load(Ordering::SeqCst),
+            2,
+            "the lane admits only fast_max"
+        );
+        assert_eq!(engine.pool_stats().await.unwrap().fast_in_flight, 2);
+        client.gate.add_permits(5);
+        wait_until(&engine, "all complete", |s| s.completed == 5).await;
+        for w in waiting {
+            w.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            client.max.load(Ordering::SeqCst),
+            2,
+            "never more than fast_max at once"
+        );
+        let rows = xjob::store::logs::for_job(engine.db(), job).await.unwrap();
+        assert_eq!(rows.len(), 5, "nothing dropped");
+        assert!(rows.iter().all(|r| r.trigger_code == 200));
+        engine.db().clone().close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_job_slow_more_than_ten_times_a_minute_moves_to_the_slow_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = GatedClient {
+        delay: Some(Duration::from_millis(600)),
+        ..Default::default()
+    };
+    run_paused(|| async {
+        let (engine, job) = start(dir.path(), client.clone()).await;
+        for i in 0..11 {
+            engine.trigger_job(job, None, None).await.unwrap();
+            wait_until(&engine, "fast lane in use", |s| s.fast_in_flight == 1).await;
+            wait_calls(&client, i as usize + 1).await;
+            tokio::time::advance(Duration::from_millis(650)).await;
+            wait_until(&engine, "trigger done", |s| s.completed == i + 1).await;
+        }
+        // the 12th trigger of the minute runs on the slow lane
+        engine.trigger_job(job, None, None).await.unwrap();
+        wait_until(&engine, "slow lane in use", |s| {
+            s.slow_in_flight == 1 && s.fast_in_flight == 0
+        })
+        .await;
+        wait_calls(&client, 12).await;
+        tokio::time::advance(Duration::from_millis(650)).await;
+        wait_until(&engine, "12 done", |s| s.completed == 12).await;
+        // a new minute resets the count
+        tokio::time::advance(Duration::from_secs(60)).await;
+        engine.trigger_job(job, None, None).await.unwrap();
+        wait_until(&engine, "back on the fast lane", |s| s.fast_in_flight == 1).await;
+        wait_calls(&client, 13).await;
+        tokio::time::advance(Duration::from_millis(650)).await;
+        wait_until(&engine, "13 done", |s| s.completed == 13).await;
+        engine.db().clone().close().await.unwrap();
+    });
+}
