@@ -54,12 +54,13 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     engine.start_job(job).await?;
 
-    let data = web::Data::new(engine.clone());
+    // xjob's routes (health, the executor API, and the executor protocol for "greet") sit next
+    // to the app's own; the token is the one executors must send.
+    let routes = xjob::routes::node(engine.clone(), Some("embed-example-token".into()));
     let server = HttpServer::new(move || {
         App::new()
-            .app_data(data.clone())
             .route("/", web::get().to(hello))
-            .configure(xjob::routes::config)
+            .configure(routes.clone())
     })
     .bind("127.0.0.1:0")?
     .run();

@@ -24,20 +24,34 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// The in-process executor served by this node, if any.
     pub executor: ExecutorConfig,
+    /// Access control.
+    pub security: SecurityConfig,
 }
 
-/// HTTP listener settings.
+/// Access control.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SecurityConfig {
+    /// The `XXL-JOB-ACCESS-TOKEN` executors and the center exchange. There is no default: the
+    /// `xjob` binary generates one on first start (kept in `data/access_token`) when unset.
+    pub access_token: String,
+}
+
+/// HTTP settings.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HttpConfig {
     /// Address the binary listens on.
     pub bind: String,
+    /// Timeout of each call to a remote executor, seconds (XXL-JOB: 3).
+    pub client_timeout_secs: u64,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             bind: "127.0.0.1:8080".into(),
+            client_timeout_secs: 3,
         }
     }
 }
@@ -172,6 +186,9 @@ impl Config {
         }
         if self.registry.beat_secs == 0 || self.registry.dead_secs <= self.registry.beat_secs {
             return bad("registry", "dead_secs must exceed beat_secs, both positive");
+        }
+        if !(1..=60).contains(&self.http.client_timeout_secs) {
+            return bad("http.client_timeout_secs", "must be 1-60");
         }
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");

@@ -58,6 +58,7 @@ pub struct Engine {
     registry: Addr<RegistryActor>,
     trigger: Arc<Trigger>,
     local_address: Option<String>,
+    local_executor: Option<Arc<dyn ExecutorClient>>,
     activity: Activity,
 }
 
@@ -124,6 +125,7 @@ impl EngineBuilder {
             );
             (addr.clone(), Arc::new(exec) as Arc<dyn ExecutorClient>)
         });
+        let local_executor = local.as_ref().map(|(_, e)| e.clone());
         let client: Arc<dyn ExecutorClient> = Arc::new(NodeClient::new(local, self.remote));
         let trigger = Arc::new(Trigger::new(
             db.clone(),
@@ -191,6 +193,7 @@ impl EngineBuilder {
             registry,
             trigger,
             local_address,
+            local_executor,
             activity,
         })
     }
@@ -232,6 +235,11 @@ impl Engine {
     /// In-flight work (tests wait for [`Activity::is_idle`] after advancing paused time).
     pub fn activity(&self) -> &Activity {
         &self.activity
+    }
+
+    /// This node's in-process executor, if it has one (served over HTTP by the node's routes).
+    pub fn local_executor(&self) -> Option<Arc<dyn ExecutorClient>> {
+        self.local_executor.clone()
     }
 
     /// The completion actor (results from executors go here).

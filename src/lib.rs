@@ -30,6 +30,7 @@
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
 //! - `store`: every SQL statement.
 //! - `router`: the routing strategies.
+//! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
 //! - `executor`: handlers, [`JobContext`], the in-process executor and [`ExecutorClient`].
@@ -54,6 +55,7 @@ pub mod router;
 pub mod routes;
 pub mod schedule;
 pub mod store;
+pub mod token;
 pub mod trigger;
 
 pub use clock::Clock;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, HttpServer};
 use anyhow::Context as _;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -80,13 +80,47 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The configured access token, or the one generated on first start and kept (mode 0600) in
+/// `data/access_token`. A generated token is printed once, when it is created.
+fn access_token(cfg: &Config) -> anyhow::Result<String> {
+    let configured = cfg.security.access_token.trim();
+    if !configured.is_empty() {
+        return Ok(configured.to_string());
+    }
+    let path = std::path::Path::new("data/access_token");
+    if let Ok(t) = std::fs::read_to_string(path)
+        && !t.trim().is_empty()
+    {
+        return Ok(t.trim().to_string());
+    }
+    std::fs::create_dir_all("data")?;
+    let token: String = (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    let mut f = std::fs::OpenOptions::new();
+    f.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut f, 0o600);
+    std::io::Write::write_all(&mut f.open(path)?, token.as_bytes())?;
+    tracing::warn!(
+        "generated executor access token (kept in data/access_token; set security.access_token to choose one): {token}"
+    );
+    Ok(token)
+}
+
 async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     if cfg.executor.app_name.trim().is_empty() {
         cfg.executor.app_name = xjob::demo::DEMO_APP.into();
     }
     let bind = cfg.http.bind.clone();
+    let token = access_token(&cfg)?;
+    let remote = xjob::executor::HttpExecutorClient::new(
+        Some(token.clone()),
+        Duration::from_secs(cfg.http.client_timeout_secs),
+    );
     let engine = Engine::builder(cfg)
         .handlers(xjob::demo::handlers()?)
+        .remote_client(std::sync::Arc::new(remote))
         .log_dir("data/joblogs")
         .start()
         .await?;
@@ -96,16 +130,12 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
             .await?;
         tracing::info!(group_id = id, "seeded the `xjob-demo` executor group");
     }
-    let data = web::Data::new(engine.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .configure(xjob::routes::config)
-    })
-    .bind(&bind)
-    .with_context(|| format!("cannot listen on {bind}"))?
-    .shutdown_timeout(10)
-    .run();
+    let routes = xjob::routes::node(engine.clone(), Some(token));
+    let server = HttpServer::new(move || App::new().configure(routes.clone()))
+        .bind(&bind)
+        .with_context(|| format!("cannot listen on {bind}"))?
+        .shutdown_timeout(10)
+        .run();
     tracing::info!(%bind, "listening");
     server.await?;
     engine.stop(Duration::from_secs(10)).await?;

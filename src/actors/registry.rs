@@ -3,7 +3,7 @@
 //! Receives [`Heartbeat`] and [`RemoveRegistration`]; every beat period it re-registers this
 //! node's own in-process executor, deletes registrations silent for the dead timeout, and
 //! rewrites every automatic group's `address_list` (sorted, comma-joined, NULL when empty).
-//! A removal refreshes the lists at once rather than a period later.
+//! A new registration and a removal refresh the lists at once rather than a period later.
 
 use std::time::Duration;
 
@@ -139,9 +139,16 @@ impl Handler<Heartbeat> for RegistryActor {
     type Result = ResponseFuture<Result<()>>;
 
     fn handle(&mut self, msg: Heartbeat, _ctx: &mut Self::Context) -> Self::Result {
-        let (db, now) = (self.db.clone(), self.clock.now_naive());
+        let (db, clock, dead) = (self.db.clone(), self.clock.clone(), self.cfg.dead_secs);
         Box::pin(async move {
-            registry::upsert(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address, now).await
+            let now = clock.now_naive();
+            let new =
+                registry::upsert(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address, now).await?;
+            if new {
+                // a new executor joins its group's list now, not a beat period later
+                Self::refresh(&db, &clock, dead, None).await?;
+            }
+            Ok(())
         })
     }
 }

@@ -8,9 +8,12 @@
 mod client;
 mod context;
 mod handlers;
+pub mod http_client;
 mod local;
+pub mod server;
 
 pub use client::{ExecutorClient, NodeClient};
 pub use context::{JobContext, JobLogger};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
+pub use http_client::HttpExecutorClient;
 pub use local::{EXECUTOR_MSG_MAX, InProcessExecutor};

@@ -15,6 +15,7 @@ pub const TIMEOUT_CODE: i32 = 502;
 
 /// The `ReturnT<T>` envelope.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
 pub struct ReturnT<T = String> {
     /// 200 success, anything else failure.
     #[serde(default)]

@@ -10,14 +10,14 @@ use sea_orm::{
 
 use crate::error::Result;
 
-/// Records a heartbeat: refreshes the row, inserting it when absent.
+/// Records a heartbeat: refreshes the row, inserting it when absent. Returns whether it was new.
 pub async fn upsert(
     c: &impl ConnectionTrait,
     group: &str,
     key: &str,
     value: &str,
     now: chrono::NaiveDateTime,
-) -> Result<()> {
+) -> Result<bool> {
     let updated = Entity::update_many()
         .col_expr(Column::UpdateTime, Expr::val(now))
         .filter(Column::RegistryGroup.eq(group))
@@ -34,8 +34,9 @@ pub async fn upsert(
             ..Default::default()
         };
         am.insert(c).await?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Removes one registration.

@@ -1,0 +1,153 @@
+//! The HTTP [`ExecutorClient`]: XXL-JOB 2.4 calls to remote executors (spec §2, §3).
+//!
+//! Requests run on one dedicated client thread with a pooled keep-alive client (awc's client is
+//! bound to its thread); callers get `Send` futures. Every call answers a `ReturnT`: a non-200
+//! status, an unparsable body or an I/O error become code 500 with XXL-JOB's texts.
+
+use std::time::Duration;
+
+use actix::{Arbiter, ArbiterHandle};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+
+use super::ExecutorClient;
+use crate::model::wire::{JobIdParam, LogParam, LogResult, ReturnT, TriggerParam};
+use crate::token::TOKEN_HEADER;
+
+/// XXL-JOB's default connect and read timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+
+thread_local! {
+    static CLIENT: awc::Client = awc::Client::builder()
+        .connector(awc::Connector::new().limit(4096))
+        .disable_redirects()
+        .finish();
+}
+
+/// Calls remote executors over HTTP.
+#[derive(Clone)]
+pub struct HttpExecutorClient {
+    thread: ArbiterHandle,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+/// `address` + `path`, adding the `/` XXL-JOB adds.
+pub fn join_url(address: &str, path: &str) -> String {
+    let a = address.trim();
+    if a.ends_with('/') {
+        format!("{a}{path}")
+    } else {
+        format!("{a}/{path}")
+    }
+}
+
+async fn post<B: Serialize, T: DeserializeOwned>(
+    url: String,
+    body: Vec<u8>,
+    token: Option<String>,
+    timeout: Duration,
+    _marker: std::marker::PhantomData<B>,
+) -> ReturnT<T> {
+    let mut req = CLIENT.with(|c| c.post(&url));
+    req = req
+        .timeout(timeout)
+        .insert_header(("Content-Type", "application/json;charset=UTF-8"));
+    if let Some(t) = token.as_deref().filter(|t| !t.trim().is_empty()) {
+        req = req.insert_header((TOKEN_HEADER, t));
+    }
+    let mut resp = match req.send_body(body).await {
+        Ok(r) => r,
+        Err(e) => return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}")),
+    };
+    if resp.status().as_u16() != 200 {
+        return ReturnT::fail(format!(
+            "xxl-job remoting fail, StatusCode({}) invalid. for url : {url}",
+            resp.status().as_u16()
+        ));
+    }
+    let bytes = match resp.body().limit(5 * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}")),
+    };
+    serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        ReturnT::fail(format!(
+            "xxl-job remoting (url={url}) response content invalid({}).",
+            String::from_utf8_lossy(&bytes)
+        ))
+    })
+}
+
+impl HttpExecutorClient {
+    /// A client on its own thread; `token` is sent when set; `timeout` bounds each call.
+    pub fn new(token: Option<String>, timeout: Duration) -> Self {
+        HttpExecutorClient {
+            thread: Arbiter::new().handle(),
+            token,
+            timeout,
+        }
+    }
+
+    fn call<B, T>(&self, address: &str, path: &str, body: &B) -> BoxFuture<'static, ReturnT<T>>
+    where
+        B: Serialize + Send + 'static,
+        T: DeserializeOwned + Send + 'static,
+    {
+        let url = join_url(address, path);
+        let payload = match serde_json::to_vec(body) {
+            Ok(p) => p,
+            Err(e) => {
+                return futures::future::ready(ReturnT::fail(format!("request encoding: {e}")))
+                    .boxed();
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        let (token, timeout, u) = (self.token.clone(), self.timeout, url.clone());
+        // the closure crosses threads; the request future stays on the client thread
+        let sent = self.thread.spawn_fn(move || {
+            actix::spawn(async move {
+                let r = post::<B, T>(u, payload, token, timeout, std::marker::PhantomData).await;
+                let _ = tx.send(r);
+            });
+        });
+        async move {
+            if !sent {
+                return ReturnT::fail(format!(
+                    "xxl-job remoting error(client thread stopped), for url : {url}"
+                ));
+            }
+            rx.await.unwrap_or_else(|_| {
+                ReturnT::fail(format!(
+                    "xxl-job remoting error(client thread stopped), for url : {url}"
+                ))
+            })
+        }
+        .boxed()
+    }
+}
+
+impl ExecutorClient for HttpExecutorClient {
+    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        self.call(address, "run", &param)
+    }
+
+    fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
+        // 2.x admins send the JSON string literal "" as the body
+        self.call(address, "beat", &"")
+    }
+
+    fn idle_beat(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.call(address, "idleBeat", &JobIdParam { job_id })
+    }
+
+    fn kill(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.call(address, "kill", &JobIdParam { job_id })
+    }
+
+    fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        self.call(address, "log", &param)
+    }
+}

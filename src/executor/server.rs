@@ -1,0 +1,92 @@
+//! The executor side of the XXL-JOB 2.4 protocol (spec §3) as an actix-web service mountable in
+//! any app: `POST /beat`, `/idleBeat`, `/run`, `/kill`, `/log`, answered by an
+//! [`ExecutorClient`] backend (the in-process executor).
+//!
+//! Always HTTP 200 with the result in `code`; rejections in XXL-JOB's order and words: method,
+//! token, path; a malformed body is a 500 in the body, never a panic.
+
+use std::sync::Arc;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Serialize;
+
+use super::ExecutorClient;
+use crate::model::wire::{JobIdParam, LogParam, ReturnT, TriggerParam};
+use crate::token::{WRONG_TOKEN, token_ok};
+
+/// What the executor endpoints need.
+#[derive(Clone)]
+pub struct ExecutorApi {
+    /// Runs the calls.
+    pub backend: Arc<dyn ExecutorClient>,
+    /// The token callers must send (none = no check).
+    pub access_token: Option<String>,
+}
+
+/// The executor paths.
+pub const PATHS: [&str; 5] = ["/beat", "/idleBeat", "/run", "/kill", "/log"];
+
+fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html;charset=UTF-8")
+        .json(r)
+}
+
+/// Mounts the five executor paths (every method, so a wrong one gets XXL-JOB's answer).
+pub fn config(cfg: &mut web::ServiceConfig, api: ExecutorApi) {
+    cfg.app_data(web::Data::new(api));
+    for p in PATHS {
+        cfg.route(p, web::route().to(handle));
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| format!("request error:{e}"))
+}
+
+async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>) -> HttpResponse {
+    if req.method() != actix_web::http::Method::POST {
+        return reply(&ReturnT::<String>::fail(
+            "invalid request, HttpMethod not support.",
+        ));
+    }
+    if !token_ok(&req, api.access_token.as_deref()) {
+        return reply(&ReturnT::<String>::fail(WRONG_TOKEN));
+    }
+    let backend = &api.backend;
+    match req.path() {
+        "/beat" => reply(&backend.beat("").await),
+        "/idleBeat" => match parse::<JobIdParam>(&body) {
+            Ok(p) => reply(&backend.idle_beat("", p.job_id).await),
+            Err(e) => reply(&ReturnT::<String>::fail(e)),
+        },
+        "/run" => match parse::<TriggerParam>(&body) {
+            Ok(p) => reply(&backend.run("", p).await),
+            Err(e) => reply(&ReturnT::<String>::fail(e)),
+        },
+        "/kill" => match parse::<JobIdParam>(&body) {
+            Ok(p) => reply(&backend.kill("", p.job_id).await),
+            Err(e) => reply(&ReturnT::<String>::fail(e)),
+        },
+        "/log" => match parse::<LogParam>(&body) {
+            Ok(p) => {
+                // 3.3+ admins read `data`: answer with both keys
+                let r = backend.log("", p).await;
+                let mut v = serde_json::to_value(&r).unwrap_or_default();
+                if let Some(c) = v.get("content").cloned() {
+                    v["data"] = c;
+                }
+                HttpResponse::Ok()
+                    .content_type("text/html;charset=UTF-8")
+                    .json(v)
+            }
+            Err(e) => reply(&ReturnT::<String>::fail(e)),
+        },
+        other => reply(&ReturnT::<String>::fail(format!(
+            "invalid request, uri-mapping({other}) not found."
+        ))),
+    }
+}

@@ -1,0 +1,48 @@
+//! Access tokens on the wire (spec §2): header `XXL-JOB-ACCESS-TOKEN` (and the pre-2.2
+//! `XXL-RPC-ACCESS-TOKEN`), compared in constant time.
+
+use actix_web::HttpRequest;
+
+/// The header XXL-JOB 2.2+ sends.
+pub const TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
+/// The header XXL-JOB before 2.2 sent (still sent by some clients).
+pub const OLD_TOKEN_HEADER: &str = "XXL-RPC-ACCESS-TOKEN";
+/// The answer to a wrong token.
+pub const WRONG_TOKEN: &str = "The access token is wrong.";
+
+/// Compares two byte strings in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+/// Whether `req` carries `expected` (any request passes when no token is configured).
+pub fn token_ok(req: &HttpRequest, expected: Option<&str>) -> bool {
+    let Some(expected) = expected.filter(|t| !t.trim().is_empty()) else {
+        return true;
+    };
+    [TOKEN_HEADER, OLD_TOKEN_HEADER].iter().any(|h| {
+        req.headers()
+            .get(*h)
+            .is_some_and(|v| constant_time_eq(v.as_bytes(), expected.as_bytes()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equality() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

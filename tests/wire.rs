@@ -1,0 +1,273 @@
+//! The XXL-JOB 2.4 wire protocol over real HTTP on 127.0.0.1: the executor endpoints
+//! (`/beat`, `/idleBeat`, `/run`, `/kill`, `/log`) and the admin API (`/api/registry`,
+//! `/api/registryRemove`, `/api/callback`, also under `/xxl-job-admin`), with wrong tokens,
+//! wrong methods, unknown paths and malformed bodies; and a trigger routed over HTTP from one
+//! node to another's executor, with FAILOVER and BUSYOVER probing a dead address first.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{App, HttpServer};
+use common::*;
+use serde_json::{Value, json};
+use xjob::executor::HttpExecutorClient;
+use xjob::prelude::*;
+
+const TOKEN: &str = "s3cret-token";
+
+struct Node {
+    engine: Engine,
+    address: String,
+    server: actix_web::dev::ServerHandle,
+}
+
+/// A node with the demo executor served at its own HTTP address.
+async fn node(dir: &std::path::Path, with_executor: bool) -> Node {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}/", listener.local_addr().unwrap());
+    let mut cfg = test_config(dir);
+    if with_executor {
+        cfg.executor.address = address.clone();
+    } else {
+        cfg.executor.app_name = String::new();
+    }
+    let engine = Engine::builder(cfg)
+        .handlers(xjob::demo::handlers().unwrap())
+        .remote_client(Arc::new(HttpExecutorClient::new(
+            Some(TOKEN.into()),
+            Duration::from_secs(3),
+        )))
+        .log_dir(dir.join("joblogs"))
+        .start()
+        .await
+        .unwrap();
+    let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
+    let server = HttpServer::new(move || App::new().configure(routes.clone()))
+        .workers(1)
+        .listen(listener)
+        .unwrap()
+        .run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    Node {
+        engine,
+        address,
+        server: handle,
+    }
+}
+
+async fn post(url: &str, body: &str, token: Option<(&str, &str)>) -> Value {
+    let c = awc::Client::default();
+    let mut req = c
+        .post(url)
+        .insert_header(("Content-Type", "application/json;charset=UTF-8"));
+    if let Some(h) = token {
+        req = req.insert_header(h);
+    }
+    let mut resp = req.send_body(body.to_string()).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "always HTTP 200");
+    serde_json::from_slice(&resp.body().await.unwrap()).unwrap()
+}
+
+async fn get(url: &str) -> Value {
+    let mut resp = awc::Client::default().get(url).send().await.unwrap();
+    serde_json::from_slice(&resp.body().await.unwrap()).unwrap()
+}
+
+async fn eventually<F, Fut>(what: &str, f: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+const AUTH: (&str, &str) = ("XXL-JOB-ACCESS-TOKEN", TOKEN);
+
+#[test]
+fn executor_endpoints_answer_as_xxl_job() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let n = node(dir.path(), true).await;
+        let u = |p: &str| format!("{}{p}", n.address);
+        assert_eq!(
+            post(&u("beat"), "\"\"", Some(AUTH)).await,
+            json!({"code":200})
+        );
+        assert_eq!(
+            post(&u("beat"), "", Some(("XXL-RPC-ACCESS-TOKEN", TOKEN))).await["code"],
+            200,
+            "old header"
+        );
+        assert_eq!(
+            post(&u("beat"), "", None).await,
+            json!({"code":500,"msg":"The access token is wrong."})
+        );
+        assert_eq!(
+            post(&u("beat"), "", Some(("XXL-JOB-ACCESS-TOKEN", "nope"))).await["code"],
+            500
+        );
+        assert_eq!(
+            get(&u("beat")).await["msg"],
+            "invalid request, HttpMethod not support."
+        );
+        let bad = post(&u("run"), "{", Some(AUTH)).await;
+        assert_eq!(bad["code"], 500);
+        assert!(
+            bad["msg"].as_str().unwrap().starts_with("request error:"),
+            "{bad}"
+        );
+        let r = post(
+            &u("run"),
+            r#"{"jobId":9,"executorHandler":"nope","glueType":"BEAN","logId":1,"unknownKey":1}"#,
+            Some(AUTH),
+        )
+        .await;
+        assert_eq!(r["msg"], "job handler [nope] not found.");
+        let r = post(
+            &u("run"),
+            r#"{"jobId":9,"glueType":"GLUE_GROOVY","logId":1}"#,
+            Some(AUTH),
+        )
+        .await;
+        assert_eq!(r["msg"], "glueType[GLUE_GROOVY] is not valid.");
+        assert_eq!(
+            post(&u("idleBeat"), r#"{"jobId":9}"#, Some(AUTH)).await,
+            json!({"code":200})
+        );
+        assert_eq!(
+            post(&u("kill"), r#"{"jobId":9}"#, Some(AUTH)).await,
+            json!({"code":200,"msg":"job thread already killed."})
+        );
+        let log = post(
+            &u("log"),
+            r#"{"logDateTim":0,"logId":77,"fromLineNum":1}"#,
+            Some(AUTH),
+        )
+        .await;
+        assert_eq!(
+            log["content"]["logContent"],
+            "readLog fail, logFile not exists"
+        );
+        assert_eq!(log["content"]["isEnd"], true);
+        assert_eq!(log["data"], log["content"], "3.3+ admins read `data`");
+        n.server.stop(true).await;
+        n.engine.db().clone().close().await.unwrap();
+    });
+}
+
+#[test]
+fn admin_api_registers_removes_and_takes_callbacks() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let n = node(dir.path(), true).await;
+        let group = n.engine.ensure_group("remote-app", "remote").await.unwrap();
+        let u = |p: &str| format!("{}{p}", n.address);
+        let reg = |v: &str| json!({"registryGroup":"EXECUTOR","registryKey":"remote-app","registryValue":v}).to_string();
+        assert_eq!(post(&u("api/registry"), &reg("http://10.0.0.2:9999/"), Some(AUTH)).await["code"], 200);
+        assert_eq!(post(&u("xxl-job-admin/api/registry"), &reg("http://10.0.0.1:9999"), Some(AUTH)).await["code"], 200);
+        let list = || async {
+            xjob::store::groups::get(n.engine.db(), group).await.unwrap().address_list
+        };
+        // a new executor is in the list at once, sorted
+        assert_eq!(list().await.as_deref(), Some("http://10.0.0.1:9999,http://10.0.0.2:9999/"));
+        assert_eq!(
+            post(&u("api/registry"), &json!({"registryGroup":"EXECUTOR","registryKey":" ","registryValue":"x"}).to_string(), Some(AUTH)).await,
+            json!({"code":500,"msg":"Illegal Argument."})
+        );
+        assert_eq!(post(&u("api/registry"), "not json", Some(AUTH)).await["msg"], "Illegal Argument.");
+        assert_eq!(post(&u("api/registry"), &reg("http://x/"), None).await["msg"], "The access token is wrong.");
+        assert_eq!(get(&u("api/registry")).await["msg"], "invalid request, HttpMethod not support.");
+        assert_eq!(post(&u("api/nope"), "{}", Some(AUTH)).await["msg"], "invalid request, uri-mapping(nope) not found.");
+        // a graceful removal takes effect at once
+        assert_eq!(post(&u("api/registryRemove"), &reg("http://10.0.0.2:9999/"), Some(AUTH)).await["code"], 200);
+        assert_eq!(list().await.as_deref(), Some("http://10.0.0.1:9999"));
+
+        // callbacks: first result wins, messages of any JSON type
+        let log_id = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual).await.unwrap();
+        let cb = json!([{"logId":log_id,"logDateTim":0,"handleCode":200,"handleMsg":{"rows":3},"executeResult":{"code":200}}]).to_string();
+        assert_eq!(post(&u("api/callback"), &cb, Some(AUTH)).await, json!({"code":200}));
+        let cb2 = json!([{"logId":log_id,"logDateTim":0,"handleCode":500,"handleMsg":"late"}]).to_string();
+        assert_eq!(post(&u("xxl-job-admin/api/callback"), &cb2, Some(AUTH)).await["code"], 200);
+        let row = xjob::store::logs::get(n.engine.db(), log_id).await.unwrap();
+        assert_eq!((row.handle_code, row.handle_msg.as_deref()), (200, Some(r#"{"rows":3}"#)));
+        assert_eq!(post(&u("api/callback"), "[{", Some(AUTH)).await["code"], 500);
+        n.server.stop(true).await;
+        n.engine.db().clone().close().await.unwrap();
+    });
+}
+
+#[test]
+fn triggers_route_over_http_to_another_nodes_executor() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        // B serves the demo executor; A is an admin without one; both share the database
+        let b = node(dir.path(), true).await;
+        let a = node(dir.path(), false).await;
+        let group = a
+            .engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        let dead = "http://127.0.0.1:9/"; // nothing listens on the discard port
+        for route in ["FIRST", "FAILOVER", "BUSYOVER"] {
+            let mut spec = JobSpec::cron(group, route, "0 0 0 * * ?", "demoJobHandler");
+            spec.executor_route_strategy = route.into();
+            let job = a.engine.add_job(spec).await.unwrap();
+            let list = if route == "FIRST" {
+                b.address.clone()
+            } else {
+                format!("{dead},{}", b.address)
+            };
+            a.engine
+                .trigger_job(job, Some("over-http".into()), Some(list))
+                .await
+                .unwrap();
+            let db = a.engine.db().clone();
+            eventually(&format!("{route} run finished"), || {
+                let db = db.clone();
+                async move {
+                    xjob::store::logs::for_job(&db, job)
+                        .await
+                        .unwrap()
+                        .first()
+                        .is_some_and(|r| r.handle_code != 0)
+                }
+            })
+            .await;
+            let row = xjob::store::logs::for_job(a.engine.db(), job)
+                .await
+                .unwrap()
+                .remove(0);
+            assert_eq!(row.trigger_code, 200, "{route}: {:?}", row.trigger_msg);
+            assert_eq!(row.handle_code, 200, "{route}: {:?}", row.handle_msg);
+            assert_eq!(row.executor_address.as_deref(), Some(b.address.as_str()));
+            let msg = row.trigger_msg.unwrap();
+            if route != "FIRST" {
+                assert!(
+                    msg.contains(&format!("address：{dead}<br>code：500")),
+                    "{route} transcript: {msg}"
+                );
+                assert!(
+                    msg.contains(&format!("address：{}<br>code：200", b.address)),
+                    "{msg}"
+                );
+            }
+        }
+        a.server.stop(true).await;
+        b.server.stop(true).await;
+        a.engine.db().clone().close().await.unwrap();
+        b.engine.db().clone().close().await.unwrap();
+    });
+}
