@@ -26,6 +26,70 @@ pub struct Config {
     pub executor: ExecutorConfig,
     /// Access control.
     pub security: SecurityConfig,
+    /// Alarms for failed runs.
+    pub alarm: AlarmConfig,
+    /// Run-log reports and retention.
+    pub report: ReportConfig,
+}
+
+/// Alarms for failed runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AlarmConfig {
+    /// A URL that receives every failed run as a JSON POST (empty = none; jobs may set their own).
+    pub webhook_url: String,
+    /// The SMTP server for `alarm_email` (empty host = e-mail alarms off).
+    pub smtp: SmtpConfig,
+}
+
+/// An SMTP server.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SmtpConfig {
+    /// Host name (empty = no e-mail).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Login (empty = no authentication).
+    pub username: String,
+    /// Password.
+    pub password: String,
+    /// Sender address.
+    pub from: String,
+    /// `none`, `starttls` or `tls` (implicit TLS).
+    pub tls: String,
+    /// Seconds before giving up on the server.
+    pub timeout_secs: u64,
+}
+
+impl Default for SmtpConfig {
+    fn default() -> Self {
+        SmtpConfig {
+            host: String::new(),
+            port: 25,
+            username: String::new(),
+            password: String::new(),
+            from: "xjob@localhost".into(),
+            tls: "starttls".into(),
+            timeout_secs: 10,
+        }
+    }
+}
+
+/// Run-log reports and retention (spec §8.11).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReportConfig {
+    /// Days of run logs to keep; below 7 the cleanup is off (XXL-JOB's rule).
+    pub log_retention_days: i64,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            log_retention_days: 30,
+        }
+    }
 }
 
 /// Access control.
@@ -92,6 +156,8 @@ pub struct SchedulerConfig {
     pub recover_after_ms: i64,
     /// IANA time zone in which CRON expressions are evaluated (a job may set its own).
     pub time_zone: String,
+    /// Most parent jobs above a child run; a deeper chain (a loop) stops with a message.
+    pub max_chain_depth: i16,
 }
 
 impl Default for SchedulerConfig {
@@ -103,6 +169,7 @@ impl Default for SchedulerConfig {
             max_fires_per_job_scan: 1000,
             recover_after_ms: 2000,
             time_zone: "UTC".into(),
+            max_chain_depth: 16,
         }
     }
 }

@@ -20,15 +20,20 @@ use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
 use crate::activity::Activity;
-use crate::actors::complete::CompleteActor;
+use crate::actors::complete::{CompleteActor, ConnectPool};
+use crate::actors::fail_monitor::FailMonitor;
+use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DrainRing, PushRing, RingActor};
 use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
+use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::executor::{ExecutorClient, HandlerRegistry, InProcessExecutor, NodeClient};
+use crate::executor::{
+    ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor, NodeClient,
+};
 use crate::jobs::JobSpec;
 use crate::model::TriggerType;
 use crate::schedule::Schedule;
@@ -43,6 +48,7 @@ pub struct EngineBuilder {
     handlers: HandlerRegistry,
     remote: Option<Arc<dyn ExecutorClient>>,
     log_dir: Option<PathBuf>,
+    alarms: Vec<Box<dyn Alarm>>,
 }
 
 /// Handles to a running scheduling center.
@@ -59,6 +65,8 @@ pub struct Engine {
     trigger: Arc<Trigger>,
     local_address: Option<String>,
     local_executor: Option<Arc<dyn ExecutorClient>>,
+    fail_monitor: Addr<FailMonitor>,
+    log_report: Addr<LogReport>,
     activity: Activity,
 }
 
@@ -87,6 +95,12 @@ impl EngineBuilder {
         self
     }
 
+    /// Adds an alarm for failed runs (besides those built from `config.alarm`).
+    pub fn alarm(mut self, alarm: Box<dyn Alarm>) -> Self {
+        self.alarms.push(alarm);
+        self
+    }
+
     /// Where the in-process executor writes run logs.
     pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = Some(dir.into());
@@ -106,7 +120,13 @@ impl EngineBuilder {
         store::verify_lock_row(&db).await?;
 
         let activity = Activity::default();
-        let complete = CompleteActor::new(db.clone(), clock.clone(), activity.clone()).start();
+        let complete = CompleteActor::new(
+            db.clone(),
+            clock.clone(),
+            activity.clone(),
+            cfg.scheduler.max_chain_depth,
+        )
+        .start();
         let app = cfg.executor.app_name.trim().to_string();
         let local_address = (!app.is_empty()).then(|| {
             let a = cfg.executor.address.trim();
@@ -139,8 +159,14 @@ impl EngineBuilder {
             address: a.clone(),
         });
         RegistryActor::refresh(&db, &clock, cfg.registry.dead_secs, heartbeat.as_ref()).await?;
-        let registry =
-            RegistryActor::new(db.clone(), clock.clone(), cfg.registry.clone(), heartbeat).start();
+        let registry = RegistryActor::new(
+            db.clone(),
+            clock.clone(),
+            cfg.registry.clone(),
+            heartbeat,
+            activity.clone(),
+        )
+        .start();
 
         let pool = TriggerPool::new(
             db.clone(),
@@ -150,6 +176,7 @@ impl EngineBuilder {
             activity.clone(),
         )
         .start();
+        complete.do_send(ConnectPool(pool.clone().recipient()));
         let ring = RingActor::new(clock.clone(), pool.clone().recipient()).start();
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
@@ -171,6 +198,31 @@ impl EngineBuilder {
             );
             ring.do_send(PushRing(adopted));
         }
+
+        let mut alarms = self.alarms;
+        if !cfg.alarm.smtp.host.trim().is_empty() {
+            alarms.push(Box::new(EmailAlarm::new(&cfg.alarm.smtp)?));
+        }
+        alarms.push(Box::new(WebhookAlarm::new(
+            HttpExecutorClient::new(None, Duration::from_secs(cfg.http.client_timeout_secs)),
+            Some(cfg.alarm.webhook_url.clone()),
+        )));
+        let fail_monitor = FailMonitor::new(
+            db.clone(),
+            clock.clone(),
+            pool.clone().recipient(),
+            alarms,
+            activity.clone(),
+        )
+        .start();
+        let log_report = LogReport::new(
+            db.clone(),
+            clock.clone(),
+            cfg.time_zone(),
+            cfg.report.log_retention_days,
+            activity.clone(),
+        )
+        .start();
 
         let scan = ScanActor::new(
             db.clone(),
@@ -194,6 +246,8 @@ impl EngineBuilder {
             trigger,
             local_address,
             local_executor,
+            fail_monitor,
+            log_report,
             activity,
         })
     }
@@ -209,6 +263,7 @@ impl Engine {
             handlers: HandlerRegistry::new(),
             remote: None,
             log_dir: None,
+            alarms: Vec::new(),
         }
     }
 
@@ -245,6 +300,16 @@ impl Engine {
     /// The completion actor (results from executors go here).
     pub fn complete(&self) -> &Addr<CompleteActor> {
         &self.complete
+    }
+
+    /// The fail monitor (retries and alarms).
+    pub fn fail_monitor(&self) -> &Addr<FailMonitor> {
+        &self.fail_monitor
+    }
+
+    /// The log reporter.
+    pub fn log_report(&self) -> &Addr<LogReport> {
+        &self.log_report
     }
 
     /// The registry actor.

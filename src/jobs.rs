@@ -49,6 +49,8 @@ pub struct JobSpec {
     pub time_zone: Option<String>,
     /// Seconds before a fail retry.
     pub retry_interval: i32,
+    /// URL that receives a JSON POST when a run fails.
+    pub alarm_webhook: Option<String>,
 }
 
 impl Default for JobSpec {
@@ -73,6 +75,7 @@ impl Default for JobSpec {
             child_job_id: None,
             time_zone: None,
             retry_interval: 0,
+            alarm_webhook: None,
         }
     }
 }
@@ -150,6 +153,18 @@ impl JobSpec {
         if self.retry_interval < 0 {
             return Err(invalid("retryInterval", "must be 0 or more seconds"));
         }
+        if let Some(url) = self
+            .alarm_webhook
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "alarmWebhook",
+                "must be an http:// or https:// URL",
+            ));
+        }
         if let Some(children) = &self.child_job_id {
             for c in children.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 if c.parse::<u32>().ok().filter(|&n| n > 0).is_none() {
@@ -191,6 +206,7 @@ impl JobSpec {
             trigger_next_time: 0,
             time_zone: self.time_zone.filter(|z| !z.trim().is_empty()),
             retry_interval: self.retry_interval,
+            alarm_webhook: self.alarm_webhook.filter(|u| !u.trim().is_empty()),
         })
     }
 }

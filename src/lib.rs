@@ -34,7 +34,8 @@
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
 //! - `executor`: handlers, [`JobContext`], the in-process executor and [`ExecutorClient`].
-//! - `actors`: scan, ring, trigger pool, completion, registry.
+//! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
+//! - `alarm`: alarms for failed runs (e-mail, webhook).
 //! - `engine`: wiring ([`Engine`]).
 //! - `routes`: HTTP scopes.
 //! - `demo`: the demo handlers of `xjob serve`.
@@ -43,6 +44,7 @@
 
 pub mod activity;
 pub mod actors;
+pub mod alarm;
 pub mod clock;
 pub mod config;
 pub mod demo;

@@ -39,6 +39,8 @@ pub struct TriggerRequest {
     pub log_id: Option<i64>,
     /// The nominal fire time of a scheduled fire, epoch ms.
     pub fire_time: Option<i64>,
+    /// Parents above this run (child-job triggers), guarding against loops.
+    pub chain_depth: i16,
 }
 
 impl TriggerRequest {
@@ -53,6 +55,7 @@ impl TriggerRequest {
             address_list: None,
             log_id: None,
             fire_time: None,
+            chain_depth: 0,
         }
     }
 }
@@ -197,7 +200,15 @@ impl Trigger {
             let log_id = match (k, req.log_id) {
                 (0, Some(id)) => id,
                 _ => {
-                    logs::insert_run(&self.db, job.job_group, job.id, now, req.trigger_type).await?
+                    logs::insert_run(
+                        &self.db,
+                        job.job_group,
+                        job.id,
+                        now,
+                        req.trigger_type,
+                        req.chain_depth,
+                    )
+                    .await?
                 }
             };
             let broadcast = route == Some(RouteStrategy::ShardingBroadcast);

@@ -194,7 +194,7 @@ fn admin_api_registers_removes_and_takes_callbacks() {
         assert_eq!(list().await.as_deref(), Some("http://10.0.0.1:9999"));
 
         // callbacks: first result wins, messages of any JSON type
-        let log_id = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual).await.unwrap();
+        let log_id = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
         let cb = json!([{"logId":log_id,"logDateTim":0,"handleCode":200,"handleMsg":{"rows":3},"executeResult":{"code":200}}]).to_string();
         assert_eq!(post(&u("api/callback"), &cb, Some(AUTH)).await, json!({"code":200}));
         let cb2 = json!([{"logId":log_id,"logDateTim":0,"handleCode":500,"handleMsg":"late"}]).to_string();

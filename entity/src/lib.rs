@@ -4,10 +4,12 @@
 //! xjob's additions are extra columns, never renamed ones:
 //! - `xxl_job_info.time_zone`: the job's own time zone for CRON (IANA name; NULL = the center's).
 //! - `xxl_job_info.retry_interval`: seconds to wait before a fail retry (0 = at once, as XXL-JOB).
+//! - `xxl_job_info.alarm_webhook`: a URL that receives a JSON POST when a run fails.
 //! - `xxl_job_log.fire_time`: the nominal fire time (epoch ms) of a scheduled fire; unique per job.
 //! - `xxl_job_log.fire_state`: 1 while a scheduled fire is recorded but not yet dispatched, a
 //!   random claim token while one node dispatches it, 0 once dispatched.
 //! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
+//! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
 
 pub mod xxl_job_group;
 pub mod xxl_job_info;

@@ -41,6 +41,8 @@ pub struct Model {
     pub time_zone: Option<String>,
     /// xjob: seconds before a fail retry; 0 = immediately.
     pub retry_interval: i32,
+    /// xjob: URL that receives a JSON POST when a run of this job fails.
+    pub alarm_webhook: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

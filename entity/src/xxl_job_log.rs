@@ -33,6 +33,8 @@ pub struct Model {
     pub fire_state: i64,
     /// xjob: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
     pub trigger_type: Option<String>,
+    /// xjob: how many parent jobs led to this run (0 for a run not triggered as a child).
+    pub chain_depth: i16,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -81,6 +81,7 @@ impl MigrationTrait for Migration {
                 .col(big_integer(t("trigger_next_time")).default(0))
                 .col(string_len_null(t("time_zone"), 64))
                 .col(integer(t("retry_interval")).default(0))
+                .col(string_len_null(t("alarm_webhook"), 255))
                 .to_owned(),
         )
         .await?;
@@ -131,6 +132,7 @@ impl MigrationTrait for Migration {
                 .col(big_integer_null(t("fire_time")))
                 .col(big_integer(t("fire_state")).default(0))
                 .col(string_len_null(t("trigger_type"), 16))
+                .col(small_integer(t("chain_depth")).default(0))
                 .to_owned(),
         )
         .await?;

@@ -1,8 +1,9 @@
 //! RegistryActor: executor heartbeats and the address lists of automatic groups (spec §8.8).
 //!
-//! Receives [`Heartbeat`] and [`RemoveRegistration`]; every beat period it re-registers this
-//! node's own in-process executor, deletes registrations silent for the dead timeout, and
-//! rewrites every automatic group's `address_list` (sorted, comma-joined, NULL when empty).
+//! Receives [`Heartbeat`] and [`RemoveRegistration`]; three times per beat period it
+//! re-registers this node's own in-process executor, deletes registrations silent for the dead
+//! timeout (marking the runs still open on them as lost), and rewrites every automatic group's
+//! `address_list` (sorted, comma-joined, NULL when empty).
 //! A new registration and a removal refresh the lists at once rather than a period later.
 
 use std::time::Duration;
@@ -10,10 +11,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
+use crate::activity::Activity;
+use crate::actors::complete::LOST_MSG;
 use crate::clock::Clock;
 use crate::config::RegistryConfig;
 use crate::error::Result;
-use crate::store::{groups, registry};
+use crate::model::wire::FAIL_CODE;
+use crate::store::{groups, logs, registry};
 
 /// The registry group every executor registers under.
 pub const EXECUTOR_GROUP: &str = "EXECUTOR";
@@ -49,6 +53,7 @@ pub struct RegistryActor {
     clock: Clock,
     cfg: RegistryConfig,
     local: Option<Heartbeat>,
+    activity: Activity,
 }
 
 impl RegistryActor {
@@ -58,8 +63,10 @@ impl RegistryActor {
         clock: Clock,
         cfg: RegistryConfig,
         local: Option<Heartbeat>,
+        activity: Activity,
     ) -> Self {
         RegistryActor {
+            activity,
             db,
             clock,
             cfg,
@@ -86,9 +93,18 @@ impl RegistryActor {
             .await?;
         }
         let dead_before = crate::clock::ms_to_naive(now - dead_secs as i64 * 1000);
+        let dead = registry::dead_values(db, dead_before).await?;
         let evicted = registry::delete_dead(db, dead_before).await?;
         if evicted > 0 {
-            tracing::warn!(evicted, "executors evicted after missing heartbeats");
+            tracing::warn!(evicted, ?dead, "executors evicted after missing heartbeats");
+            // runs on an executor that died will never report: mark them lost now, unless the
+            // address still lives under another registration
+            let still = registry::all_values(db).await?;
+            let gone: Vec<String> = dead.into_iter().filter(|a| !still.contains(a)).collect();
+            for id in logs::running_on(db, &gone).await? {
+                logs::record_handle(db, id, FAIL_CODE, Some(LOST_MSG), now).await?;
+                tracing::warn!(log_id = id, "run lost with its executor; marked failed");
+            }
         }
         let live = registry::live_by_app(db, dead_before).await?;
         for g in groups::all(db).await? {
@@ -113,8 +129,10 @@ impl RegistryActor {
             self.cfg.dead_secs,
             self.local.clone(),
         );
+        let guard = self.activity.enter();
         ctx.spawn(
             async move {
+                let _guard = guard;
                 if let Err(e) = Self::refresh(&db, &clock, dead, local.as_ref()).await {
                     tracing::error!(error = %e, "registry refresh failed");
                 }
@@ -129,9 +147,9 @@ impl Actor for RegistryActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.tick(ctx);
-        ctx.run_interval(Duration::from_secs(self.cfg.beat_secs), |a, ctx| {
-            a.tick(ctx)
-        });
+        // check a few times per beat so a dead executor is evicted soon after the dead timeout
+        let period = Duration::from_secs(self.cfg.beat_secs.div_ceil(3).max(1));
+        ctx.run_interval(period, |a, ctx| a.tick(ctx));
     }
 }
 

@@ -129,6 +129,35 @@ impl HttpExecutorClient {
     }
 }
 
+impl HttpExecutorClient {
+    /// POSTs a JSON body to any URL (webhooks); answers the HTTP status.
+    pub fn post_json(&self, url: &str, body: Vec<u8>) -> BoxFuture<'static, Result<u16, String>> {
+        let (tx, rx) = oneshot::channel();
+        let (u, timeout) = (url.to_string(), self.timeout);
+        let sent = self.thread.spawn_fn(move || {
+            actix::spawn(async move {
+                let req = CLIENT.with(|c| c.post(&u));
+                let r = req
+                    .timeout(timeout)
+                    .insert_header(("Content-Type", "application/json"))
+                    .send_body(body)
+                    .await
+                    .map(|resp| resp.status().as_u16())
+                    .map_err(|e| e.to_string());
+                let _ = tx.send(r);
+            });
+        });
+        async move {
+            if !sent {
+                return Err("HTTP client thread stopped".to_string());
+            }
+            rx.await
+                .unwrap_or_else(|_| Err("HTTP client thread stopped".to_string()))
+        }
+        .boxed()
+    }
+}
+
 impl ExecutorClient for HttpExecutorClient {
     fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
         self.call(address, "run", &param)

@@ -205,6 +205,7 @@ pub async fn insert_run(
     job_id: i32,
     trigger_ms: i64,
     trigger_type: TriggerType,
+    chain_depth: i16,
 ) -> Result<i64> {
     let am = ActiveModel {
         job_group: Set(job_group),
@@ -216,6 +217,7 @@ pub async fn insert_run(
         alarm_status: Set(0),
         fire_state: Set(0),
         trigger_type: Set(Some(trigger_type.as_str().into())),
+        chain_depth: Set(chain_depth),
         ..Default::default()
     };
     Ok(am.insert(c).await?.id)
@@ -269,31 +271,146 @@ pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Resul
 /// The handle-message cap on the admin side (spec §4.3).
 pub const HANDLE_MSG_MAX: usize = 15_000;
 
-/// Records a run's result unless one was already recorded (first result wins). Returns whether
-/// this call wrote it.
+fn cap_msg(text: String) -> String {
+    if text.chars().count() > HANDLE_MSG_MAX {
+        text.chars().take(HANDLE_MSG_MAX).collect()
+    } else {
+        text
+    }
+}
+
+/// Records a run's result unless one was already recorded (first result wins): the message is
+/// appended to any the row already has (after `<br>`), capped at 15,000 characters. Returns the
+/// row as it was before when this call wrote it, `None` when the log is unknown or finished.
 pub async fn record_handle(
     c: &impl ConnectionTrait,
     log_id: i64,
     code: i32,
     msg: Option<&str>,
     now_ms: i64,
-) -> Result<bool> {
-    let mut text = msg.unwrap_or_default().to_string();
-    if text.chars().count() > HANDLE_MSG_MAX {
-        text = text.chars().take(HANDLE_MSG_MAX).collect();
+) -> Result<Option<Model>> {
+    let Some(row) = Entity::find_by_id(log_id).one(c).await? else {
+        return Ok(None);
+    };
+    if row.handle_code != 0 {
+        return Ok(None);
     }
+    let text = match (row.handle_msg.as_deref().filter(|m| !m.is_empty()), msg) {
+        (Some(old), Some(new)) => Some(format!("{old}<br>{new}")),
+        (Some(old), None) => Some(old.to_string()),
+        (None, new) => new.map(str::to_string),
+    };
     let res = Entity::update_many()
         .col_expr(Column::HandleCode, Expr::val(code))
-        .col_expr(
-            Column::HandleMsg,
-            Expr::val(if msg.is_some() { Some(text) } else { None }),
-        )
+        .col_expr(Column::HandleMsg, Expr::val(text.map(cap_msg)))
         .col_expr(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
         .filter(Column::Id.eq(log_id))
         .filter(Column::HandleCode.eq(0))
         .exec(c)
         .await?;
-    Ok(res.rows_affected == 1)
+    Ok((res.rows_affected == 1).then_some(row))
+}
+
+/// Appends text to a finished run's handle message (child-job lines), keeping the cap.
+pub async fn append_handle_msg(c: &impl ConnectionTrait, log_id: i64, extra: &str) -> Result<()> {
+    let row = get(c, log_id).await?;
+    let text = cap_msg(format!("{}{extra}", row.handle_msg.unwrap_or_default()));
+    Entity::update_many()
+        .col_expr(Column::HandleMsg, Expr::val(text))
+        .filter(Column::Id.eq(log_id))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// Appends text to a run's trigger message (the fail-retry marker).
+pub async fn append_trigger_msg(c: &impl ConnectionTrait, log_id: i64, extra: &str) -> Result<()> {
+    let row = get(c, log_id).await?;
+    let text = format!("{}{extra}", row.trigger_msg.unwrap_or_default());
+    Entity::update_many()
+        .col_expr(Column::TriggerMsg, Expr::val(text))
+        .filter(Column::Id.eq(log_id))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// Runs dispatched to one of `addresses` that have no result yet.
+pub async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -> Result<Vec<i64>> {
+    if addresses.is_empty() {
+        return Ok(vec![]);
+    }
+    Ok(Entity::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(Column::TriggerCode.eq(200))
+        .filter(Column::HandleCode.eq(0))
+        .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
+        .into_tuple()
+        .all(c)
+        .await?)
+}
+
+/// Runs without a result dispatched at or before `before`, with their address, at most 1000.
+pub async fn running_since(
+    c: &impl ConnectionTrait,
+    before: chrono::NaiveDateTime,
+) -> Result<Vec<(i64, Option<String>)>> {
+    Ok(Entity::find()
+        .select_only()
+        .columns([Column::Id, Column::ExecutorAddress])
+        .filter(Column::TriggerCode.eq(200))
+        .filter(Column::HandleCode.eq(0))
+        .filter(Column::TriggerTime.lte(before))
+        .order_by_asc(Column::Id)
+        .limit(1000)
+        .into_tuple()
+        .all(c)
+        .await?)
+}
+
+/// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
+pub async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
+    use sea_orm::Condition;
+    let ok_trigger = Condition::any()
+        .add(Column::TriggerCode.eq(0))
+        .add(Column::TriggerCode.eq(200));
+    let running = Condition::all()
+        .add(ok_trigger)
+        .add(Column::HandleCode.eq(0));
+    let fine = Condition::any()
+        .add(running)
+        .add(Column::HandleCode.eq(200));
+    Ok(Entity::find()
+        .filter(Column::AlarmStatus.eq(0))
+        .filter(Column::FireState.eq(0))
+        .filter(fine.not())
+        .order_by_asc(Column::Id)
+        .limit(limit)
+        .all(c)
+        .await?)
+}
+
+/// Takes a failed run for the fail monitor (`alarm_status` 0 → −1); false if another took it.
+pub async fn lock_alarm(c: &impl ConnectionTrait, log_id: i64) -> Result<bool> {
+    Ok(Entity::update_many()
+        .col_expr(Column::AlarmStatus, Expr::val(-1i16))
+        .filter(Column::Id.eq(log_id))
+        .filter(Column::AlarmStatus.eq(0))
+        .exec(c)
+        .await?
+        .rows_affected
+        == 1)
+}
+
+/// Sets a run's alarm status (1 no alarm needed, 2 sent, 3 failed).
+pub async fn set_alarm_status(c: &impl ConnectionTrait, log_id: i64, status: i16) -> Result<()> {
+    Entity::update_many()
+        .col_expr(Column::AlarmStatus, Expr::val(status))
+        .filter(Column::Id.eq(log_id))
+        .exec(c)
+        .await?;
+    Ok(())
 }
 
 /// One log row.

@@ -7,6 +7,7 @@ pub mod groups;
 pub mod jobs;
 pub mod logs;
 pub mod registry;
+pub mod reports;
 
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,

@@ -62,6 +62,32 @@ pub async fn delete_dead(
         .rows_affected)
 }
 
+/// Every registered address (live or not yet evicted).
+pub async fn all_values(c: &impl ConnectionTrait) -> Result<std::collections::HashSet<String>> {
+    let rows: Vec<String> = Entity::find()
+        .select_only()
+        .column(Column::RegistryValue)
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Addresses of registrations not refreshed since `dead_before`.
+pub async fn dead_values(
+    c: &impl ConnectionTrait,
+    dead_before: chrono::NaiveDateTime,
+) -> Result<Vec<String>> {
+    let rows: Vec<String> = Entity::find()
+        .select_only()
+        .column(Column::RegistryValue)
+        .filter(Column::UpdateTime.lt(dead_before))
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows)
+}
+
 /// Live `EXECUTOR` addresses by appname, each list sorted and de-duplicated.
 pub async fn live_by_app(
     c: &impl ConnectionTrait,

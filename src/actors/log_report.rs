@@ -1,0 +1,162 @@
+//! LogReport: daily run counts and run-log retention (spec §8.11).
+//!
+//! Every [`REPORT_EVERY`] it counts runs for today and the two previous days (days of the
+//! center's time zone) into `xxl_job_log_report`; once a day it deletes runs older than
+//! `report.log_retention_days` (off below 7, XXL-JOB's rule), 1000 at a time. [`RefreshReport`]
+//! and [`CleanLogs`] run either step now.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use chrono::{Days, NaiveDate, TimeZone};
+use chrono_tz::Tz;
+use sea_orm::DatabaseConnection;
+
+use crate::activity::Activity;
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::store::reports;
+
+/// How often the counts are refreshed (XXL-JOB: every minute).
+pub const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// Retention below this many days turns cleanup off.
+pub const MIN_RETENTION_DAYS: i64 = 7;
+
+/// Refreshes the counts now.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<()>")]
+pub struct RefreshReport;
+
+/// Runs the retention cleanup now; answers how many runs were deleted.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<u64>")]
+pub struct CleanLogs;
+
+/// The reporter.
+pub struct LogReport {
+    db: DatabaseConnection,
+    clock: Clock,
+    tz: Tz,
+    retention_days: i64,
+    last_clean_ms: Option<i64>,
+    activity: Activity,
+}
+
+/// The UTC instant a local day starts at.
+fn day_start(tz: Tz, d: NaiveDate) -> chrono::NaiveDateTime {
+    let local = d.and_hms_opt(0, 0, 0).unwrap_or_default();
+    tz.from_local_datetime(&local)
+        .earliest()
+        .map(|t| t.naive_utc())
+        .unwrap_or(local)
+}
+
+impl LogReport {
+    /// A reporter over `db` for days of `tz`, keeping `retention_days` of runs.
+    pub fn new(
+        db: DatabaseConnection,
+        clock: Clock,
+        tz: Tz,
+        retention_days: i64,
+        activity: Activity,
+    ) -> Self {
+        LogReport {
+            db,
+            clock,
+            tz,
+            retention_days,
+            last_clean_ms: None,
+            activity,
+        }
+    }
+
+    async fn refresh(db: DatabaseConnection, clock: Clock, tz: Tz) -> Result<()> {
+        let today = tz
+            .timestamp_millis_opt(clock.now_ms())
+            .single()
+            .map(|t| t.date_naive())
+            .unwrap_or_default();
+        for back in 0..3 {
+            let Some(d) = today.checked_sub_days(Days::new(back)) else {
+                continue;
+            };
+            let from = day_start(tz, d);
+            let to = day_start(tz, d.succ_opt().unwrap_or(d));
+            let n = reports::count_between(&db, from, to).await?;
+            // trigger_day holds the local day's date at midnight, as XXL-JOB stores it
+            let key = d.and_hms_opt(0, 0, 0).unwrap_or_default();
+            reports::upsert_day(&db, key, n, clock.now_naive()).await?;
+        }
+        Ok(())
+    }
+
+    async fn clean(db: DatabaseConnection, clock: Clock, tz: Tz, days: i64) -> Result<u64> {
+        if days < MIN_RETENTION_DAYS {
+            return Ok(0);
+        }
+        let today = tz
+            .timestamp_millis_opt(clock.now_ms())
+            .single()
+            .map(|t| t.date_naive())
+            .unwrap_or_default();
+        let Some(cut) = today.checked_sub_days(Days::new(days as u64)) else {
+            return Ok(0);
+        };
+        let n = reports::delete_logs_before(&db, day_start(tz, cut)).await?;
+        if n > 0 {
+            tracing::info!(deleted = n, days, "old run logs cleaned up");
+        }
+        Ok(n)
+    }
+}
+
+impl Actor for LogReport {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(REPORT_EVERY, |a, ctx| {
+            let (db, clock, tz, days) = (a.db.clone(), a.clock.clone(), a.tz, a.retention_days);
+            let now = clock.now_ms();
+            let clean_due = a
+                .last_clean_ms
+                .is_none_or(|last| now - last >= 24 * 3600 * 1000);
+            if clean_due {
+                a.last_clean_ms = Some(now);
+            }
+            let guard = a.activity.enter();
+            ctx.spawn(
+                async move {
+                    let _guard = guard;
+                    if let Err(e) = Self::refresh(db.clone(), clock.clone(), tz).await {
+                        tracing::error!(error = %e, "log report failed");
+                    }
+                    if clean_due && let Err(e) = Self::clean(db, clock, tz, days).await {
+                        tracing::error!(error = %e, "log cleanup failed");
+                    }
+                }
+                .into_actor(a),
+            );
+        });
+    }
+}
+
+impl Handler<RefreshReport> for LogReport {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, _: RefreshReport, _ctx: &mut Self::Context) -> Self::Result {
+        Box::pin(Self::refresh(self.db.clone(), self.clock.clone(), self.tz))
+    }
+}
+
+impl Handler<CleanLogs> for LogReport {
+    type Result = ResponseFuture<Result<u64>>;
+
+    fn handle(&mut self, _: CleanLogs, _ctx: &mut Self::Context) -> Self::Result {
+        Box::pin(Self::clean(
+            self.db.clone(),
+            self.clock.clone(),
+            self.tz,
+            self.retention_days,
+        ))
+    }
+}

@@ -1,0 +1,120 @@
+//! `xxl_job_log_report` and log retention (spec §8.11).
+
+use chrono::NaiveDateTime;
+use entity::xxl_job_log::{Column as L, Entity as Log};
+use entity::xxl_job_log_report::{ActiveModel, Column, Entity, Model};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
+};
+
+use crate::error::Result;
+
+/// One day's counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DayCounts {
+    /// Runs without a result yet.
+    pub running: i32,
+    /// Runs that succeeded.
+    pub suc: i32,
+    /// The rest.
+    pub fail: i32,
+}
+
+/// Counts runs triggered in `[from, to)`.
+pub async fn count_between(
+    c: &impl ConnectionTrait,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+) -> Result<DayCounts> {
+    let day = || {
+        Log::find()
+            .filter(L::TriggerTime.gte(from))
+            .filter(L::TriggerTime.lt(to))
+            .filter(L::FireState.eq(0))
+    };
+    let total = day().count(c).await? as i32;
+    let running = day()
+        .filter(
+            Condition::any()
+                .add(L::TriggerCode.eq(0))
+                .add(L::TriggerCode.eq(200)),
+        )
+        .filter(L::HandleCode.eq(0))
+        .count(c)
+        .await? as i32;
+    let suc = day().filter(L::HandleCode.eq(200)).count(c).await? as i32;
+    Ok(DayCounts {
+        running,
+        suc,
+        fail: total - running - suc,
+    })
+}
+
+/// Writes a day's counts (update, insert when the day has no row).
+pub async fn upsert_day(
+    c: &impl ConnectionTrait,
+    day: NaiveDateTime,
+    n: DayCounts,
+    now: NaiveDateTime,
+) -> Result<()> {
+    let res = Entity::update_many()
+        .col_expr(Column::RunningCount, Expr::val(n.running))
+        .col_expr(Column::SucCount, Expr::val(n.suc))
+        .col_expr(Column::FailCount, Expr::val(n.fail))
+        .col_expr(Column::UpdateTime, Expr::val(now))
+        .filter(Column::TriggerDay.eq(day))
+        .exec(c)
+        .await?;
+    if res.rows_affected == 0 {
+        ActiveModel {
+            trigger_day: Set(Some(day)),
+            running_count: Set(n.running),
+            suc_count: Set(n.suc),
+            fail_count: Set(n.fail),
+            update_time: Set(Some(now)),
+            ..Default::default()
+        }
+        .insert(c)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Report rows in `[from, to]`, by day.
+pub async fn between(
+    c: &impl ConnectionTrait,
+    from: NaiveDateTime,
+    to: NaiveDateTime,
+) -> Result<Vec<Model>> {
+    Ok(Entity::find()
+        .filter(Column::TriggerDay.between(from, to))
+        .order_by_asc(Column::TriggerDay)
+        .all(c)
+        .await?)
+}
+
+/// Deletes runs triggered at or before `before`, 1000 ids at a time; returns how many.
+pub async fn delete_logs_before(c: &impl ConnectionTrait, before: NaiveDateTime) -> Result<u64> {
+    let mut total = 0;
+    loop {
+        let ids: Vec<i64> = Log::find()
+            .select_only()
+            .column(L::Id)
+            .filter(L::TriggerTime.lte(before))
+            .filter(L::FireState.eq(0))
+            .limit(1000)
+            .into_tuple()
+            .all(c)
+            .await?;
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        total += Log::delete_many()
+            .filter(L::Id.is_in(ids))
+            .exec(c)
+            .await?
+            .rows_affected;
+    }
+}
