@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::executor::ExecutorClient;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
-use crate::router::{Router, probe};
+use crate::router::{Router, busyover, failover, sharding_broadcast};
 use crate::store::logs::{self, TriggerRecord};
 use crate::store::{groups, jobs};
 
@@ -181,13 +181,11 @@ impl Trigger {
             .as_deref()
             .and_then(|b| b.parse().ok());
         let given_shard = parse_shard(req.sharding_param.as_deref());
-        let shards: Vec<(i32, i32)> = match (route, given_shard) {
-            (Some(RouteStrategy::ShardingBroadcast), None) if !addresses.is_empty() => {
-                let n = addresses.len() as i32;
-                (0..n).map(|i| (i, n)).collect()
+        let shards: Vec<(i32, i32)> = match route {
+            Some(RouteStrategy::ShardingBroadcast) => {
+                sharding_broadcast::shards(addresses.len(), given_shard)
             }
-            (_, Some(s)) => vec![s],
-            _ => vec![(0, 1)],
+            _ => vec![given_shard.unwrap_or((0, 1))],
         };
         let registry_type = if manual || group.as_ref().is_some_and(|g| g.address_type == 1) {
             "Manual registration"
@@ -229,20 +227,18 @@ impl Trigger {
             let (address, route_msg): (Option<String>, String) = if addresses.is_empty() {
                 (None, "Trigger Fail：registry address is empty".into())
             } else if broadcast {
-                let i = if (index as usize) < addresses.len() {
-                    index as usize
-                } else {
-                    0
-                };
-                (Some(addresses[i].clone()), String::new())
+                (
+                    sharding_broadcast::address(&addresses, index).cloned(),
+                    String::new(),
+                )
             } else {
                 match route {
                     Some(RouteStrategy::Failover) => {
-                        let p = probe::probe(self.client.as_ref(), &addresses, None).await;
+                        let p = failover::pick(self.client.as_ref(), &addresses).await;
                         (p.address, p.transcript)
                     }
                     Some(RouteStrategy::Busyover) => {
-                        let p = probe::probe(self.client.as_ref(), &addresses, Some(job.id)).await;
+                        let p = busyover::pick(self.client.as_ref(), &addresses, job.id).await;
                         (p.address, p.transcript)
                     }
                     Some(r) => (self.router.pick(r, job.id, &addresses, now), String::new()),

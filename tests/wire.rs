@@ -271,3 +271,77 @@ fn triggers_route_over_http_to_another_nodes_executor() {
         b.engine.db().clone().close().await.unwrap();
     });
 }
+
+#[test]
+fn busyover_skips_an_executor_busy_with_the_job() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let b1 = node(dir.path(), true).await;
+        let b2 = node(dir.path(), true).await;
+        let a = node(dir.path(), false).await;
+        let group = a
+            .engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        let mut spec = JobSpec::cron(group, "long", "0 0 0 * * ?", "sleepJobHandler");
+        spec.executor_route_strategy = "BUSYOVER".into();
+        let job = a.engine.add_job(spec).await.unwrap();
+        // the first run keeps b1 busy with this job for a minute
+        a.engine
+            .trigger_job(job, Some("60".into()), Some(b1.address.clone()))
+            .await
+            .unwrap();
+        let db = a.engine.db().clone();
+        eventually("first run dispatched", || {
+            let db = db.clone();
+            async move {
+                xjob::store::logs::for_job(&db, job)
+                    .await
+                    .unwrap()
+                    .first()
+                    .is_some_and(|r| r.trigger_code == 200)
+            }
+        })
+        .await;
+        let list = format!("{},{}", b1.address, b2.address);
+        a.engine
+            .trigger_job(job, Some("0".into()), Some(list))
+            .await
+            .unwrap();
+        eventually("second run dispatched", || {
+            let db = db.clone();
+            async move {
+                xjob::store::logs::for_job(&db, job)
+                    .await
+                    .unwrap()
+                    .get(1)
+                    .is_some_and(|r| r.trigger_code != 0)
+            }
+        })
+        .await;
+        let second = xjob::store::logs::for_job(a.engine.db(), job)
+            .await
+            .unwrap()
+            .remove(1);
+        assert_eq!(
+            second.executor_address.as_deref(),
+            Some(b2.address.as_str())
+        );
+        let msg = second.trigger_msg.unwrap();
+        assert!(
+            msg.contains(&format!(
+                "address：{}<br>code：500<br>msg：job thread is running or has trigger queue.",
+                b1.address
+            )),
+            "{msg}"
+        );
+        for n in [&a, &b1, &b2] {
+            n.server.stop(false).await;
+        }
+        for n in [a, b1, b2] {
+            n.engine.db().clone().close().await.unwrap();
+        }
+    });
+}

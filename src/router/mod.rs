@@ -1,21 +1,27 @@
 //! Executor routing (spec §8.6): picks an address from a group's list for one trigger.
 //!
-//! FIRST, LAST, RANDOM and the per-job state of ROUND, LEAST_FREQUENTLY_USED and
-//! LEAST_RECENTLY_USED are synchronous ([`Router::pick`]); FAILOVER and BUSYOVER probe executors
-//! ([`probe`]); SHARDING_BROADCAST is expanded by the trigger procedure. Per-job state is wiped
-//! every 24 hours, as XXL-JOB does, and the consistent-hash ring is cached per address list.
+//! One file per strategy. FIRST, LAST, RANDOM, ROUND, CONSISTENT_HASH, LEAST_FREQUENTLY_USED
+//! and LEAST_RECENTLY_USED are synchronous ([`Router::pick`]); FAILOVER and BUSYOVER probe
+//! executors ([`failover`], [`busyover`]); SHARDING_BROADCAST is expanded into shards by the
+//! trigger procedure ([`sharding_broadcast`]). Per-job state is wiped every 24 hours, as XXL-JOB
+//! does, and the consistent-hash ring is built once per address list and cached.
 
+pub mod busyover;
 mod consistent_hash;
+pub mod failover;
+mod first;
+mod last;
 mod lfu;
 mod lru;
 pub mod probe;
+mod random;
 mod round;
+pub mod sharding_broadcast;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rand::Rng;
 
 pub use consistent_hash::{HashRing, hash_key};
 
@@ -66,9 +72,9 @@ impl Router {
             st.expires_at = now_ms + STATE_TTL_MS;
         }
         let i = match strategy {
-            RouteStrategy::First => 0,
-            RouteStrategy::Last => addresses.len() - 1,
-            RouteStrategy::Random => rng.random_range(0..addresses.len()),
+            RouteStrategy::First => first::pick(addresses.len()),
+            RouteStrategy::Last => last::pick(addresses.len()),
+            RouteStrategy::Random => random::pick(addresses.len(), &mut rng),
             RouteStrategy::Round => round::next(
                 st.round.entry(job_id).or_default(),
                 addresses.len(),

@@ -6,8 +6,7 @@ use rand::Rng;
 /// Advances a job's counter and returns the index to use.
 pub(super) fn next(count: &mut u64, len: usize, rng: &mut impl Rng) -> usize {
     *count = if *count == 0 || *count > 1_000_000 {
-        // 0 marks "unused"; a random start of 0 is stored as 100 (same residue class mod 100
-        // is not needed, only a random start).
+        // 0 marks an unused counter, so the random start is drawn from 1..=100
         rng.random_range(1..=100)
     } else {
         *count + 1

@@ -1,0 +1,6 @@
+//! FIRST: the first address of the list.
+
+/// Index of the pick.
+pub(super) fn pick(_len: usize) -> usize {
+    0
+}
