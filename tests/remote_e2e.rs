@@ -234,6 +234,39 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         assert_eq!(idx, vec![0, 1]);
         assert_eq!(last(&e1)["broadcastTotal"], 2);
 
+        // every other strategy routes these executors too
+        let mut runs = e1.received.lock().len() + e2.received.lock().len();
+        for route in [
+            "LAST",
+            "RANDOM",
+            "CONSISTENT_HASH",
+            "LEAST_FREQUENTLY_USED",
+            "LEAST_RECENTLY_USED",
+            "FAILOVER",
+            "BUSYOVER",
+        ] {
+            let job = engine.add_job(job_with(route)).await.unwrap();
+            engine.trigger_job(job, None, None).await.unwrap();
+            wait_for(&format!("{route} run called back"), 10, || done(job, 1)).await;
+            let row = xjob::store::logs::for_job(engine.db(), job)
+                .await
+                .unwrap()
+                .remove(0);
+            assert_eq!(row.handle_code, 200, "{route}");
+            runs += 1;
+            assert_eq!(
+                e1.received.lock().len() + e2.received.lock().len(),
+                runs,
+                "{route} reached an executor"
+            );
+            let addr = row.executor_address.unwrap();
+            assert!(addr == e1.address || addr == e2.address, "{route} → {addr}");
+            if route == "LAST" {
+                assert_eq!(addr, both[1], "LAST is the last of the sorted list");
+            }
+        }
+        let before_death = e2.received.lock().len();
+
         // e2 takes a run and dies before reporting
         e2.hold.store(true, Ordering::SeqCst);
         let doomed = engine.add_job(job_with("FIRST")).await.unwrap();
@@ -242,7 +275,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             .await
             .unwrap();
         wait_for("e2 took the run", 10, || async {
-            e2.received.lock().len() == 4
+            e2.received.lock().len() == before_death + 1
         })
         .await;
         e2.alive.store(false, Ordering::SeqCst);
@@ -273,11 +306,16 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             e1.address,
             "the dead executor left its group"
         );
+        let e1_before = e1.received.lock().len();
         for _ in 0..2 {
             engine.trigger_job(round, None, None).await.unwrap();
         }
         wait_for("ROUND on the survivor", 10, || done(round, 6)).await;
-        assert_eq!(e1.received.lock().len(), 5, "every new run goes to e1");
+        assert_eq!(
+            e1.received.lock().len(),
+            e1_before + 2,
+            "every new run goes to e1"
+        );
 
         e1.alive.store(false, Ordering::SeqCst);
         e1.server.stop(false).await;
