@@ -64,6 +64,16 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
                 .unwrap()
                 .address_list
         };
+        let manual = xjob::store::groups::insert(
+            app.engine.db(),
+            "manual-app",
+            "manual",
+            1,
+            Some("http://10.5.5.5:1/".into()),
+            app.engine.clock().now_naive(),
+        )
+        .await
+        .unwrap();
         assert_eq!(list().await.as_deref(), Some(addr));
         let run = running_on(&app, addr).await;
         let local_run = running_on(&app, "http://127.0.0.1:8080/").await;
@@ -78,6 +88,15 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
         // past the dead timeout: evicted, and its run lost within one check (10 s)
         app.advance(20_000).await;
         assert_eq!(list().await, None);
+        let kept = xjob::store::groups::get(app.engine.db(), manual)
+            .await
+            .unwrap()
+            .address_list;
+        assert_eq!(
+            kept.as_deref(),
+            Some("http://10.5.5.5:1/"),
+            "a manual group keeps its list"
+        );
         let r = logs::get(app.engine.db(), run).await.unwrap();
         assert_eq!(
             (r.handle_code, r.handle_msg.as_deref()),
