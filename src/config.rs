@@ -158,6 +158,10 @@ pub struct SchedulerConfig {
     pub time_zone: String,
     /// Most parent jobs above a child run; a deeper chain (a loop) stops with a message.
     pub max_chain_depth: i16,
+    /// A fire claimed for dispatch but not recorded this long after its nominal time belongs to
+    /// a node that died mid-dispatch: it is recorded as a failed trigger (retried and alarmed
+    /// like any failure).
+    pub claim_timeout_ms: i64,
 }
 
 impl Default for SchedulerConfig {
@@ -170,6 +174,7 @@ impl Default for SchedulerConfig {
             recover_after_ms: 2000,
             time_zone: "UTC".into(),
             max_chain_depth: 16,
+            claim_timeout_ms: 60_000,
         }
     }
 }
@@ -241,6 +246,9 @@ impl Config {
         }
         if self.scheduler.recover_after_ms < 1000 {
             return bad("scheduler.recover_after_ms", "must be at least 1000");
+        }
+        if self.scheduler.claim_timeout_ms < 5_000 {
+            return bad("scheduler.claim_timeout_ms", "must be at least 5000");
         }
         if self.scheduler.max_fires_per_job_scan == 0 {
             return bad("scheduler.max_fires_per_job_scan", "must be at least 1");

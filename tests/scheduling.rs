@@ -225,3 +225,70 @@ fn manual_trigger_uses_the_param_override() {
         app.close().await;
     });
 }
+
+#[test]
+fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app =
+            TestApp::start_in(dir.path(), T0, |c| c.scheduler.claim_timeout_ms = 10_000).await;
+        let job = app
+            .engine
+            .add_job(JobSpec::cron(
+                app.group,
+                "orphan",
+                "0 0 0 * * ?",
+                "demoJobHandler",
+            ))
+            .await
+            .expect("add");
+        // another node recorded a fire and claimed it, then died before writing the trigger
+        let db = app.engine.db();
+        xjob::store::logs::insert_pending(
+            db,
+            &[xjob::store::logs::PendingFire {
+                job_id: job,
+                job_group: app.group,
+                fire_time: T0 + 1000,
+                trigger_type: xjob::model::TriggerType::Cron,
+            }],
+        )
+        .await
+        .expect("pending");
+        let fire = xjob::store::logs::all_pending(db)
+            .await
+            .expect("pending")
+            .remove(0);
+        // claim it as the dead node did (this node's ring never held it)
+        assert_eq!(
+            xjob::store::logs::claim(db, &[fire.log_id])
+                .await
+                .expect("claim"),
+            vec![fire.log_id]
+        );
+        app.advance(9_500).await;
+        let row = xjob::store::logs::get(db, fire.log_id).await.expect("row");
+        assert_eq!(
+            row.trigger_code, 0,
+            "within the claim timeout the claimant may still record it"
+        );
+        app.advance(2_000).await;
+        let row = xjob::store::logs::get(db, fire.log_id).await.expect("row");
+        assert_eq!((row.fire_state, row.trigger_code), (0, 500));
+        assert!(
+            row.trigger_msg
+                .unwrap_or_default()
+                .contains("stopped before recording")
+        );
+        // a failed trigger is the fail monitor's: it alarms (and would retry)
+        app.advance(10_000).await;
+        assert_eq!(
+            xjob::store::logs::get(db, fire.log_id)
+                .await
+                .expect("row")
+                .alarm_status,
+            2
+        );
+        app.close().await;
+    });
+}

@@ -10,10 +10,22 @@ fn t(name: &str) -> Alias {
     Alias::new(name)
 }
 
+/// Creates a table; on MySQL as InnoDB in utf8mb4, as XXL-JOB's schema does (messages hold
+/// non-ASCII text whatever the database default is).
+async fn create(m: &SchemaManager<'_>, mut stmt: TableCreateStatement) -> Result<(), DbErr> {
+    if m.get_database_backend() == sea_orm_migration::sea_orm::DbBackend::MySql {
+        stmt.engine("InnoDB")
+            .character_set("utf8mb4")
+            .collate("utf8mb4_unicode_ci");
+    }
+    m.create_table(stmt).await
+}
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_group"))
                 .if_not_exists()
@@ -27,7 +39,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_registry"))
                 .if_not_exists()
@@ -51,7 +64,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_info"))
                 .if_not_exists()
@@ -95,7 +109,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_logglue"))
                 .if_not_exists()
@@ -110,7 +125,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_log"))
                 .if_not_exists()
@@ -157,7 +173,8 @@ impl MigrationTrait for Migration {
             m.create_index(idx.to_owned()).await?;
         }
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_log_report"))
                 .if_not_exists()
@@ -180,7 +197,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_user"))
                 .if_not_exists()
@@ -203,7 +221,8 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        m.create_table(
+        create(
+            m,
             Table::create()
                 .table(t("xxl_job_lock"))
                 .if_not_exists()

@@ -200,6 +200,15 @@ impl ScanActor {
             }
         }
 
+        // 1b. Fires claimed by a node that died before recording them: failed, not lost.
+        let orphans = logs::fail_orphaned_claims(&txn, now - cfg.claim_timeout_ms, now).await?;
+        if orphans > 0 {
+            tracing::warn!(
+                orphans,
+                "fires claimed by a node that stopped mid-dispatch recorded as failed"
+            );
+        }
+
         // 2. Jobs due within the window.
         let due = jobs::due(&txn, now + cfg.pre_read_ms, pre_read_count).await?;
         report.jobs = due.len();

@@ -74,9 +74,10 @@ pub async fn insert_pending(c: &impl ConnectionTrait, fires: &[PendingFire]) -> 
                 f.trigger_type.as_str().into(),
             ]);
         }
+        // MySQL has no DO NOTHING: sea-query writes the `id = id` no-op update there
         q.on_conflict(
             OnConflict::columns([Column::JobId, Column::FireTime])
-                .do_nothing()
+                .do_nothing_on([Column::Id])
                 .to_owned(),
         );
         n += c.execute(&q).await?.rows_affected();
@@ -182,6 +183,30 @@ pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
         }
     }
     Ok(claimed)
+}
+
+/// Marks fires claimed by a node that never recorded their trigger (it died between the claim
+/// and the write) as failed triggers; returns how many.
+pub async fn fail_orphaned_claims(
+    c: &impl ConnectionTrait,
+    before: i64,
+    now_ms: i64,
+) -> Result<u64> {
+    Ok(Entity::update_many()
+        .col_expr(Column::FireState, Expr::val(0i64))
+        .col_expr(Column::TriggerCode, Expr::val(500))
+        .col_expr(Column::TriggerTime, Expr::val(ms_to_naive(now_ms)))
+        .col_expr(
+            Column::TriggerMsg,
+            Expr::val("Trigger Fail：the node dispatching this fire stopped before recording it"),
+        )
+        .filter(Column::FireState.ne(0))
+        .filter(Column::FireState.ne(1))
+        .filter(Column::TriggerCode.eq(0))
+        .filter(Column::FireTime.lte(before))
+        .exec(c)
+        .await?
+        .rows_affected)
 }
 
 /// Deletes pending fires that the misfire policy skipped (no run happens for them).

@@ -1,0 +1,346 @@
+//! Cluster mode: several admin nodes share one PostgreSQL or MariaDB database. 200 jobs fire
+//! every second for 65 s of paused time on three nodes with clocks up to 0.7 s apart; one node is
+//! killed mid-run (its runtime dropped: no stop, no hand-back) and restarted later. Every nominal
+//! second of every job has exactly one log row, dispatched once, and each dispatched run executed
+//! once. Also on SQLite: two nodes with skewed clocks never duplicate.
+//!
+//! Each node runs in its own thread and paused runtime; the driver steps every live node's clock
+//! by the same amount and waits for each to settle, so the nodes stay in lockstep.
+//! `.ci/run` starts the databases (`.ci/databases.sh`) and exports `XJOB_TEST_PG_URL` and
+//! `XJOB_TEST_MYSQL_URL`; in CI a missing database fails the test, elsewhere it is skipped.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use parking_lot::Mutex;
+use sea_orm::{ConnectionTrait, Database};
+use xjob::prelude::*;
+
+const JOBS: usize = 200;
+const APP: &str = "cluster-app";
+const EXEC: &str = "http://executor.cluster/";
+
+type Runs = Arc<Mutex<Vec<(usize, i64)>>>;
+
+enum Cmd {
+    Advance(u64, mpsc::Sender<()>),
+    Kill(mpsc::Sender<()>),
+    Stop(mpsc::Sender<()>),
+}
+
+struct Node {
+    tx: mpsc::Sender<Cmd>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn cfg(url: &str) -> Config {
+    let mut c = Config::default();
+    c.database.url = url.to_string();
+    c.database.max_connections = 5;
+    c.executor.app_name = APP.into();
+    c.executor.address = EXEC.into();
+    c.scheduler.claim_timeout_ms = 10_000;
+    c
+}
+
+/// Starts node `id` at virtual time `now_ms` with its clock `skew_ms` off.
+fn spawn_node(id: usize, url: String, now_ms: i64, skew_ms: i64, runs: Runs) -> Node {
+    let (tx, rx) = mpsc::channel::<Cmd>();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        run_paused(|| async move {
+            let mut handlers = HandlerRegistry::new();
+            handlers
+                .register_fn("count", move |ctx: JobContext| {
+                    runs.lock().push((id, ctx.log_id));
+                    async { Ok(()) }
+                })
+                .unwrap();
+            let engine = Engine::builder(cfg(&url))
+                .clock(Clock::tokio_at(now_ms + skew_ms))
+                .handlers(handlers)
+                .start()
+                .await
+                .unwrap();
+            settle(engine.activity()).await;
+            ready_tx.send(()).unwrap();
+            loop {
+                match rx.try_recv() {
+                    Ok(Cmd::Advance(ms, ack)) => {
+                        advance(engine.activity(), ms as i64, 100).await;
+                        let _ = ack.send(());
+                    }
+                    Ok(Cmd::Kill(ack)) => {
+                        // the process dies: its connections close, nothing is stopped or handed back
+                        engine.db().clone().close().await.unwrap();
+                        let _ = ack.send(());
+                        return;
+                    }
+                    Ok(Cmd::Stop(ack)) => {
+                        engine.stop(Duration::from_secs(5)).await.unwrap();
+                        settle(engine.activity()).await;
+                        engine.db().clone().close().await.unwrap();
+                        let _ = ack.send(());
+                        return;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => tokio::task::yield_now().await,
+                    Err(mpsc::TryRecvError::Disconnected) => return,
+                }
+            }
+        })
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("node started");
+    Node { tx, thread }
+}
+
+impl Node {
+    fn send(&self, make: impl FnOnce(mpsc::Sender<()>) -> Cmd) -> mpsc::Receiver<()> {
+        let (ack, rx) = mpsc::channel();
+        self.tx.send(make(ack)).unwrap();
+        rx
+    }
+    fn finish(self, make: impl FnOnce(mpsc::Sender<()>) -> Cmd) {
+        self.send(make)
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap();
+        self.thread.join().unwrap();
+    }
+}
+
+/// Steps every live node `ms` of virtual time, 100 ms at a time, in lockstep.
+fn step(nodes: &[Option<Node>], ms: u64) {
+    for _ in 0..ms / 100 {
+        let acks: Vec<_> = nodes
+            .iter()
+            .flatten()
+            .map(|n| n.send(|a| Cmd::Advance(100, a)))
+            .collect();
+        for a in acks {
+            a.recv_timeout(Duration::from_secs(120))
+                .expect("node settled");
+        }
+    }
+}
+
+/// A fresh database on the server behind `base_url`; returns its URL.
+fn fresh_database(base_url: &str) -> String {
+    let name = format!("xjob_c{}", rand::random::<u32>());
+    actix_rt::System::new().block_on(async {
+        let db = Database::connect(base_url).await.unwrap();
+        db.execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+    });
+    let (head, _) = base_url.rsplit_once('/').unwrap();
+    format!("{head}/{name}")
+}
+
+/// Migrates, adds the group and `JOBS` jobs firing every second, first at T0 + 1 s.
+fn setup(url: &str) {
+    actix_rt::System::new().block_on(async {
+        let db = xjob::store::connect(&cfg(url).database).await.unwrap();
+        xjob::store::migrate(&db).await.unwrap();
+        let now = xjob::clock::ms_to_naive(T0);
+        let g = xjob::store::groups::insert(&db, APP, "cluster", 1, Some(EXEC.into()), now)
+            .await
+            .unwrap();
+        for i in 0..JOBS {
+            let spec = JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "count");
+            let id = xjob::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+                .await
+                .unwrap();
+            xjob::store::jobs::set_running(&db, id, T0 + 1000)
+                .await
+                .unwrap();
+        }
+        db.close().await.unwrap();
+    });
+}
+
+struct Outcome {
+    rows: usize,
+    lost: usize,
+    duplicates: usize,
+    failover_ms: i64,
+    orphans: usize,
+}
+
+/// Every nominal second in (T0, T0 + until] of every job: exactly one dispatched row, each run once.
+fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
+    actix_rt::System::new().block_on(async {
+        let db = Database::connect(url).await.unwrap();
+        let all = xjob::store::logs::all(&db).await.unwrap();
+        db.close().await.unwrap();
+        let mut per_fire: HashMap<(i32, i64), Vec<&entity::xxl_job_log::Model>> = HashMap::new();
+        for r in &all {
+            if let Some(t) = r.fire_time {
+                per_fire.entry((r.job_id, t)).or_default().push(r);
+            }
+        }
+        let mut executed: HashMap<i64, usize> = HashMap::new();
+        for (_, log) in runs.lock().iter() {
+            *executed.entry(*log).or_default() += 1;
+        }
+        let job_ids: std::collections::BTreeSet<i32> = all.iter().map(|r| r.job_id).collect();
+        assert_eq!(job_ids.len(), JOBS);
+        let (mut lost, mut duplicates, mut orphans, mut failover_ms) = (0, 0, 0, 0);
+        for job in &job_ids {
+            let mut t = T0 + 1000;
+            while t <= T0 + until {
+                match per_fire.get(&(*job, t)).map(Vec::as_slice) {
+                    None => lost += 1,
+                    Some([r]) => {
+                        assert_eq!(
+                            r.fire_state,
+                            0,
+                            "job {job} fire {} never dispatched",
+                            t - T0
+                        );
+                        if r.trigger_code == 200 {
+                            assert_eq!(
+                                executed.get(&r.id),
+                                Some(&1),
+                                "log {} ran {:?} times",
+                                r.id,
+                                executed.get(&r.id)
+                            );
+                            let at = r.trigger_time.unwrap().and_utc().timestamp_millis();
+                            failover_ms = failover_ms.max(at - t);
+                        } else {
+                            assert!(
+                                r.trigger_msg
+                                    .as_deref()
+                                    .unwrap_or("")
+                                    .contains("stopped before recording"),
+                                "{:?}",
+                                r.trigger_msg
+                            );
+                            orphans += 1;
+                        }
+                    }
+                    Some(_) => duplicates += 1,
+                }
+                t += 1000;
+            }
+        }
+        Outcome {
+            rows: all.len(),
+            lost,
+            duplicates,
+            failover_ms,
+            orphans,
+        }
+    })
+}
+
+fn cluster_run(base_url: &str, backend: &str) {
+    init_tracing();
+    let url = fresh_database(base_url);
+    setup(&url);
+    let runs: Runs = Arc::default();
+    let skews = [0i64, 400, -300];
+    let mut nodes: Vec<Option<Node>> = (0..3)
+        .map(|i| Some(spawn_node(i, url.clone(), T0, skews[i], runs.clone())))
+        .collect();
+    step(&nodes, 20_000);
+    nodes[1].take().unwrap().finish(Cmd::Kill);
+    step(&nodes, 20_000);
+    nodes[1] = Some(spawn_node(
+        1,
+        url.clone(),
+        T0 + 40_000,
+        skews[1],
+        runs.clone(),
+    ));
+    step(&nodes, 25_000);
+    for n in nodes.into_iter().flatten() {
+        n.finish(Cmd::Stop);
+    }
+    let o = check(&url, &runs, 63_000);
+    eprintln!(
+        "{backend}: rows {} lost {} duplicates {} orphaned-claims {} max lateness (failover) {} ms",
+        o.rows, o.lost, o.duplicates, o.orphans, o.failover_ms
+    );
+    assert_eq!((o.lost, o.duplicates), (0, 0));
+    assert!(
+        o.failover_ms <= 5_000,
+        "fires of the killed node taken over within the misfire threshold"
+    );
+}
+
+fn database_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{var} is not set: .ci/run must start the database"
+            );
+            eprintln!("skipped: {var} is not set (source .ci/databases.sh)");
+            None
+        }
+    }
+}
+
+#[test]
+fn three_nodes_on_postgres_one_killed_no_loss_no_duplicate() {
+    if let Some(url) = database_url("XJOB_TEST_PG_URL") {
+        cluster_run(&url, "postgres");
+    }
+}
+
+#[test]
+fn three_nodes_on_mariadb_one_killed_no_loss_no_duplicate() {
+    if let Some(url) = database_url("XJOB_TEST_MYSQL_URL") {
+        cluster_run(&url, "mariadb");
+    }
+}
+
+#[test]
+fn two_sqlite_nodes_a_second_apart_never_duplicate() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    setup(&url);
+    let runs: Runs = Arc::default();
+    let nodes: Vec<Option<Node>> = vec![
+        Some(spawn_node(0, url.clone(), T0, 0, runs.clone())),
+        Some(spawn_node(1, url.clone(), T0, 999, runs.clone())),
+    ];
+    step(&nodes, 15_000);
+    for n in nodes.into_iter().flatten() {
+        n.finish(Cmd::Stop);
+    }
+    let o = check(&url, &runs, 13_000);
+    assert_eq!((o.lost, o.duplicates), (0, 0));
+}
+
+#[test]
+fn a_database_without_the_schedule_lock_row_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    run_paused(|| async {
+        let db = xjob::store::connect(&cfg(&url).database).await.unwrap();
+        xjob::store::migrate(&db).await.unwrap();
+        db.execute_unprepared("DELETE FROM xxl_job_lock")
+            .await
+            .unwrap();
+        let err = Engine::builder(cfg(&url))
+            .database(db.clone())
+            .start()
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(err, xjob::Error::LockRowMissing), "{err}");
+        db.close().await.unwrap();
+    });
+}
