@@ -20,6 +20,14 @@ if ! command -v mariadbd >/dev/null 2>&1; then
   command -v mariadbd >/dev/null
 fi
 
+# a previous run on this machine may have left servers behind: stop them first
+if [ -f "$XJOB_DB_ROOT/pg/postmaster.pid" ]; then
+  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$XJOB_DB_ROOT/pg" -m immediate stop >/dev/null 2>&1 || true
+fi
+if [ -S "$XJOB_DB_ROOT/my/my.sock" ]; then
+  mariadb-admin -S "$XJOB_DB_ROOT/my/my.sock" -uroot shutdown >/dev/null 2>&1 || true
+fi
+
 # PostgreSQL
 PGDATA=$XJOB_DB_ROOT/pg
 rm -rf "$PGDATA"
