@@ -224,14 +224,38 @@ impl Default for RegistryConfig {
     }
 }
 
-/// The in-process executor of this node.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// The executor of this node (in-process under `xjob serve`, standalone under `xjob executor`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ExecutorConfig {
-    /// Group appname under which the in-process executor registers; empty = no local executor.
+    /// Group appname under which the executor registers; empty = no executor.
     pub app_name: String,
     /// Address it registers; empty = `http://<http.bind>/`.
     pub address: String,
+    /// Most triggers waiting per job; more are refused with a clear failure.
+    pub queue_capacity: usize,
+    /// Whether GLUE script jobs (shell, python, node, php, powershell) may run. Off by default.
+    pub scripts_enabled: bool,
+    /// Where run logs (and script sources) are written.
+    pub log_path: String,
+    /// Days of run logs kept; below 3 the cleanup is off (XXL-JOB's rule).
+    pub log_retention_days: i64,
+    /// Admin base URLs a standalone executor registers with and reports to.
+    pub admin_addresses: Vec<String>,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            app_name: String::new(),
+            address: String::new(),
+            queue_capacity: 1000,
+            scripts_enabled: false,
+            log_path: "data/joblogs".into(),
+            log_retention_days: 30,
+            admin_addresses: Vec::new(),
+        }
+    }
 }
 
 impl Config {

@@ -33,6 +33,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::executor::{
     ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor, NodeClient,
+    RuntimeConfig,
 };
 use crate::jobs::JobSpec;
 use crate::model::TriggerType;
@@ -137,11 +138,16 @@ impl EngineBuilder {
             }
         });
         let local = local_address.as_ref().map(|addr| {
-            let exec = InProcessExecutor::new(
+            let exec = InProcessExecutor::start(
                 self.handlers.clone(),
                 complete.clone().recipient(),
                 clock.clone(),
-                self.log_dir.clone(),
+                RuntimeConfig {
+                    queue_capacity: cfg.executor.queue_capacity.max(1),
+                    scripts_enabled: cfg.executor.scripts_enabled,
+                    log_dir: self.log_dir.clone(),
+                    ..RuntimeConfig::default()
+                },
             );
             (addr.clone(), Arc::new(exec) as Arc<dyn ExecutorClient>)
         });

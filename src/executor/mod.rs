@@ -5,15 +5,20 @@
 //! `ExecutorClient`. [`NodeClient`] answers the node's own address from the in-process executor
 //! and hands every other address to a remote client when one is configured.
 
+pub mod actor;
 mod client;
 mod context;
 mod handlers;
 pub mod http_client;
+pub mod job_thread;
 mod local;
+pub mod script;
 pub mod server;
 
+pub use actor::RuntimeConfig;
 pub use client::{ExecutorClient, NodeClient};
 pub use context::{JobContext, JobLogger};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
 pub use http_client::HttpExecutorClient;
-pub use local::{EXECUTOR_MSG_MAX, InProcessExecutor};
+pub use job_thread::EXECUTOR_MSG_MAX;
+pub use local::{InProcessExecutor, read_log};

@@ -1,0 +1,288 @@
+//! ExecutorActor: the executor side of `/run`, `/idleBeat`, `/kill` (spec §7.2–7.4).
+//!
+//! Owns one [`JobThread`] per job id. Receives [`Run`] (resolve the handler by glue type, apply
+//! the block strategy, enqueue), [`IdleBeat`], [`Kill`], [`ThreadIdle`] from its threads, and
+//! [`Shutdown`]. A different handler or script version for a job replaces its thread, as does
+//! `COVER_EARLY` while busy; `DISCARD_LATER` refuses while busy; `SERIAL_EXECUTION` queues.
+//! Script jobs are refused unless scripts are enabled.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use actix::prelude::*;
+
+use super::job_thread::{JobThread, Push, StopThread, ThreadEnv, ThreadIdle};
+use super::{HandlerRegistry, script};
+use crate::actors::complete::Callback;
+use crate::clock::Clock;
+use crate::model::wire::{ReturnT, SUCCESS_CODE, TriggerParam};
+use crate::model::{BlockStrategy, GlueType};
+
+/// One trigger for this executor.
+#[derive(Message, Debug)]
+#[rtype(result = "ReturnT")]
+pub struct Run(pub TriggerParam);
+
+/// Is this job idle here (no run, nothing queued)?
+#[derive(Message, Debug)]
+#[rtype(result = "ReturnT")]
+pub struct IdleBeat(pub i32);
+
+/// Kill this job's thread.
+#[derive(Message, Debug)]
+#[rtype(result = "ReturnT")]
+pub struct Kill(pub i32);
+
+/// Kill every thread (executor shutting down).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// Settings of an executor runtime.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Most triggers waiting per job.
+    pub queue_capacity: usize,
+    /// Idle rounds of 3 s before a job's thread stops (XXL-JOB: 30).
+    pub idle_limit: u32,
+    /// Whether GLUE script jobs may run.
+    pub scripts_enabled: bool,
+    /// Run-log root (also holds `gluesource/`).
+    pub log_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            queue_capacity: 1000,
+            idle_limit: 30,
+            scripts_enabled: false,
+            log_dir: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Bean(String),
+    Script(GlueType, i64),
+}
+
+struct Entry {
+    addr: Addr<JobThread>,
+    kind: Kind,
+    generation: u64,
+    load: Arc<AtomicUsize>,
+}
+
+/// The executor.
+pub struct ExecutorActor {
+    handlers: HandlerRegistry,
+    threads: HashMap<i32, Entry>,
+    generation: u64,
+    cfg: RuntimeConfig,
+    callback: Recipient<Callback>,
+    clock: Clock,
+}
+
+impl ExecutorActor {
+    /// An executor for `handlers`, reporting to `callback`.
+    pub fn new(
+        handlers: HandlerRegistry,
+        callback: Recipient<Callback>,
+        clock: Clock,
+        cfg: RuntimeConfig,
+    ) -> Self {
+        ExecutorActor {
+            handlers,
+            threads: HashMap::new(),
+            generation: 0,
+            cfg,
+            callback,
+            clock,
+        }
+    }
+
+    fn retire(&mut self, job_id: i32, reason: &str) -> bool {
+        match self.threads.remove(&job_id) {
+            Some(e) => {
+                e.addr.do_send(StopThread {
+                    reason: reason.into(),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Actor for ExecutorActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Run> for ExecutorActor {
+    type Result = ResponseFuture<ReturnT>;
+
+    fn handle(&mut self, msg: Run, ctx: &mut Self::Context) -> Self::Result {
+        let p = msg.0;
+        let ready = |r: ReturnT| -> Self::Result { Box::pin(async move { r }) };
+        let glue_name = p.glue_type.clone().unwrap_or_else(|| "BEAN".into());
+        let invalid = || ReturnT::fail(format!("glueType[{glue_name}] is not valid."));
+        let (kind, handler, change_reason) = match glue_name.parse::<GlueType>() {
+            Ok(GlueType::Bean) => {
+                let name = p.executor_handler.clone().unwrap_or_default();
+                match self.handlers.get(&name) {
+                    Some(h) => (
+                        Kind::Bean(name),
+                        Some(h.clone()),
+                        "change jobhandler or glue type, and terminate the old job thread.",
+                    ),
+                    None => {
+                        return ready(ReturnT::fail(format!("job handler [{name}] not found.")));
+                    }
+                }
+            }
+            Ok(g) if g.is_script() => {
+                if !self.cfg.scripts_enabled {
+                    return ready(ReturnT::fail(format!(
+                        "glueType[{glue_name}] is not valid. (script jobs are disabled on this executor)"
+                    )));
+                }
+                (
+                    Kind::Script(g, p.glue_updatetime),
+                    None,
+                    "change job source or glue type, and terminate the old job thread.",
+                )
+            }
+            _ => return ready(invalid()),
+        };
+        let block = p
+            .executor_block_strategy
+            .as_deref()
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(BlockStrategy::SerialExecution);
+        if let Some(e) = self.threads.get(&p.job_id) {
+            let busy = e.load.load(Ordering::SeqCst) > 0;
+            if e.kind != kind {
+                self.retire(p.job_id, change_reason);
+            } else if busy && block == BlockStrategy::DiscardLater {
+                return ready(ReturnT::fail("block strategy effect：Discard Later"));
+            } else if busy && block == BlockStrategy::CoverEarly {
+                self.retire(p.job_id, "block strategy effect：Cover Early");
+            }
+        }
+        if !self.threads.contains_key(&p.job_id) {
+            let handler = match (handler, &kind) {
+                (Some(h), _) => h,
+                (None, Kind::Script(g, v)) => {
+                    let root = self
+                        .cfg
+                        .log_dir
+                        .clone()
+                        .unwrap_or_else(|| std::env::temp_dir().join("xjob"));
+                    match script::handler(
+                        *g,
+                        p.job_id,
+                        *v,
+                        p.glue_source.clone().unwrap_or_default(),
+                        root,
+                    ) {
+                        Some(h) => h,
+                        None => return ready(invalid()),
+                    }
+                }
+                (None, Kind::Bean(_)) => return ready(invalid()),
+            };
+            self.generation += 1;
+            let load = Arc::new(AtomicUsize::new(0));
+            let env = ThreadEnv {
+                callback: self.callback.clone(),
+                parent: ctx.address().recipient(),
+                clock: self.clock.clone(),
+                log_dir: self.cfg.log_dir.clone(),
+                capacity: self.cfg.queue_capacity,
+                idle_limit: self.cfg.idle_limit,
+            };
+            let addr =
+                JobThread::new(p.job_id, self.generation, handler, env, load.clone()).start();
+            self.threads.insert(
+                p.job_id,
+                Entry {
+                    addr,
+                    kind,
+                    generation: self.generation,
+                    load,
+                },
+            );
+        }
+        let addr = self.threads.get(&p.job_id).map(|e| e.addr.clone());
+        Box::pin(async move {
+            match addr {
+                Some(a) => a
+                    .send(Push(p))
+                    .await
+                    .unwrap_or_else(|_| ReturnT::fail("job thread stopped; trigger again")),
+                None => ReturnT::fail("job thread unavailable"),
+            }
+        })
+    }
+}
+
+impl Handler<IdleBeat> for ExecutorActor {
+    type Result = MessageResult<IdleBeat>;
+
+    fn handle(&mut self, msg: IdleBeat, _ctx: &mut Self::Context) -> Self::Result {
+        let busy = self
+            .threads
+            .get(&msg.0)
+            .is_some_and(|e| e.load.load(Ordering::SeqCst) > 0);
+        MessageResult(if busy {
+            ReturnT::fail("job thread is running or has trigger queue.")
+        } else {
+            ReturnT::success()
+        })
+    }
+}
+
+impl Handler<Kill> for ExecutorActor {
+    type Result = MessageResult<Kill>;
+
+    fn handle(&mut self, msg: Kill, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(if self.retire(msg.0, "scheduling center kill job.") {
+            ReturnT::success()
+        } else {
+            ReturnT {
+                code: SUCCESS_CODE,
+                msg: Some("job thread already killed.".into()),
+                content: None,
+            }
+        })
+    }
+}
+
+impl Handler<ThreadIdle> for ExecutorActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ThreadIdle, _ctx: &mut Self::Context) {
+        let idle = self
+            .threads
+            .get(&msg.job_id)
+            .is_some_and(|e| e.generation == msg.generation && e.load.load(Ordering::SeqCst) == 0);
+        if idle {
+            self.retire(msg.job_id, "excutor idel times over limit.");
+        }
+    }
+}
+
+impl Handler<Shutdown> for ExecutorActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) {
+        let ids: Vec<i32> = self.threads.keys().copied().collect();
+        for id in ids {
+            self.retire(id, "web container destroy and kill the job.");
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! JobThread: one actor per job id on an executor (spec §7.4).
+//!
+//! Receives [`Push`] (enqueue one trigger: a log id already queued is refused, and a full queue
+//! is a clear failure, never unbounded growth), [`StopThread`] (kill: the running run and every
+//! queued one each get their failure result) and, from its own run task, [`RunFinished`]. Runs
+//! one trigger at a time; a timeout drops the handler's future (502), a panic is a failed run.
+//! Every [`IDLE_POLL`] without work counts toward the idle limit; past it the thread asks its
+//! executor to retire it ([`ThreadIdle`]), which runs the handler's destroy hook.
+//!
+//! Each trigger yields exactly one result: normal completion and a kill race through one flag.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::FutureExt;
+
+use super::{Handler as JobHandler, JobContext, JobLogger};
+use crate::actors::complete::Callback;
+use crate::clock::Clock;
+use crate::model::wire::{
+    FAIL_CODE, HandleCallbackParam, ReturnT, SUCCESS_CODE, TIMEOUT_CODE, TriggerParam,
+};
+
+/// How often an idle thread counts an idle round (XXL-JOB polls its queue every 3 s).
+pub const IDLE_POLL: Duration = Duration::from_secs(3);
+
+/// Executor-side cap on a handle message (spec §7.4).
+pub const EXECUTOR_MSG_MAX: usize = 50_000;
+
+/// Enqueues one trigger.
+#[derive(Message, Debug)]
+#[rtype(result = "ReturnT")]
+pub struct Push(pub TriggerParam);
+
+/// Kills the thread: the running and queued runs fail with `reason`, then it stops.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopThread {
+    /// Why, as written into each killed run's message.
+    pub reason: String,
+}
+
+/// A run's handler returned (sent by the run task).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct RunFinished {
+    log_id: i64,
+    code: i32,
+    msg: Option<String>,
+}
+
+/// A thread has been idle past the limit (sent to its executor).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ThreadIdle {
+    /// The job.
+    pub job_id: i32,
+    /// The thread's generation (a newer thread for the same job ignores this).
+    pub generation: u64,
+}
+
+struct Running {
+    log_id: i64,
+    log_date: i64,
+    reported: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
+/// One job's worker.
+pub struct JobThread {
+    job_id: i32,
+    generation: u64,
+    handler: JobHandler,
+    queue: VecDeque<TriggerParam>,
+    capacity: usize,
+    running: Option<Running>,
+    idle_rounds: u32,
+    idle_limit: u32,
+    /// Queued + running, read by the executor without a message round trip.
+    load: Arc<AtomicUsize>,
+    callback: Recipient<Callback>,
+    parent: Recipient<ThreadIdle>,
+    clock: Clock,
+    log_dir: Option<PathBuf>,
+}
+
+fn cap(msg: String) -> String {
+    if msg.chars().count() > EXECUTOR_MSG_MAX {
+        let mut s: String = msg.chars().take(EXECUTOR_MSG_MAX).collect();
+        s.push_str("...");
+        s
+    } else {
+        msg
+    }
+}
+
+/// What a thread needs besides its handler.
+#[derive(Clone)]
+pub struct ThreadEnv {
+    /// Where results go.
+    pub callback: Recipient<Callback>,
+    /// Who retires idle threads.
+    pub parent: Recipient<ThreadIdle>,
+    /// The executor's clock.
+    pub clock: Clock,
+    /// Run-log root.
+    pub log_dir: Option<PathBuf>,
+    /// Most triggers waiting per job.
+    pub capacity: usize,
+    /// Idle rounds before retirement (XXL-JOB: 30 × 3 s).
+    pub idle_limit: u32,
+}
+
+impl JobThread {
+    /// A thread for `job_id` running `handler`.
+    pub fn new(
+        job_id: i32,
+        generation: u64,
+        handler: JobHandler,
+        env: ThreadEnv,
+        load: Arc<AtomicUsize>,
+    ) -> Self {
+        JobThread {
+            job_id,
+            generation,
+            handler,
+            queue: VecDeque::new(),
+            capacity: env.capacity,
+            running: None,
+            idle_rounds: 0,
+            idle_limit: env.idle_limit,
+            load,
+            callback: env.callback,
+            parent: env.parent,
+            clock: env.clock,
+            log_dir: env.log_dir,
+        }
+    }
+
+    fn report(
+        &self,
+        reported: &AtomicBool,
+        log_id: i64,
+        log_date: i64,
+        code: i32,
+        msg: Option<String>,
+    ) {
+        if reported.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.load.fetch_sub(1, Ordering::SeqCst);
+        self.callback.do_send(Callback(vec![HandleCallbackParam {
+            log_id,
+            log_date_tim: log_date,
+            handle_code: code,
+            handle_msg: msg,
+        }]));
+    }
+
+    fn start_next(&mut self, ctx: &mut Context<Self>) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some(p) = self.queue.pop_front() else {
+            return;
+        };
+        self.idle_rounds = 0;
+        let (log_id, log_date) = (p.log_id, p.log_date_time);
+        let logger = JobLogger::new(self.log_dir.clone(), self.clock.clone(), log_id, log_date);
+        let job_ctx = JobContext::new(
+            p.job_id,
+            log_id,
+            p.executor_params.clone().unwrap_or_default(),
+            (p.broadcast_index, p.broadcast_total.max(1)),
+            log_date,
+            logger.clone(),
+        );
+        logger.log(&format!(
+            "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
+            job_ctx.param
+        ));
+        let run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
+        let timeout = p.executor_timeout;
+        let me = ctx.address();
+        let task = tokio::spawn(async move {
+            let outcome = if timeout > 0 {
+                tokio::time::timeout(Duration::from_secs(timeout as u64), run)
+                    .await
+                    .ok()
+            } else {
+                Some(run.await)
+            };
+            let (code, msg) = match outcome {
+                None => (TIMEOUT_CODE, Some("job execute timeout ".to_string())),
+                Some(Ok(Ok(()))) => (SUCCESS_CODE, None),
+                Some(Ok(Err(e))) => (FAIL_CODE, Some(cap(format!("{e:#}")))),
+                Some(Err(panic)) => {
+                    let text = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "handler panicked".into());
+                    (
+                        FAIL_CODE,
+                        Some(cap(format!("job handler panicked: {text}"))),
+                    )
+                }
+            };
+            logger.log(&format!(
+                "<br>----------- xxl-job job execute end(finish) -----------<br>----------- Result: handleCode={code}, handleMsg = {}",
+                msg.as_deref().unwrap_or("null")
+            ));
+            me.do_send(RunFinished { log_id, code, msg });
+        });
+        self.running = Some(Running {
+            log_id,
+            log_date,
+            reported: Arc::new(AtomicBool::new(false)),
+            task: task.abort_handle(),
+        });
+    }
+}
+
+impl Actor for JobThread {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.handler.init();
+        ctx.run_interval(IDLE_POLL, |a, ctx| {
+            if a.running.is_some() || !a.queue.is_empty() {
+                a.idle_rounds = 0;
+                return;
+            }
+            a.idle_rounds += 1;
+            if a.idle_rounds > a.idle_limit {
+                a.parent.do_send(ThreadIdle {
+                    job_id: a.job_id,
+                    generation: a.generation,
+                });
+                a.idle_rounds = 0;
+            }
+            let _ = ctx;
+        });
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.handler.destroy();
+    }
+}
+
+impl Handler<Push> for JobThread {
+    type Result = MessageResult<Push>;
+
+    fn handle(&mut self, msg: Push, ctx: &mut Self::Context) -> Self::Result {
+        let p = msg.0;
+        if self.queue.iter().any(|q| q.log_id == p.log_id) {
+            return MessageResult(ReturnT::fail(format!(
+                "repeate trigger job, logId:{}",
+                p.log_id
+            )));
+        }
+        if self.queue.len() >= self.capacity {
+            return MessageResult(ReturnT::fail(format!(
+                "job queue is full ({} waiting), trigger refused, logId:{}",
+                self.capacity, p.log_id
+            )));
+        }
+        self.load.fetch_add(1, Ordering::SeqCst);
+        self.queue.push_back(p);
+        self.start_next(ctx);
+        MessageResult(ReturnT::success())
+    }
+}
+
+impl Handler<RunFinished> for JobThread {
+    type Result = ();
+
+    fn handle(&mut self, msg: RunFinished, ctx: &mut Self::Context) {
+        if let Some(r) = self.running.take_if(|r| r.log_id == msg.log_id) {
+            self.report(&r.reported, r.log_id, r.log_date, msg.code, msg.msg);
+        }
+        self.start_next(ctx);
+    }
+}
+
+impl Handler<StopThread> for JobThread {
+    type Result = ();
+
+    fn handle(&mut self, msg: StopThread, ctx: &mut Self::Context) {
+        if let Some(r) = self.running.take() {
+            r.task.abort();
+            self.report(
+                &r.reported,
+                r.log_id,
+                r.log_date,
+                FAIL_CODE,
+                Some(format!("{} [job running, killed]", msg.reason)),
+            );
+        }
+        for p in std::mem::take(&mut self.queue) {
+            self.report(
+                &AtomicBool::new(false),
+                p.log_id,
+                p.log_date_time,
+                FAIL_CODE,
+                Some(format!(
+                    "{} [job not executed, in the job queue, killed.]",
+                    msg.reason
+                )),
+            );
+        }
+        ctx.stop();
+    }
+}
