@@ -116,6 +116,16 @@ impl ExecutorActor {
             None => false,
         }
     }
+
+    /// Removes a job's thread and answers when it has stopped (its runs aborted and reported),
+    /// so a replacement never overlaps it.
+    fn replace(&mut self, job_id: i32, reason: &str) -> Option<Request<JobThread, StopThread>> {
+        self.threads.remove(&job_id).map(|e| {
+            e.addr.send(StopThread {
+                reason: reason.into(),
+            })
+        })
+    }
 }
 
 impl Actor for ExecutorActor {
@@ -163,14 +173,15 @@ impl Handler<Run> for ExecutorActor {
             .as_deref()
             .and_then(|b| b.parse().ok())
             .unwrap_or(BlockStrategy::SerialExecution);
+        let mut stopping = None;
         if let Some(e) = self.threads.get(&p.job_id) {
             let busy = e.load.load(Ordering::SeqCst) > 0;
             if e.kind != kind {
-                self.retire(p.job_id, change_reason);
+                stopping = self.replace(p.job_id, change_reason);
             } else if busy && block == BlockStrategy::DiscardLater {
                 return ready(ReturnT::fail("block strategy effect：Discard Later"));
             } else if busy && block == BlockStrategy::CoverEarly {
-                self.retire(p.job_id, "block strategy effect：Cover Early");
+                stopping = self.replace(p.job_id, "block strategy effect：Cover Early");
             }
         }
         if !self.threads.contains_key(&p.job_id) {
@@ -219,6 +230,9 @@ impl Handler<Run> for ExecutorActor {
         }
         let addr = self.threads.get(&p.job_id).map(|e| e.addr.clone());
         Box::pin(async move {
+            if let Some(old) = stopping {
+                let _ = old.await;
+            }
             match addr {
                 Some(a) => a
                     .send(Push(p))
