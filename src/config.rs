@@ -242,6 +242,10 @@ pub struct ExecutorConfig {
     pub log_retention_days: i64,
     /// Admin base URLs a standalone executor registers with and reports to.
     pub admin_addresses: Vec<String>,
+    /// Where a standalone executor listens (`xjob executor`).
+    pub bind: String,
+    /// Seconds between retries of spooled callbacks (XXL-JOB: 30).
+    pub callback_retry_secs: u64,
 }
 
 impl Default for ExecutorConfig {
@@ -254,6 +258,8 @@ impl Default for ExecutorConfig {
             log_path: "data/joblogs".into(),
             log_retention_days: 30,
             admin_addresses: Vec::new(),
+            bind: "127.0.0.1:9999".into(),
+            callback_retry_secs: 30,
         }
     }
 }

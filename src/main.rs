@@ -15,9 +15,11 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use xjob::{Config, Engine, store};
 
-const USAGE: &str = "usage: xjob <serve|migrate> [--config FILE]
+const USAGE: &str = "usage: xjob <serve|executor|migrate> [--config FILE]
 
   serve     run the scheduling center with the demo executor `xjob-demo`
+  executor  run a standalone executor with the demo handlers (needs executor.app_name,
+            executor.admin_addresses and security.access_token)
   migrate   apply database migrations and exit
 
 Configuration: --config FILE (TOML), then XJOB_* environment variables, `__` between levels,
@@ -67,6 +69,7 @@ fn main() -> anyhow::Result<()> {
     let cfg = load_config(config_path.as_deref())?;
     match cmd.as_deref() {
         Some("serve") => actix_web::rt::System::new().block_on(serve(cfg)),
+        Some("executor") => actix_web::rt::System::new().block_on(executor(cfg)),
         Some("migrate") => actix_web::rt::System::new().block_on(async {
             let db = store::connect(&cfg.database).await?;
             store::migrate(&db).await?;
@@ -106,6 +109,15 @@ fn access_token(cfg: &Config) -> anyhow::Result<String> {
         "generated executor access token (kept in data/access_token; set security.access_token to choose one): {token}"
     );
     Ok(token)
+}
+
+async fn executor(cfg: Config) -> anyhow::Result<()> {
+    let exec =
+        xjob::executor::standalone::StandaloneExecutor::start(&cfg, xjob::demo::handlers()?, None)
+            .await?;
+    tokio::signal::ctrl_c().await?;
+    exec.stop().await;
+    Ok(())
 }
 
 async fn serve(mut cfg: Config) -> anyhow::Result<()> {

@@ -135,3 +135,22 @@ fn serve_answers_health_and_seeds_the_demo_group() {
         db.close().await.unwrap();
     });
 }
+
+#[test]
+fn executor_refuses_an_incomplete_configuration() {
+    let out = xjob()
+        .arg("executor")
+        .env("XJOB_EXECUTOR__APP_NAME", "app")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("security.access_token"), "{err}");
+    let out = xjob()
+        .arg("executor")
+        .env("XJOB_EXECUTOR__APP_NAME", "app")
+        .env("XJOB_SECURITY__ACCESS_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("executor.admin_addresses"));
+}

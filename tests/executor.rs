@@ -440,3 +440,73 @@ fn scripts_are_refused_unless_enabled() {
         );
     });
 }
+
+#[test]
+fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
+    run_paused(|| async {
+        let clock = Clock::tokio_at(T0);
+        let probe = Probe(results.clone()).start();
+        let mut h = HandlerRegistry::new();
+        h.register_fn("boom", |_ctx| async { panic!("boom") })
+            .unwrap();
+        h.register_fn("long", |_ctx| async {
+            Err(anyhow::anyhow!("{}", "x".repeat(60_000)))
+        })
+        .unwrap();
+        let cfg = RuntimeConfig {
+            scripts_enabled: true,
+            log_dir: Some(dir.path().to_path_buf()),
+            ..RuntimeConfig::default()
+        };
+        let exec = ExecutorActor::new(h, probe.recipient(), clock, cfg).start();
+        for (id, handler) in [(1, "boom"), (2, "long")] {
+            let mut p = trigger(id, "SERIAL_EXECUTION", 0);
+            p.job_id = id as i32;
+            p.executor_handler = Some(handler.into());
+            exec.send(Run(p)).await.unwrap();
+        }
+        let script = TriggerParam {
+            job_id: 3,
+            log_id: 3,
+            glue_type: Some("GLUE_SHELL".into()),
+            glue_source: Some("echo to-stderr >&2\nexit 7\n".into()),
+            glue_updatetime: 1,
+            broadcast_total: 1,
+            ..Default::default()
+        };
+        exec.send(Run(script)).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while results.lock().len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "results missing");
+            yields(16).await;
+        }
+        let r = results.lock().clone();
+        let get = |id: i64| r.iter().find(|x| x.log_id == id).unwrap().clone();
+        assert_eq!(
+            (get(1).handle_code, get(1).handle_msg.as_deref()),
+            (500, Some("job handler panicked: boom"))
+        );
+        let long = get(2).handle_msg.unwrap();
+        assert_eq!(
+            long.chars().count(),
+            50_003,
+            "capped at 50,000 characters plus ..."
+        );
+        assert!(long.ends_with("..."));
+        assert_eq!(
+            (get(3).handle_code, get(3).handle_msg.as_deref()),
+            (500, Some("script exit value(7) is failed"))
+        );
+        let log = std::fs::read_to_string(dir.path().join(format!(
+            "{}/3.log",
+            xjob::clock::ms_to_naive(0).format("%Y-%m-%d")
+        )))
+        .unwrap();
+        assert!(
+            log.contains("to-stderr"),
+            "stderr goes to the run log: {log}"
+        );
+    });
+}

@@ -14,7 +14,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use super::ExecutorClient;
-use crate::model::wire::{JobIdParam, LogParam, LogResult, ReturnT, TriggerParam};
+use crate::model::wire::{
+    HandleCallbackParam, JobIdParam, LogParam, LogResult, RegistryParam, ReturnT, TriggerParam,
+};
 use crate::token::TOKEN_HEADER;
 
 /// XXL-JOB's default connect and read timeout.
@@ -155,6 +157,27 @@ impl HttpExecutorClient {
                 .unwrap_or_else(|_| Err("HTTP client thread stopped".to_string()))
         }
         .boxed()
+    }
+}
+
+impl HttpExecutorClient {
+    /// `POST {admin}/api/callback` with a batch of results.
+    pub fn callback(
+        &self,
+        admin: &str,
+        items: Vec<HandleCallbackParam>,
+    ) -> BoxFuture<'static, ReturnT> {
+        self.call(&join_url(admin, "api"), "callback", &items)
+    }
+
+    /// `POST {admin}/api/registry` or `/api/registryRemove` (`which`).
+    pub fn registry(
+        &self,
+        admin: &str,
+        which: &str,
+        param: RegistryParam,
+    ) -> BoxFuture<'static, ReturnT> {
+        self.call(&join_url(admin, "api"), which, &param)
     }
 }
 

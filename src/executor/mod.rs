@@ -6,14 +6,17 @@
 //! and hands every other address to a remote client when one is configured.
 
 pub mod actor;
+pub mod callback;
 mod client;
 mod context;
 mod handlers;
 pub mod http_client;
 pub mod job_thread;
 mod local;
+pub mod registrar;
 pub mod script;
 pub mod server;
+pub mod standalone;
 
 pub use actor::RuntimeConfig;
 pub use client::{ExecutorClient, NodeClient};

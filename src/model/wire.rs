@@ -13,19 +13,44 @@ pub const FAIL_CODE: i32 = 500;
 /// `handleCode` for a timeout.
 pub const TIMEOUT_CODE: i32 = 502;
 
-/// The `ReturnT<T>` envelope.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+/// The `ReturnT<T>` envelope. Reading accepts the payload as `content` (2.x) or `data` (3.3+),
+/// including both at once (what executors answering every admin version send).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReturnT<T = String> {
     /// 200 success, anything else failure.
-    #[serde(default)]
     pub code: i32,
     /// Message, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub msg: Option<String>,
     /// Payload (`data` from 3.3 on).
-    #[serde(default, alias = "data", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<T>,
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ReturnT<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(bound(deserialize = "T: Deserialize<'de>"))]
+        struct Raw<T> {
+            #[serde(default)]
+            code: i32,
+            #[serde(default)]
+            msg: Option<String>,
+            #[serde(default = "none")]
+            content: Option<T>,
+            #[serde(default = "none")]
+            data: Option<T>,
+        }
+        fn none<T>() -> Option<T> {
+            None
+        }
+        let r = Raw::<T>::deserialize(d)?;
+        Ok(ReturnT {
+            code: r.code,
+            msg: r.msg,
+            content: r.content.or(r.data),
+        })
+    }
 }
 
 impl<T> ReturnT<T> {
@@ -186,6 +211,12 @@ mod tests {
         )
         .expect("parse");
         assert!(r.content.expect("content from data").is_end);
+        // both keys at once, as executors answering every admin version send
+        let both: ReturnT<LogResult> = serde_json::from_str(
+            r#"{"code":200,"content":{"toLineNum":3},"data":{"toLineNum":3}}"#,
+        )
+        .expect("parse both");
+        assert_eq!(both.content.map(|c| c.to_line_num), Some(3));
         let c: Vec<HandleCallbackParam> = serde_json::from_str(
             r#"[{"logId":7,"logDateTim":1,"handleCode":200,"executeResult":{"code":200}}]"#,
         )

@@ -1,0 +1,198 @@
+//! CallbackActor: delivers a standalone executor's results to the admin (spec §7.6).
+//!
+//! Receives [`Callback`] from the job threads and sends what has accumulated as one JSON array
+//! to the admin addresses in order; the first to answer code 200 takes the batch. A batch no
+//! admin took is written to the spool directory (one JSON file per batch, written atomically)
+//! and retried every retry period, also right after a restart, so results survive an admin
+//! outage and an executor restart. [`FlushCallbacks`] drains everything (sent or spooled) on
+//! shutdown.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::HttpExecutorClient;
+use crate::actors::complete::Callback;
+use crate::model::wire::HandleCallbackParam;
+
+/// Sends or spools everything queued, then stops the sender (shutdown).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct FlushCallbacks;
+
+/// Retries the spool now; answers how many batches were delivered.
+#[derive(Message, Debug)]
+#[rtype(result = "usize")]
+pub struct RetrySpool;
+
+/// The callback sender.
+pub struct CallbackActor {
+    admins: Vec<String>,
+    client: HttpExecutorClient,
+    spool: PathBuf,
+    retry_every: Duration,
+    queue: Vec<HandleCallbackParam>,
+}
+
+/// Tries the admins in order; true when one answered 200.
+async fn deliver(
+    client: &HttpExecutorClient,
+    admins: &[String],
+    batch: &[HandleCallbackParam],
+) -> bool {
+    for a in admins {
+        let r = client.callback(a, batch.to_vec()).await;
+        if r.is_success() {
+            return true;
+        }
+        tracing::warn!(admin = %a, code = r.code, msg = ?r.msg, "callback not accepted");
+    }
+    false
+}
+
+/// Writes a batch to the spool atomically (write then rename).
+fn spool(dir: &Path, batch: &[HandleCallbackParam]) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let name = format!(
+        "xjob-callback-{}-{:08x}.json",
+        chrono::Utc::now().timestamp_millis(),
+        rand::random::<u32>()
+    );
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec(batch).unwrap_or_default())?;
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Re-sends every spooled batch, oldest first; stops at the first that is still refused.
+async fn retry(client: HttpExecutorClient, admins: Vec<String>, dir: PathBuf) -> usize {
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut delivered = 0;
+    for f in files {
+        // claim the file first: of two senders on one spool, only one gets it
+        let sending = f.with_extension("sending");
+        if std::fs::rename(&f, &sending).is_err() {
+            continue;
+        }
+        let batch: Vec<HandleCallbackParam> = match std::fs::read(&sending)
+            .map(|b| serde_json::from_slice(&b))
+        {
+            Ok(Ok(b)) => b,
+            _ => {
+                tracing::error!(file = %f.display(), "unreadable callback spool file set aside");
+                let _ = std::fs::rename(&sending, f.with_extension("unreadable"));
+                continue;
+            }
+        };
+        if batch.is_empty() || deliver(&client, &admins, &batch).await {
+            let _ = std::fs::remove_file(&sending);
+            delivered += 1;
+        } else {
+            let _ = std::fs::rename(&sending, &f);
+            break;
+        }
+    }
+    if delivered > 0 {
+        tracing::info!(delivered, "spooled callbacks delivered");
+    }
+    delivered
+}
+
+impl CallbackActor {
+    /// A sender to `admins` (base URLs), spooling to `spool`, retrying every `retry_every`.
+    pub fn new(
+        admins: Vec<String>,
+        client: HttpExecutorClient,
+        spool: PathBuf,
+        retry_every: Duration,
+    ) -> Self {
+        CallbackActor {
+            admins,
+            client,
+            spool,
+            retry_every,
+            queue: Vec::new(),
+        }
+    }
+
+    fn send_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.queue);
+        let (client, admins, dir) = (self.client.clone(), self.admins.clone(), self.spool.clone());
+        // one batch at a time, in order
+        ctx.wait(
+            async move {
+                if !deliver(&client, &admins, &batch).await {
+                    match spool(&dir, &batch) {
+                        Ok(p) => tracing::warn!(file = %p.display(), results = batch.len(), "callbacks spooled for retry"),
+                        Err(e) => tracing::error!(error = %e, "cannot spool callbacks; results lost"),
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Actor for CallbackActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // a batch being sent when the previous process died goes back into the spool
+        if let Ok(entries) = std::fs::read_dir(&self.spool) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "sending") {
+                    let _ = std::fs::rename(&p, p.with_extension("json"));
+                }
+            }
+        }
+        let tick = |a: &mut Self, ctx: &mut Context<Self>| {
+            let f = retry(a.client.clone(), a.admins.clone(), a.spool.clone());
+            ctx.wait(f.into_actor(a).map(|_, _, _| ()));
+        };
+        tick(self, ctx);
+        ctx.run_interval(self.retry_every, tick);
+    }
+}
+
+impl Handler<Callback> for CallbackActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Callback, ctx: &mut Self::Context) {
+        self.queue.extend(msg.0);
+        self.send_batch(ctx);
+    }
+}
+
+impl Handler<FlushCallbacks> for CallbackActor {
+    type Result = ();
+
+    fn handle(&mut self, _: FlushCallbacks, ctx: &mut Self::Context) {
+        // runs after every batch already waiting (ctx.wait queues in order), then stops
+        self.send_batch(ctx);
+        ctx.wait(actix::fut::ready(()).map(|_, _, ctx: &mut Context<Self>| ctx.stop()));
+    }
+}
+
+impl Handler<RetrySpool> for CallbackActor {
+    type Result = ResponseActFuture<Self, usize>;
+
+    fn handle(&mut self, _: RetrySpool, _ctx: &mut Self::Context) -> Self::Result {
+        Box::pin(
+            retry(self.client.clone(), self.admins.clone(), self.spool.clone()).into_actor(self),
+        )
+    }
+}

@@ -1,0 +1,362 @@
+//! The standalone executor (`xjob executor`) over real HTTP: it registers with our admin, runs
+//! what the admin routes to it, serves the rolling log, obeys kill, answers unknown paths as
+//! XXL-JOB does, and leaves its group on stop. Its results survive an admin outage and an
+//! executor restart: spooled, retried, delivered exactly once.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use common::*;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use xjob::executor::standalone::StandaloneExecutor;
+use xjob::executor::{ExecutorClient, HttpExecutorClient};
+use xjob::model::wire::{LogParam, TriggerParam};
+use xjob::prelude::*;
+
+const TOKEN: &str = "standalone-token";
+
+fn executor_config(dir: &std::path::Path, admin: &str) -> Config {
+    let mut c = Config::default();
+    c.executor.app_name = "remote-exec".into();
+    c.executor.admin_addresses = vec![admin.to_string()];
+    c.executor.log_path = dir.join("exec-logs").display().to_string();
+    c.executor.callback_retry_secs = 1;
+    c.security.access_token = TOKEN.into();
+    c.registry.beat_secs = 1;
+    c
+}
+
+async fn until<F, Fut>(what: &str, f: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn a_standalone_executor_works_for_our_admin() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = format!("http://{}/xxl-job-admin", l.local_addr().unwrap());
+        let mut cfg = test_config(dir.path());
+        cfg.executor.app_name = String::new();
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
+        let engine = Engine::builder(cfg)
+            .remote_client(Arc::new(client.clone()))
+            .start()
+            .await
+            .unwrap();
+        let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
+        let server = HttpServer::new(move || App::new().configure(routes.clone()))
+            .workers(1)
+            .listen(l)
+            .unwrap()
+            .run();
+        let admin_server = server.handle();
+        actix_rt::spawn(server);
+        let group = engine.ensure_group("remote-exec", "remote").await.unwrap();
+
+        let exec = StandaloneExecutor::start(
+            &executor_config(dir.path(), &admin),
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        let address = exec.address.clone();
+        let db = engine.db().clone();
+        let list = || {
+            let db = db.clone();
+            async move {
+                xjob::store::groups::get(&db, group)
+                    .await
+                    .unwrap()
+                    .address_list
+            }
+        };
+        until("registered", || async {
+            list().await.as_deref() == Some(address.as_str())
+        })
+        .await;
+
+        // a run, its result over /api/callback, and its rolling log over /log
+        let job = engine
+            .add_job(JobSpec::cron(
+                group,
+                "hello",
+                "0 0 0 * * ?",
+                "demoJobHandler",
+            ))
+            .await
+            .unwrap();
+        engine
+            .trigger_job(job, Some("p-1".into()), None)
+            .await
+            .unwrap();
+        let row = || {
+            let db = db.clone();
+            async move {
+                xjob::store::logs::for_job(&db, job)
+                    .await
+                    .unwrap()
+                    .first()
+                    .cloned()
+            }
+        };
+        until("result reported", || async {
+            row().await.is_some_and(|r| r.handle_code != 0)
+        })
+        .await;
+        let r = row().await.unwrap();
+        assert_eq!((r.trigger_code, r.handle_code), (200, 200));
+        let log = client
+            .log(
+                &address,
+                LogParam {
+                    log_date_tim: r.trigger_time.unwrap().and_utc().timestamp_millis(),
+                    log_id: r.id,
+                    from_line_num: 1,
+                },
+            )
+            .await;
+        let content = log.content.unwrap();
+        assert!(
+            content.log_content.contains("Hello World. param: p-1"),
+            "{content:?}"
+        );
+        assert!(content.to_line_num >= 3 && !content.is_end);
+
+        // kill a long run from the admin side
+        let sleeper = engine
+            .add_job(JobSpec::cron(
+                group,
+                "sleep",
+                "0 0 0 * * ?",
+                "sleepJobHandler",
+            ))
+            .await
+            .unwrap();
+        engine
+            .trigger_job(sleeper, Some("60".into()), None)
+            .await
+            .unwrap();
+        until("sleeper running", || async {
+            client.idle_beat(&address, sleeper).await.code == 500
+        })
+        .await;
+        assert_eq!(client.kill(&address, sleeper).await.code, 200);
+        until("kill reported", || {
+            let db = db.clone();
+            async move {
+                xjob::store::logs::for_job(&db, sleeper)
+                    .await
+                    .unwrap()
+                    .first()
+                    .is_some_and(|r| r.handle_code == 500)
+            }
+        })
+        .await;
+        let killed = xjob::store::logs::for_job(engine.db(), sleeper)
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            killed.handle_msg.as_deref(),
+            Some("scheduling center kill job. [job running, killed]")
+        );
+
+        // block strategies through the center: DISCARD_LATER refuses while busy, COVER_EARLY
+        // replaces the running run (which reports as covered)
+        for (strategy, expect) in [("DISCARD_LATER", "discard"), ("COVER_EARLY", "cover")] {
+            let mut spec = JobSpec::cron(group, strategy, "0 0 0 * * ?", "sleepJobHandler");
+            spec.executor_block_strategy = strategy.into();
+            let job = engine.add_job(spec).await.unwrap();
+            engine
+                .trigger_job(job, Some("60".into()), None)
+                .await
+                .unwrap();
+            until("first run busy", || async {
+                client.idle_beat(&address, job).await.code == 500
+            })
+            .await;
+            engine
+                .trigger_job(job, Some("0".into()), None)
+                .await
+                .unwrap();
+            until("both settled", || {
+                let db = db.clone();
+                async move {
+                    let rows = xjob::store::logs::for_job(&db, job).await.unwrap();
+                    rows.len() == 2
+                        && rows.iter().all(|r| r.trigger_code != 0)
+                        && (expect == "discard" || rows.iter().all(|r| r.handle_code != 0))
+                }
+            })
+            .await;
+            let rows = xjob::store::logs::for_job(engine.db(), job).await.unwrap();
+            if expect == "discard" {
+                assert_eq!(rows[1].trigger_code, 500);
+                assert!(
+                    rows[1]
+                        .trigger_msg
+                        .as_deref()
+                        .unwrap()
+                        .contains("block strategy effect：Discard Later")
+                );
+                assert_eq!(client.kill(&address, job).await.code, 200);
+            } else {
+                assert_eq!(
+                    rows[0].handle_msg.as_deref(),
+                    Some("block strategy effect：Cover Early [job running, killed]")
+                );
+                assert_eq!((rows[1].trigger_code, rows[1].handle_code), (200, 200));
+            }
+        }
+
+        // unknown path, wrong token
+        let resp: Value = awc::Client::default()
+            .post(format!("{address}nope"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp["msg"],
+            "invalid request, uri-mapping(/nope) not found."
+        );
+        let wrong = HttpExecutorClient::new(Some("wrong".into()), Duration::from_secs(3));
+        assert_eq!(
+            wrong.beat(&address).await.msg.as_deref(),
+            Some("The access token is wrong.")
+        );
+
+        // a graceful stop leaves the group at once
+        exec.stop().await;
+        until("deregistered", || async { list().await.is_none() }).await;
+        admin_server.stop(false).await;
+        engine.db().clone().close().await.unwrap();
+    });
+}
+
+type Seen = Arc<Mutex<HashMap<i64, usize>>>;
+
+async fn fake_admin_callback(body: web::Json<Value>, seen: web::Data<Seen>) -> HttpResponse {
+    for item in body.as_array().unwrap() {
+        *seen
+            .lock()
+            .entry(item["logId"].as_i64().unwrap())
+            .or_default() += 1;
+    }
+    HttpResponse::Ok().json(json!({"code": 200}))
+}
+
+async fn ok() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"code": 200}))
+}
+
+#[test]
+fn results_survive_an_admin_outage_and_an_executor_restart() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        // the admin is down: nothing listens at its address, connections are refused. It lives
+        // on 127.0.0.2, which no other test binds, so its port cannot be taken meanwhile.
+        let port = TcpListener::bind("127.0.0.2:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let admin = format!("http://127.0.0.2:{port}/xxl-job-admin");
+        let cfg = executor_config(dir.path(), &admin);
+        let spool = dir.path().join("exec-logs/callbacklog");
+        // a batch being retried is renamed .sending for the attempt: still spooled
+        let spooled = || {
+            std::fs::read_dir(&spool)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| {
+                            e.path()
+                                .extension()
+                                .is_some_and(|x| x == "json" || x == "sending")
+                        })
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+
+        let e1 = StandaloneExecutor::start(
+            &cfg,
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
+        let run = TriggerParam {
+            job_id: 5,
+            executor_handler: Some("demoJobHandler".into()),
+            executor_params: Some("x".into()),
+            log_id: 4242,
+            log_date_time: chrono::Utc::now().timestamp_millis(),
+            glue_type: Some("BEAN".into()),
+            broadcast_total: 1,
+            ..Default::default()
+        };
+        assert_eq!(client.run(&e1.address, run).await.code, 200);
+        until("result spooled", || async { spooled() == 1 }).await;
+        e1.stop().await;
+
+        // the executor restarts while the admin is still down: the spool stays
+        let e2 = StandaloneExecutor::start(
+            &cfg,
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        actix_rt::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(spooled(), 1);
+
+        // the admin comes back: the spooled result is delivered, once
+        let seen: Seen = Arc::default();
+        let data = web::Data::new(seen.clone());
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .route(
+                    "/xxl-job-admin/api/callback",
+                    web::post().to(fake_admin_callback),
+                )
+                .route("/xxl-job-admin/api/registry", web::post().to(ok))
+                .route("/xxl-job-admin/api/registryRemove", web::post().to(ok))
+        })
+        .workers(1)
+        .bind(("127.0.0.2", port))
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        until("delivered", || async { seen.lock().get(&4242) == Some(&1) }).await;
+        until("spool emptied", || async { spooled() == 0 }).await;
+        actix_rt::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(seen.lock().get(&4242), Some(&1), "delivered exactly once");
+        e2.stop().await;
+        handle.stop(false).await;
+    });
+}
