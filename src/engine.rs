@@ -41,6 +41,20 @@ use crate::schedule::Schedule;
 use crate::store::{self, groups, jobs, logs};
 use crate::trigger::{Trigger, TriggerRequest};
 
+/// A piece of a run's log, as the console's rolling log reads it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunLog {
+    /// First line in `content`.
+    pub from_line: i32,
+    /// Last line number of the file (read again from `to_line + 1`).
+    pub to_line: i32,
+    /// The lines, each ending in `\n`.
+    pub content: String,
+    /// No more lines will come (the run has finished and everything was read).
+    pub end: bool,
+}
+
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     config: Config,
@@ -386,6 +400,67 @@ impl Engine {
         req.executor_param = Some(executor_param.unwrap_or_default());
         req.address_list = address_list.filter(|a| !a.trim().is_empty());
         self.pool.send(TriggerJob(req)).await?
+    }
+
+    /// Reads a run's log from `from_line` at the executor recorded on its row (the only address
+    /// contacted); `end` is set once the run has a result and no lines are left (spec §10).
+    pub async fn run_log(&self, log_id: i64, from_line: i32) -> Result<RunLog> {
+        let row = logs::get(&self.db, log_id).await?;
+        let Some(address) = row.executor_address.clone().filter(|a| !a.is_empty()) else {
+            return Err(Error::Invalid {
+                field: "logId",
+                reason: "the run was never dispatched to an executor".into(),
+            });
+        };
+        let param = crate::model::wire::LogParam {
+            log_date_tim: row
+                .trigger_time
+                .map(crate::clock::naive_to_ms)
+                .unwrap_or_default(),
+            log_id,
+            from_line_num: from_line.max(1),
+        };
+        let r = self.trigger.client().log(&address, param).await;
+        let ok = r.is_success();
+        let Some(c) = r.content.filter(|_| ok) else {
+            return Err(Error::Invalid {
+                field: "logId",
+                reason: format!("executor {address} answered: {}", r.msg.unwrap_or_default()),
+            });
+        };
+        let end = c.from_line_num > c.to_line_num && row.handle_code > 0;
+        Ok(RunLog {
+            from_line: c.from_line_num,
+            to_line: c.to_line_num,
+            content: c.log_content,
+            end,
+        })
+    }
+
+    /// Kills a running run at its executor (XXL-JOB's logKill): only a run whose trigger
+    /// succeeded; on success the run is finished as failed with "Manual operation, kill job".
+    pub async fn kill_run(&self, log_id: i64) -> Result<()> {
+        let row = logs::get(&self.db, log_id).await?;
+        if row.trigger_code != 200 {
+            return Err(Error::Invalid {
+                field: "logId",
+                reason: "only a run whose trigger succeeded can be killed".into(),
+            });
+        }
+        let address = row.executor_address.clone().unwrap_or_default();
+        let r = self.trigger.client().kill(&address, row.job_id).await;
+        if !r.is_success() {
+            return Err(Error::Invalid {
+                field: "logId",
+                reason: format!(
+                    "executor {address} refused the kill: {}",
+                    r.msg.unwrap_or_default()
+                ),
+            });
+        }
+        let msg = format!("Manual operation, kill job:{}", r.msg.unwrap_or_default());
+        logs::record_handle(&self.db, log_id, 500, Some(&msg), self.clock.now_ms()).await?;
+        Ok(())
     }
 
     /// Runs one scan pass now (the loop also runs one every second).

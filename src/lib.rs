@@ -62,7 +62,7 @@ pub mod trigger;
 
 pub use clock::Clock;
 pub use config::Config;
-pub use engine::{Engine, EngineBuilder};
+pub use engine::{Engine, EngineBuilder, RunLog};
 pub use error::{Error, Result};
 pub use executor::{ExecutorClient, HandlerRegistry, JobContext, JobResult};
 pub use jobs::JobSpec;

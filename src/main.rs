@@ -115,7 +115,12 @@ async fn executor(cfg: Config) -> anyhow::Result<()> {
     let exec =
         xjob::executor::standalone::StandaloneExecutor::start(&cfg, xjob::demo::handlers()?, None)
             .await?;
-    tokio::signal::ctrl_c().await?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    // graceful: kill running jobs (they report), flush results, leave the registry
     exec.stop().await;
     Ok(())
 }

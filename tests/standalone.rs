@@ -139,6 +139,16 @@ fn a_standalone_executor_works_for_our_admin() {
             "{content:?}"
         );
         assert!(content.to_line_num >= 3 && !content.is_end);
+        // the admin side reads it the console's way: from a line on, `end` once finished
+        let first = engine.run_log(r.id, 1).await.unwrap();
+        assert!(
+            first.content.contains("Hello World. param: p-1") && !first.end,
+            "{first:?}"
+        );
+        let rest = engine.run_log(r.id, first.to_line + 1).await.unwrap();
+        assert!(rest.content.is_empty() && rest.end, "{rest:?}");
+        let from_two = engine.run_log(r.id, 2).await.unwrap();
+        assert_eq!(from_two.content.lines().count() as i32, first.to_line - 1);
 
         // kill a long run from the admin side
         let sleeper = engine
@@ -158,7 +168,11 @@ fn a_standalone_executor_works_for_our_admin() {
             client.idle_beat(&address, sleeper).await.code == 500
         })
         .await;
-        assert_eq!(client.kill(&address, sleeper).await.code, 200);
+        let running = xjob::store::logs::for_job(engine.db(), sleeper)
+            .await
+            .unwrap()[0]
+            .id;
+        engine.kill_run(running).await.unwrap();
         until("kill reported", || {
             let db = db.clone();
             async move {
@@ -176,7 +190,7 @@ fn a_standalone_executor_works_for_our_admin() {
             .remove(0);
         assert_eq!(
             killed.handle_msg.as_deref(),
-            Some("scheduling center kill job. [job running, killed]")
+            Some("Manual operation, kill job:")
         );
 
         // block strategies through the center: DISCARD_LATER refuses while busy, COVER_EARLY
