@@ -41,6 +41,18 @@ pub struct TriggerRequest {
     pub fire_time: Option<i64>,
     /// Parents above this run (child-job triggers), guarding against loops.
     pub chain_depth: i16,
+    /// The job and its group, when the caller already loaded them (the pool loads a whole
+    /// batch's in two queries); `None` reads them.
+    pub preloaded: Option<Preloaded>,
+}
+
+/// A job and its group read ahead of the trigger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preloaded {
+    /// The job.
+    pub job: Arc<entity::xxl_job_info::Model>,
+    /// Its group, if it exists.
+    pub group: Option<Arc<entity::xxl_job_group::Model>>,
 }
 
 impl TriggerRequest {
@@ -56,6 +68,7 @@ impl TriggerRequest {
             log_id: None,
             fire_time: None,
             chain_depth: 0,
+            preloaded: None,
         }
     }
 }
@@ -140,8 +153,35 @@ impl Trigger {
     /// Runs the procedure; returns one entry per dispatched shard. A missing job or group is
     /// written onto the pending row (if any) as a failed trigger, not returned as an error.
     pub async fn trigger(&self, req: TriggerRequest) -> Result<Vec<Dispatched>> {
+        use tracing::Instrument;
         let span = tracing::info_span!("trigger", job_id = req.job_id, log_id = req.log_id);
-        let _e = span.enter();
+        self.trigger_in_span(req).instrument(span).await
+    }
+
+    async fn trigger_in_span(&self, mut req: TriggerRequest) -> Result<Vec<Dispatched>> {
+        let (job, group) = match req.preloaded.take() {
+            Some(p) => (
+                Arc::unwrap_or_clone(p.job),
+                p.group.map(Arc::unwrap_or_clone),
+            ),
+            None => match self.load(&req).await? {
+                Some(x) => x,
+                None => return Ok(vec![]),
+            },
+        };
+        self.dispatch(req, job, group).await
+    }
+
+    /// Reads the job and group; a missing job fails the pending row and answers `None`.
+    async fn load(
+        &self,
+        req: &TriggerRequest,
+    ) -> Result<
+        Option<(
+            entity::xxl_job_info::Model,
+            Option<entity::xxl_job_group::Model>,
+        )>,
+    > {
         let job = match jobs::get(&self.db, req.job_id).await {
             Ok(j) => j,
             Err(crate::Error::JobNotFound { .. }) => {
@@ -150,7 +190,7 @@ impl Trigger {
                     self.fail_row(log_id, &req, "Trigger Fail：job not found")
                         .await?;
                 }
-                return Ok(vec![]);
+                return Ok(None);
             }
             Err(e) => return Err(e),
         };
@@ -159,6 +199,15 @@ impl Trigger {
             Err(crate::Error::GroupNotFound { .. }) => None,
             Err(e) => return Err(e),
         };
+        Ok(Some((job, group)))
+    }
+
+    async fn dispatch(
+        &self,
+        req: TriggerRequest,
+        job: entity::xxl_job_info::Model,
+        group: Option<entity::xxl_job_group::Model>,
+    ) -> Result<Vec<Dispatched>> {
         let param = req.executor_param.clone().or(job.executor_param.clone());
         let retry = req
             .fail_retry_count

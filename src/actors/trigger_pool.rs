@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::config::TriggerPoolConfig;
 use crate::error::Result;
 use crate::store::logs::{self, Fire};
-use crate::trigger::{Trigger, TriggerRequest};
+use crate::trigger::{Preloaded, Trigger, TriggerRequest};
 
 /// Recorded fires due now: claim them and dispatch the ones this node won.
 #[derive(Message, Debug)]
@@ -156,6 +156,36 @@ impl Shared {
     }
 }
 
+/// Reads the jobs of `fires` and their groups, by job id.
+async fn preload(db: &DatabaseConnection, fires: &[Fire]) -> Result<HashMap<i32, Preloaded>> {
+    let mut job_ids: Vec<i32> = fires.iter().map(|f| f.job_id).collect();
+    job_ids.sort_unstable();
+    job_ids.dedup();
+    let jobs = crate::store::jobs::get_many(db, &job_ids).await?;
+    let mut group_ids: Vec<i32> = jobs.iter().map(|j| j.job_group).collect();
+    group_ids.sort_unstable();
+    group_ids.dedup();
+    let groups: HashMap<i32, Arc<entity::xxl_job_group::Model>> =
+        crate::store::groups::get_many(db, &group_ids)
+            .await?
+            .into_iter()
+            .map(|g| (g.id, Arc::new(g)))
+            .collect();
+    Ok(jobs
+        .into_iter()
+        .map(|j| {
+            let group = groups.get(&j.job_group).cloned();
+            (
+                j.id,
+                Preloaded {
+                    job: Arc::new(j),
+                    group,
+                },
+            )
+        })
+        .collect())
+}
+
 /// The two trigger lanes.
 pub struct TriggerPool {
     db: DatabaseConnection,
@@ -219,10 +249,24 @@ impl Handler<FireBatch> for TriggerPool {
                 shared.stats.lock().lost_claims += lost as u64;
                 tracing::debug!(lost, "fires already claimed by another node");
             }
-            for f in msg.0.into_iter().filter(|f| mine.contains(&f.log_id)) {
+            let fires: Vec<Fire> = msg
+                .0
+                .into_iter()
+                .filter(|f| mine.contains(&f.log_id))
+                .collect();
+            // the batch's jobs and groups in two queries, not two per trigger
+            let preloaded = match preload(&db, &fires).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "batch preload failed; triggers read their own jobs");
+                    HashMap::new()
+                }
+            };
+            for f in fires {
                 let mut req = TriggerRequest::new(f.job_id, f.trigger_type);
                 req.log_id = Some(f.log_id);
                 req.fire_time = Some(f.fire_time);
+                req.preloaded = preloaded.get(&f.job_id).cloned();
                 shared.clone().dispatch(req).await;
             }
         })

@@ -13,6 +13,14 @@ pub async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
         .ok_or(Error::GroupNotFound { group_id: id })
 }
 
+/// Groups by id (missing ids are simply absent).
+pub async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
+    Ok(Entity::find()
+        .filter(Column::Id.is_in(ids.iter().copied()))
+        .all(c)
+        .await?)
+}
+
 /// The group with this appname, if any.
 pub async fn by_app_name(c: &impl ConnectionTrait, app_name: &str) -> Result<Option<Model>> {
     Ok(Entity::find()

@@ -66,6 +66,20 @@ pub async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
         .ok_or(Error::JobNotFound { job_id: id })
 }
 
+/// Jobs by id (missing ids are simply absent).
+pub async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        out.extend(
+            Entity::find()
+                .filter(Column::Id.is_in(chunk.iter().copied()))
+                .all(c)
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
 /// Inserts a job (created stopped, as XXL-JOB does) and returns its id.
 pub async fn insert(c: &impl ConnectionTrait, mut job: Model) -> Result<i32> {
     job.trigger_status = 0;
