@@ -187,7 +187,7 @@ impl Trigger {
             Err(crate::Error::JobNotFound { .. }) => {
                 tracing::warn!(job_id = req.job_id, "trigger skipped: job no longer exists");
                 if let Some(log_id) = req.log_id {
-                    self.fail_row(log_id, &req, "Trigger Fail：job not found")
+                    self.fail_row(log_id, req, "Trigger Fail：job not found")
                         .await?;
                 }
                 return Ok(None);
