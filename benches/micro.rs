@@ -1,0 +1,86 @@
+//! Micro-benchmarks for the per-operation targets of DESIGN.md §7: cron next fire time
+//! (≤ 2 µs), router pick over 100 executors (≤ 1 µs, consistent-hash ring cached), and the
+//! scan's per-job decision.
+//!
+//! Run: `cargo bench --bench micro`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use xjob::actors::scan::plan_job;
+use xjob::model::{MisfireStrategy, RouteStrategy, ScheduleType};
+use xjob::router::Router;
+use xjob::schedule::{CronExpr, Schedule};
+
+/// 2026-11-21 14:00:00 UTC.
+const T0: i64 = 1_795_269_600_000;
+
+fn cron(c: &mut Criterion) {
+    let berlin: chrono_tz::Tz = "Europe/Berlin".parse().expect("zone");
+    for (name, expr, tz) in [
+        ("every_5s_utc", "0/5 * * * * ?", chrono_tz::UTC),
+        ("every_second_berlin", "* * * * * ?", berlin),
+        ("last_friday_utc", "0 15 10 ? * 6L", chrono_tz::UTC),
+        ("nearest_weekday_utc", "0 0 12 15W * ?", chrono_tz::UTC),
+        ("weekdays_berlin", "0 0 10 ? * MON-FRI", berlin),
+    ] {
+        let e = CronExpr::parse(expr).expect("cron");
+        let mut t = T0;
+        c.bench_function(&format!("cron_next/{name}"), |b| {
+            b.iter(|| {
+                let n = e.next_after(black_box(t), tz).expect("next");
+                // walk forward so each call starts from a new instant, wrapping after a year
+                t = if n > T0 + 365 * 86_400_000 { T0 } else { n };
+                n
+            })
+        });
+    }
+    c.bench_function("cron_parse", |b| {
+        b.iter(|| CronExpr::parse(black_box("0 0/30 9-17 ? * MON-FRI")).expect("cron"))
+    });
+}
+
+fn router(c: &mut Criterion) {
+    let addresses: Vec<String> = (0..100)
+        .map(|i| format!("http://10.0.{}.{}:9999/", i / 250, i % 250))
+        .collect();
+    let r = Router::new();
+    for s in [
+        RouteStrategy::First,
+        RouteStrategy::Round,
+        RouteStrategy::Random,
+        RouteStrategy::ConsistentHash,
+        RouteStrategy::LeastFrequentlyUsed,
+        RouteStrategy::LeastRecentlyUsed,
+    ] {
+        let mut job = 0;
+        c.bench_function(&format!("router_pick_100/{s}"), |b| {
+            b.iter(|| {
+                job = (job + 1) % 1000;
+                r.pick(s, black_box(job), &addresses, T0)
+            })
+        });
+    }
+}
+
+fn scan(c: &mut Criterion) {
+    let s = Schedule::parse(ScheduleType::Cron, Some("* * * * * ?"), chrono_tz::UTC).expect("cron");
+    c.bench_function("scan_plan_job/every_second_5s_window", |b| {
+        b.iter(|| {
+            plan_job(
+                1,
+                black_box(T0 + 1000),
+                T0,
+                &s,
+                MisfireStrategy::DoNothing,
+                T0,
+                5_000,
+                5_000,
+                1_000,
+            )
+        })
+    });
+}
+
+criterion_group!(benches, cron, router, scan);
+criterion_main!(benches);
