@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo run --release --example loadbench -- --jobs 1000 --seconds 30`
 //! Options: `--mode inprocess|remote` (remote needs the remote executor, not built yet),
-//! `--database URL` (default: a temporary SQLite file).
+//! `--database URL` (default: a temporary SQLite file), `--connections N` (pool size, default 8).
 //!
 //! Lateness is nominal fire time → handler start. Only fires whose nominal second lies in the
 //! measured window (after a 3 s warm-up, before a 2 s tail) count; `lost` is nominal fires in
@@ -74,12 +74,20 @@ fn main() -> anyhow::Result<()> {
             dir.path().join("bench.db").display()
         )
     });
-    actix_rt::System::new().block_on(run(jobs, seconds, mode, url))
+    let connections: u32 = arg(&args, "--connections").map_or(Ok(8), |v| v.parse())?;
+    actix_rt::System::new().block_on(run(jobs, seconds, mode, url, connections))
 }
 
-async fn run(jobs: usize, seconds: i64, mode: String, url: String) -> anyhow::Result<()> {
+async fn run(
+    jobs: usize,
+    seconds: i64,
+    mode: String,
+    url: String,
+    connections: u32,
+) -> anyhow::Result<()> {
     let mut cfg = Config::default();
     cfg.database.url = url;
+    cfg.database.max_connections = connections;
     cfg.executor.app_name = "bench".into();
     cfg.scheduler.pre_read_count = (jobs as u64 * 2).max(cfg.pre_read_count());
     let runs: Arc<Mutex<Vec<(i64, i64)>>> =

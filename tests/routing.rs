@@ -117,8 +117,10 @@ fn round_and_lfu_spread_evenly_and_lru_picks_the_eldest() {
             counts.values().min().unwrap(),
             counts.values().max().unwrap(),
         );
+        // ROUND differs by at most 1; LFU starts each address at a random count below 5 (XXL-JOB's
+        // rule), so its picks differ by at most that head start plus one
         assert!(
-            counts.len() == 5 && max - min <= 4,
+            counts.len() == 5 && max - min <= 5,
             "{strategy}: {counts:?}"
         );
     }
