@@ -1,34 +1,48 @@
 //! LEAST_FREQUENTLY_USED: per-job use counts; new addresses (or counts past 1,000,000) start at
 //! a random count below the list length; addresses gone from the list are dropped; the least
 //! used address is picked (ties by list order) and its count incremented.
+//!
+//! Counts are kept aligned with the list they were last synced with, so a pick over an
+//! unchanged list is one scan of a vector, with no hashing.
 
 use std::collections::HashMap;
 
 use rand::Rng;
 
-/// One job's counts.
+/// One job's counts, index-aligned with `list`.
 #[derive(Default)]
-pub(super) struct Counts(HashMap<String, u64>);
+pub(super) struct Counts {
+    list: Vec<String>,
+    counts: Vec<u64>,
+}
 
 impl Counts {
     pub(super) fn pick(&mut self, addresses: &[String], rng: &mut impl Rng) -> usize {
-        self.0.retain(|a, _| addresses.contains(a));
+        let n = addresses.len() as u64;
+        if self.list.as_slice() != addresses {
+            // re-align: keep the counts of addresses still present, seed the new ones
+            let old: HashMap<&String, u64> =
+                self.list.iter().zip(self.counts.iter().copied()).collect();
+            self.counts = addresses
+                .iter()
+                .map(|a| {
+                    old.get(a)
+                        .copied()
+                        .unwrap_or_else(|| rng.random_range(0..n))
+                })
+                .collect();
+            self.list = addresses.to_vec();
+        }
         let mut best = 0;
-        let mut best_count = u64::MAX;
-        for (i, a) in addresses.iter().enumerate() {
-            let c = self
-                .0
-                .entry(a.clone())
-                .or_insert_with(|| rng.random_range(0..addresses.len() as u64));
-            if *c > 1_000_000 {
-                *c = rng.random_range(0..addresses.len() as u64);
+        for i in 0..self.counts.len() {
+            if self.counts[i] > 1_000_000 {
+                self.counts[i] = rng.random_range(0..n);
             }
-            if *c < best_count {
+            if self.counts[i] < self.counts[best] {
                 best = i;
-                best_count = *c;
             }
         }
-        if let Some(c) = self.0.get_mut(&addresses[best]) {
+        if let Some(c) = self.counts.get_mut(best) {
             *c += 1;
         }
         best

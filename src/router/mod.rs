@@ -37,6 +37,8 @@ struct State {
     lfu: HashMap<i32, lfu::Counts>,
     lru: HashMap<i32, lru::Order>,
     rings: HashMap<Vec<String>, Arc<HashRing>>,
+    /// The ring used last, checked first (most jobs of a node share few lists).
+    last_ring: Option<(Vec<String>, Arc<HashRing>)>,
 }
 
 /// Routing state shared by every trigger of a node.
@@ -88,11 +90,22 @@ impl Router {
                 if st.rings.len() > 1024 {
                     st.rings.clear();
                 }
-                let ring = st
-                    .rings
-                    .entry(addresses.to_vec())
-                    .or_insert_with(|| Arc::new(HashRing::new(addresses)))
-                    .clone();
+                // the last list first, then by slice; the list is copied only for a new ring
+                let ring = match &st.last_ring {
+                    Some((l, r)) if l.as_slice() == addresses => r.clone(),
+                    _ => {
+                        let r = match st.rings.get(addresses) {
+                            Some(r) => r.clone(),
+                            None => {
+                                let r = Arc::new(HashRing::new(addresses));
+                                st.rings.insert(addresses.to_vec(), r.clone());
+                                r
+                            }
+                        };
+                        st.last_ring = Some((addresses.to_vec(), r.clone()));
+                        r
+                    }
+                };
                 return ring.pick(job_id).map(str::to_string);
             }
             RouteStrategy::Failover
