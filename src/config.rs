@@ -242,8 +242,14 @@ pub struct ExecutorConfig {
     pub log_retention_days: i64,
     /// Admin base URLs a standalone executor registers with and reports to.
     pub admin_addresses: Vec<String>,
-    /// Where a standalone executor listens (`xjob executor`).
-    pub bind: String,
+    /// IP a standalone executor listens on and registers (empty = 127.0.0.1; set the host's
+    /// address to be reachable from other hosts).
+    pub ip: String,
+    /// Port a standalone executor listens on (XXL-JOB: 9999; 0 = any free port).
+    pub port: u16,
+    /// The token a standalone executor requires and sends (the admin's); empty = the
+    /// `security.access_token`.
+    pub access_token: String,
     /// Seconds between retries of spooled callbacks (XXL-JOB: 30).
     pub callback_retry_secs: u64,
 }
@@ -258,7 +264,9 @@ impl Default for ExecutorConfig {
             log_path: "data/joblogs".into(),
             log_retention_days: 30,
             admin_addresses: Vec::new(),
-            bind: "127.0.0.1:9999".into(),
+            ip: String::new(),
+            port: 9999,
+            access_token: String::new(),
             callback_retry_secs: 30,
         }
     }

@@ -19,7 +19,7 @@ const USAGE: &str = "usage: xjob <serve|executor|migrate> [--config FILE]
 
   serve     run the scheduling center with the demo executor `xjob-demo`
   executor  run a standalone executor with the demo handlers (needs executor.app_name,
-            executor.admin_addresses and security.access_token)
+            executor.admin_addresses and executor.access_token)
   migrate   apply database migrations and exit
 
 Configuration: --config FILE (TOML), then XJOB_* environment variables, `__` between levels,

@@ -145,11 +145,11 @@ fn executor_refuses_an_incomplete_configuration() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("security.access_token"), "{err}");
+    assert!(err.contains("executor.access_token"), "{err}");
     let out = xjob()
         .arg("executor")
         .env("XJOB_EXECUTOR__APP_NAME", "app")
-        .env("XJOB_SECURITY__ACCESS_TOKEN", "t")
+        .env("XJOB_EXECUTOR__ACCESS_TOKEN", "t")
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("executor.admin_addresses"));

@@ -28,7 +28,7 @@ fn executor_config(dir: &std::path::Path, admin: &str) -> Config {
     c.executor.admin_addresses = vec![admin.to_string()];
     c.executor.log_path = dir.join("exec-logs").display().to_string();
     c.executor.callback_retry_secs = 1;
-    c.security.access_token = TOKEN.into();
+    c.executor.access_token = TOKEN.into();
     c.registry.beat_secs = 1;
     c
 }

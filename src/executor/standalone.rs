@@ -50,10 +50,14 @@ impl StandaloneExecutor {
                 "executor.app_name is required for a standalone executor".into(),
             ));
         }
-        let token = cfg.security.access_token.trim().to_string();
+        let token = match cfg.executor.access_token.trim() {
+            "" => cfg.security.access_token.trim().to_string(),
+            t => t.to_string(),
+        };
         if token.is_empty() {
             return Err(Error::Config(
-                "security.access_token is required for a standalone executor (use the admin's token)".into(),
+                "executor.access_token is required for a standalone executor (the admin's token)"
+                    .into(),
             ));
         }
         let admins: Vec<String> = cfg
@@ -68,9 +72,13 @@ impl StandaloneExecutor {
                 "executor.admin_addresses needs at least one admin URL".into(),
             ));
         }
+        let ip = match cfg.executor.ip.trim() {
+            "" => "127.0.0.1",
+            ip => ip,
+        };
         let listener = match listener {
             Some(l) => l,
-            None => TcpListener::bind(&cfg.executor.bind)?,
+            None => TcpListener::bind((ip, cfg.executor.port))?,
         };
         let local = listener.local_addr()?;
         let address = match cfg.executor.address.trim() {
