@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// The whole configuration.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
     /// The HTTP listener of the `xjob` binary.
@@ -28,8 +28,25 @@ pub struct Config {
     pub security: SecurityConfig,
     /// Alarms for failed runs.
     pub alarm: AlarmConfig,
-    /// Run-log reports and retention.
-    pub report: ReportConfig,
+    /// Days of run logs (log rows) the center keeps; below 7 the cleanup is off (XXL-JOB's
+    /// `logretentiondays` rule).
+    pub log_retention_days: i64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            http: HttpConfig::default(),
+            database: DatabaseConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            trigger_pool: TriggerPoolConfig::default(),
+            registry: RegistryConfig::default(),
+            executor: ExecutorConfig::default(),
+            security: SecurityConfig::default(),
+            alarm: AlarmConfig::default(),
+            log_retention_days: 30,
+        }
+    }
 }
 
 /// Alarms for failed runs.
@@ -50,8 +67,9 @@ pub struct SmtpConfig {
     pub host: String,
     /// Port.
     pub port: u16,
-    /// Login (empty = no authentication).
-    pub username: String,
+    /// Login (empty = no authentication); `username` is accepted too.
+    #[serde(alias = "username")]
+    pub user: String,
     /// Password.
     pub password: String,
     /// Sender address.
@@ -67,27 +85,11 @@ impl Default for SmtpConfig {
         SmtpConfig {
             host: String::new(),
             port: 25,
-            username: String::new(),
+            user: String::new(),
             password: String::new(),
             from: "xjob@localhost".into(),
             tls: "starttls".into(),
             timeout_secs: 10,
-        }
-    }
-}
-
-/// Run-log reports and retention (spec §8.11).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ReportConfig {
-    /// Days of run logs to keep; below 7 the cleanup is off (XXL-JOB's rule).
-    pub log_retention_days: i64,
-}
-
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            log_retention_days: 30,
         }
     }
 }

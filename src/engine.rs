@@ -239,7 +239,7 @@ impl EngineBuilder {
             db.clone(),
             clock.clone(),
             cfg.time_zone(),
-            cfg.report.log_retention_days,
+            cfg.log_retention_days,
             activity.clone(),
         )
         .start();

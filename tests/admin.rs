@@ -418,7 +418,7 @@ fn alarms_reach_an_smtp_server_and_a_webhook() {
 fn reports_count_three_days_and_retention_deletes_old_runs() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
-        let app = TestApp::start_in(dir.path(), T0, |c| c.report.log_retention_days = 7).await;
+        let app = TestApp::start_in(dir.path(), T0, |c| c.log_retention_days = 7).await;
         let db = app.engine.db().clone();
         let day = 86_400_000;
         // today: one success, one failure, one running; yesterday: one success; 10 days ago: one

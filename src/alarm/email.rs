@@ -44,8 +44,8 @@ impl EmailAlarm {
         b = b
             .port(cfg.port)
             .timeout(Some(Duration::from_secs(cfg.timeout_secs)));
-        if !cfg.username.is_empty() {
-            b = b.credentials(Credentials::new(cfg.username.clone(), cfg.password.clone()));
+        if !cfg.user.is_empty() {
+            b = b.credentials(Credentials::new(cfg.user.clone(), cfg.password.clone()));
         }
         let from: Mailbox = cfg
             .from
