@@ -7,12 +7,9 @@ mod common;
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_web::{App, HttpServer};
 use common::*;
-use xjob::executor::HttpExecutorClient;
 use xjob::prelude::*;
 
 const TOKEN: &str = "interop-token";
@@ -47,26 +44,9 @@ fn a_pyxxl_executor_registers_runs_and_reports_against_our_admin() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let admin = format!("http://{}/xxl-job-admin/api/", l.local_addr().unwrap());
-        let mut cfg = test_config(dir.path());
-        cfg.executor.app_name = String::new();
-        let engine = Engine::builder(cfg)
-            .remote_client(Arc::new(HttpExecutorClient::new(
-                Some(TOKEN.into()),
-                Duration::from_secs(3),
-            )))
-            .start()
-            .await
-            .unwrap();
-        let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
-        let server = HttpServer::new(move || App::new().configure(routes.clone()))
-            .workers(1)
-            .listen(l)
-            .unwrap()
-            .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
+        let node = http_node(dir.path(), TOKEN, false, |_| {}).await;
+        let admin = format!("{}xxl-job-admin/api/", node.address);
+        let engine = node.engine.clone();
         let group = engine.ensure_group("pyxxl-app", "pyxxl").await.unwrap();
 
         let port = TcpListener::bind("127.0.0.1:0")
@@ -138,7 +118,6 @@ fn a_pyxxl_executor_registers_runs_and_reports_against_our_admin() {
                 row.handle_msg
             );
         }
-        handle.stop(false).await;
-        engine.db().clone().close().await.unwrap();
+        node.shutdown().await;
     });
 }

@@ -16,7 +16,6 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use common::*;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use xjob::executor::HttpExecutorClient;
 use xjob::prelude::*;
 
 const TOKEN: &str = "e2e-token";
@@ -115,45 +114,18 @@ async fn fake(name: &str, admin: &str) -> Fake {
     me
 }
 
-async fn wait_for<F, Fut>(what: &str, secs: u64, f: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        actix_rt::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[test]
 fn remote_xxl_executors_register_run_call_back_and_one_dies() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let admin = format!("http://{}/xxl-job-admin/", l.local_addr().unwrap());
-        let mut cfg = test_config(dir.path());
-        cfg.executor.app_name = String::new();
-        cfg.registry.beat_secs = 1;
-        cfg.registry.dead_secs = 3;
-        let engine = Engine::builder(cfg)
-            .remote_client(Arc::new(HttpExecutorClient::new(
-                Some(TOKEN.into()),
-                Duration::from_secs(3),
-            )))
-            .start()
-            .await
-            .unwrap();
-        let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
-        let server = HttpServer::new(move || App::new().configure(routes.clone()))
-            .workers(1)
-            .listen(l)
-            .unwrap()
-            .run();
-        let admin_handle = server.handle();
-        actix_rt::spawn(server);
+        let node = http_node(dir.path(), TOKEN, false, |c| {
+            c.registry.beat_secs = 1;
+            c.registry.dead_secs = 3;
+        })
+        .await;
+        let admin = format!("{}xxl-job-admin/", node.address);
+        let engine = node.engine.clone();
         let group = engine
             .ensure_group("py-exec", "python executors")
             .await
@@ -194,7 +166,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
                 rows.len() == n && rows.iter().all(|r| r.handle_code != 0)
             }
         };
-        wait_for("4 ROUND runs called back", 10, || done(round, 4)).await;
+        eventually("4 ROUND runs called back", 10, || done(round, 4)).await;
         assert_eq!(
             (e1.received.lock().len(), e2.received.lock().len()),
             (2, 2),
@@ -216,7 +188,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             .await
             .unwrap();
         engine.trigger_job(shard, None, None).await.unwrap();
-        wait_for("both shards called back", 10, || done(shard, 2)).await;
+        eventually("both shards called back", 10, || done(shard, 2)).await;
         let mut shards: Vec<String> = xjob::store::logs::for_job(engine.db(), shard)
             .await
             .unwrap()
@@ -247,7 +219,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         ] {
             let job = engine.add_job(job_with(route)).await.unwrap();
             engine.trigger_job(job, None, None).await.unwrap();
-            wait_for(&format!("{route} run called back"), 10, || done(job, 1)).await;
+            eventually(&format!("{route} run called back"), 10, || done(job, 1)).await;
             let row = xjob::store::logs::for_job(engine.db(), job)
                 .await
                 .unwrap()
@@ -274,14 +246,14 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             .trigger_job(doomed, None, Some(e2.address.clone()))
             .await
             .unwrap();
-        wait_for("e2 took the run", 10, || async {
+        eventually("e2 took the run", 10, || async {
             e2.received.lock().len() == before_death + 1
         })
         .await;
         e2.alive.store(false, Ordering::SeqCst);
         e2.server.stop(false).await;
         let died = Instant::now();
-        wait_for("the run on e2 marked lost", 10, || {
+        eventually("the run on e2 marked lost", 10, || {
             let db = db.clone();
             async move {
                 xjob::store::logs::for_job(&db, doomed).await.unwrap()[0].handle_code == 500
@@ -310,7 +282,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         for _ in 0..2 {
             engine.trigger_job(round, None, None).await.unwrap();
         }
-        wait_for("ROUND on the survivor", 10, || done(round, 6)).await;
+        eventually("ROUND on the survivor", 10, || done(round, 6)).await;
         assert_eq!(
             e1.received.lock().len(),
             e1_before + 2,
@@ -319,7 +291,6 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
 
         e1.alive.store(false, Ordering::SeqCst);
         e1.server.stop(false).await;
-        admin_handle.stop(false).await;
-        engine.db().clone().close().await.unwrap();
+        node.shutdown().await;
     });
 }

@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use common::*;
@@ -33,41 +33,15 @@ fn executor_config(dir: &std::path::Path, admin: &str) -> Config {
     c
 }
 
-async fn until<F, Fut>(what: &str, f: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        actix_rt::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[test]
 fn a_standalone_executor_works_for_our_admin() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let admin = format!("http://{}/xxl-job-admin", l.local_addr().unwrap());
-        let mut cfg = test_config(dir.path());
-        cfg.executor.app_name = String::new();
+        let node = http_node(dir.path(), TOKEN, false, |_| {}).await;
+        let admin = format!("{}xxl-job-admin", node.address);
+        let engine = node.engine.clone();
         let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
-        let engine = Engine::builder(cfg)
-            .remote_client(Arc::new(client.clone()))
-            .start()
-            .await
-            .unwrap();
-        let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
-        let server = HttpServer::new(move || App::new().configure(routes.clone()))
-            .workers(1)
-            .listen(l)
-            .unwrap()
-            .run();
-        let admin_server = server.handle();
-        actix_rt::spawn(server);
         let group = engine.ensure_group("remote-exec", "remote").await.unwrap();
 
         let exec = StandaloneExecutor::start(
@@ -88,7 +62,7 @@ fn a_standalone_executor_works_for_our_admin() {
                     .address_list
             }
         };
-        until("registered", || async {
+        eventually("registered", 15, || async {
             list().await.as_deref() == Some(address.as_str())
         })
         .await;
@@ -117,7 +91,7 @@ fn a_standalone_executor_works_for_our_admin() {
                     .cloned()
             }
         };
-        until("result reported", || async {
+        eventually("result reported", 15, || async {
             row().await.is_some_and(|r| r.handle_code != 0)
         })
         .await;
@@ -164,7 +138,7 @@ fn a_standalone_executor_works_for_our_admin() {
             .trigger_job(sleeper, Some("60".into()), None)
             .await
             .unwrap();
-        until("sleeper running", || async {
+        eventually("sleeper running", 15, || async {
             client.idle_beat(&address, sleeper).await.code == 500
         })
         .await;
@@ -173,7 +147,7 @@ fn a_standalone_executor_works_for_our_admin() {
             .unwrap()[0]
             .id;
         engine.kill_run(running).await.unwrap();
-        until("kill reported", || {
+        eventually("kill reported", 15, || {
             let db = db.clone();
             async move {
                 xjob::store::logs::for_job(&db, sleeper)
@@ -203,7 +177,7 @@ fn a_standalone_executor_works_for_our_admin() {
                 .trigger_job(job, Some("60".into()), None)
                 .await
                 .unwrap();
-            until("first run busy", || async {
+            eventually("first run busy", 15, || async {
                 client.idle_beat(&address, job).await.code == 500
             })
             .await;
@@ -211,7 +185,7 @@ fn a_standalone_executor_works_for_our_admin() {
                 .trigger_job(job, Some("0".into()), None)
                 .await
                 .unwrap();
-            until("both settled", || {
+            eventually("both settled", 15, || {
                 let db = db.clone();
                 async move {
                     let rows = xjob::store::logs::for_job(&db, job).await.unwrap();
@@ -262,9 +236,8 @@ fn a_standalone_executor_works_for_our_admin() {
 
         // a graceful stop leaves the group at once
         exec.stop().await;
-        until("deregistered", || async { list().await.is_none() }).await;
-        admin_server.stop(false).await;
-        engine.db().clone().close().await.unwrap();
+        eventually("deregistered", 15, || async { list().await.is_none() }).await;
+        node.shutdown().await;
     });
 }
 
@@ -333,7 +306,7 @@ fn results_survive_an_admin_outage_and_an_executor_restart() {
             ..Default::default()
         };
         assert_eq!(client.run(&e1.address, run).await.code, 200);
-        until("result spooled", || async { spooled() == 1 }).await;
+        eventually("result spooled", 15, || async { spooled() == 1 }).await;
         e1.stop().await;
 
         // the executor restarts while the admin is still down: the spool stays
@@ -366,8 +339,11 @@ fn results_survive_an_admin_outage_and_an_executor_restart() {
         .run();
         let handle = server.handle();
         actix_rt::spawn(server);
-        until("delivered", || async { seen.lock().get(&4242) == Some(&1) }).await;
-        until("spool emptied", || async { spooled() == 0 }).await;
+        eventually("delivered", 15, || async {
+            seen.lock().get(&4242) == Some(&1)
+        })
+        .await;
+        eventually("spool emptied", 15, || async { spooled() == 0 }).await;
         actix_rt::time::sleep(Duration::from_millis(2500)).await;
         assert_eq!(seen.lock().get(&4242), Some(&1), "delivered exactly once");
         e2.stop().await;

@@ -7,57 +7,15 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use actix_web::{App, HttpServer};
 use common::*;
 use serde_json::{Value, json};
-use xjob::executor::HttpExecutorClient;
 use xjob::prelude::*;
 
 const TOKEN: &str = "s3cret-token";
 
-struct Node {
-    engine: Engine,
-    address: String,
-    server: actix_web::dev::ServerHandle,
-}
-
-/// A node with the demo executor served at its own HTTP address.
-async fn node(dir: &std::path::Path, with_executor: bool) -> Node {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = format!("http://{}/", listener.local_addr().unwrap());
-    let mut cfg = test_config(dir);
-    if with_executor {
-        cfg.executor.address = address.clone();
-    } else {
-        cfg.executor.app_name = String::new();
-    }
-    let engine = Engine::builder(cfg)
-        .handlers(xjob::demo::handlers().unwrap())
-        .remote_client(Arc::new(HttpExecutorClient::new(
-            Some(TOKEN.into()),
-            Duration::from_secs(3),
-        )))
-        .log_dir(dir.join("joblogs"))
-        .start()
-        .await
-        .unwrap();
-    let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
-    let server = HttpServer::new(move || App::new().configure(routes.clone()))
-        .workers(1)
-        .listen(listener)
-        .unwrap()
-        .run();
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    Node {
-        engine,
-        address,
-        server: handle,
-    }
+/// A node with the demo executor (or without) at its own HTTP address.
+async fn node(dir: &std::path::Path, with_executor: bool) -> HttpNode {
+    http_node(dir, TOKEN, with_executor, |_| {}).await
 }
 
 async fn post(url: &str, body: &str, token: Option<(&str, &str)>) -> Value {
@@ -76,18 +34,6 @@ async fn post(url: &str, body: &str, token: Option<(&str, &str)>) -> Value {
 async fn get(url: &str) -> Value {
     let mut resp = awc::Client::default().get(url).send().await.unwrap();
     serde_json::from_slice(&resp.body().await.unwrap()).unwrap()
-}
-
-async fn eventually<F, Fut>(what: &str, f: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 const AUTH: (&str, &str) = ("XXL-JOB-ACCESS-TOKEN", TOKEN);
@@ -235,7 +181,7 @@ fn triggers_route_over_http_to_another_nodes_executor() {
                 .await
                 .unwrap();
             let db = a.engine.db().clone();
-            eventually(&format!("{route} run finished"), || {
+            eventually(&format!("{route} run finished"), 10, || {
                 let db = db.clone();
                 async move {
                     xjob::store::logs::for_job(&db, job)
@@ -294,7 +240,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
             .await
             .unwrap();
         let db = a.engine.db().clone();
-        eventually("first run dispatched", || {
+        eventually("first run dispatched", 10, || {
             let db = db.clone();
             async move {
                 xjob::store::logs::for_job(&db, job)
@@ -310,7 +256,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
             .trigger_job(job, Some("0".into()), Some(list))
             .await
             .unwrap();
-        eventually("second run dispatched", || {
+        eventually("second run dispatched", 10, || {
             let db = db.clone();
             async move {
                 xjob::store::logs::for_job(&db, job)

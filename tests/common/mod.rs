@@ -158,3 +158,76 @@ impl TestApp {
             .collect()
     }
 }
+
+/// A node serving its routes on 127.0.0.1 in real time: the admin API, and with `executor` the
+/// demo executor at the node's own address. Executors must send `token`.
+pub struct HttpNode {
+    /// The engine.
+    pub engine: Engine,
+    /// `http://127.0.0.1:<port>/`.
+    pub address: String,
+    /// Stops the HTTP server.
+    pub server: actix_web::dev::ServerHandle,
+}
+
+/// Starts an [`HttpNode`] on the database in `dir`; `tweak` adjusts its config.
+pub async fn http_node(
+    dir: &Path,
+    token: &str,
+    executor: bool,
+    tweak: impl FnOnce(&mut Config),
+) -> HttpNode {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = format!("http://{}/", listener.local_addr().expect("addr"));
+    let mut cfg = test_config(dir);
+    if executor {
+        cfg.executor.address = address.clone();
+    } else {
+        cfg.executor.app_name = String::new();
+    }
+    tweak(&mut cfg);
+    let engine = Engine::builder(cfg)
+        .handlers(xjob::demo::handlers().expect("handlers"))
+        .remote_client(std::sync::Arc::new(
+            xjob::executor::HttpExecutorClient::new(Some(token.into()), Duration::from_secs(3)),
+        ))
+        .log_dir(dir.join("joblogs"))
+        .start()
+        .await
+        .expect("engine starts");
+    let routes = xjob::routes::node(engine.clone(), Some(token.into()));
+    let server =
+        actix_web::HttpServer::new(move || actix_web::App::new().configure(routes.clone()))
+            .workers(1)
+            .listen(listener)
+            .expect("listen")
+            .run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    HttpNode {
+        engine,
+        address,
+        server: handle,
+    }
+}
+
+impl HttpNode {
+    /// Stops the server and closes the pool.
+    pub async fn shutdown(self) {
+        self.server.stop(false).await;
+        self.engine.db().clone().close().await.expect("close pool");
+    }
+}
+
+/// Polls `f` (real time, every 20 ms) until it holds; fails after `secs` seconds naming `what`.
+pub async fn eventually<F, Fut>(what: &str, secs: u64, f: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}
