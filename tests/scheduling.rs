@@ -292,3 +292,76 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
         app.close().await;
     });
 }
+
+#[test]
+fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let add = |handler: &str| JobSpec::cron(app.group, handler, "0 0 0 * * ?", handler);
+        let hello = app
+            .engine
+            .add_job(add("demoJobHandler"))
+            .await
+            .expect("add");
+        let sleeper = app
+            .engine
+            .add_job(add("sleepJobHandler"))
+            .await
+            .expect("add");
+        app.engine
+            .trigger_job(hello, Some("in-proc".into()), None)
+            .await
+            .expect("trigger");
+        app.engine
+            .trigger_job(sleeper, Some("600".into()), None)
+            .await
+            .expect("trigger");
+        app.advance(1_000).await;
+        let run = |job| {
+            let db = app.engine.db().clone();
+            async move {
+                xjob::store::logs::for_job(&db, job)
+                    .await
+                    .expect("rows")
+                    .remove(0)
+            }
+        };
+        let done = run(hello).await;
+        assert_eq!(done.handle_code, 200);
+        let log = app.engine.run_log(done.id, 1).await.expect("log");
+        assert!(
+            log.content.contains("Hello World. param: in-proc"),
+            "{log:?}"
+        );
+        let tail = app
+            .engine
+            .run_log(done.id, log.to_line + 1)
+            .await
+            .expect("log");
+        assert!(tail.end && tail.content.is_empty());
+        let running = run(sleeper).await;
+        assert_eq!(running.handle_code, 0, "still sleeping");
+        let live = app.engine.run_log(running.id, 1).await.expect("log");
+        assert!(
+            live.content.contains("sleeping 600 s") && !live.end,
+            "{live:?}"
+        );
+        app.engine.kill_run(running.id).await.expect("kill");
+        app.advance(100).await;
+        let killed = run(sleeper).await;
+        // failed as killed: whichever lands first, the center's mark or the executor's report
+        assert_eq!(killed.handle_code, 500);
+        let msg = killed.handle_msg.unwrap_or_default();
+        assert!(
+            msg == "Manual operation, kill job:"
+                || msg == "scheduling center kill job. [job running, killed]",
+            "{msg}"
+        );
+        assert!(
+            app.engine.kill_run(killed.id).await.is_ok(),
+            "a second kill finds no thread and still answers"
+        );
+        app.close().await;
+    });
+}
