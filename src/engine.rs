@@ -204,13 +204,8 @@ impl EngineBuilder {
         // it. Overdue ones are the scan's to recover, under the misfire policy.
         let now = clock.now_ms();
         let horizon = now + cfg.scheduler.pre_read_ms;
-        let adopted: Vec<_> = logs::all_pending(&db)
-            .await?
-            .into_iter()
-            .filter(|f| {
-                f.fire_time > now - cfg.scheduler.recover_after_ms && f.fire_time <= horizon
-            })
-            .collect();
+        let adopted =
+            logs::pending_between(&db, now - cfg.scheduler.recover_after_ms, horizon).await?;
         if !adopted.is_empty() {
             tracing::info!(
                 fires = adopted.len(),

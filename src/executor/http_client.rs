@@ -47,12 +47,11 @@ pub fn join_url(address: &str, path: &str) -> String {
     }
 }
 
-async fn post<B: Serialize, T: DeserializeOwned>(
+async fn post<T: DeserializeOwned>(
     url: String,
     body: Vec<u8>,
     token: Option<String>,
     timeout: Duration,
-    _marker: std::marker::PhantomData<B>,
 ) -> ReturnT<T> {
     let mut req = CLIENT.with(|c| c.post(&url));
     req = req
@@ -106,55 +105,50 @@ impl HttpExecutorClient {
                     .boxed();
             }
         };
-        let (tx, rx) = oneshot::channel();
         let (token, timeout, u) = (self.token.clone(), self.timeout, url.clone());
-        // the closure crosses threads; the request future stays on the client thread
-        let sent = self.thread.spawn_fn(move || {
-            actix::spawn(async move {
-                let r = post::<B, T>(u, payload, token, timeout, std::marker::PhantomData).await;
-                let _ = tx.send(r);
-            });
-        });
-        async move {
-            if !sent {
-                return ReturnT::fail(format!(
-                    "xxl-job remoting error(client thread stopped), for url : {url}"
-                ));
-            }
-            rx.await.unwrap_or_else(|_| {
-                ReturnT::fail(format!(
-                    "xxl-job remoting error(client thread stopped), for url : {url}"
-                ))
-            })
-        }
-        .boxed()
+        let stopped = ReturnT::fail(format!(
+            "xxl-job remoting error(client thread stopped), for url : {url}"
+        ));
+        self.on_client_thread(move || post::<T>(u, payload, token, timeout), stopped)
     }
 }
 
 impl HttpExecutorClient {
     /// POSTs a JSON body to any URL (webhooks); answers the HTTP status.
     pub fn post_json(&self, url: &str, body: Vec<u8>) -> BoxFuture<'static, Result<u16, String>> {
-        let (tx, rx) = oneshot::channel();
         let (u, timeout) = (url.to_string(), self.timeout);
+        let send = move || async move {
+            let req = CLIENT.with(|c| c.post(&u));
+            req.timeout(timeout)
+                .insert_header(("Content-Type", "application/json"))
+                .send_body(body)
+                .await
+                .map(|resp| resp.status().as_u16())
+                .map_err(|e| e.to_string())
+        };
+        self.on_client_thread(send, Err("HTTP client thread stopped".to_string()))
+    }
+
+    /// Runs the future `make` builds on the client thread (awc is bound to its thread) and
+    /// answers its output, or `stopped` when the thread is gone.
+    fn on_client_thread<T, F, Fut>(&self, make: F, stopped: T) -> BoxFuture<'static, T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        // the closure crosses threads; the request future stays on the client thread
         let sent = self.thread.spawn_fn(move || {
             actix::spawn(async move {
-                let req = CLIENT.with(|c| c.post(&u));
-                let r = req
-                    .timeout(timeout)
-                    .insert_header(("Content-Type", "application/json"))
-                    .send_body(body)
-                    .await
-                    .map(|resp| resp.status().as_u16())
-                    .map_err(|e| e.to_string());
-                let _ = tx.send(r);
+                let _ = tx.send(make().await);
             });
         });
         async move {
             if !sent {
-                return Err("HTTP client thread stopped".to_string());
+                return stopped;
             }
-            rx.await
-                .unwrap_or_else(|_| Err("HTTP client thread stopped".to_string()))
+            rx.await.unwrap_or(stopped)
         }
         .boxed()
     }

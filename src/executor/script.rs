@@ -98,20 +98,8 @@ async fn run(
             anyhow::anyhow!("script exit value(-1) is failed: cannot start `{cmd}`: {e}")
         })?;
     let mut guard = GroupGuard { pgid: child.id() };
-    let out = child.stdout.take().map(|s| BufReader::new(s).lines());
-    let err = child.stderr.take().map(|s| BufReader::new(s).lines());
-    let pump = |lines: Option<tokio::io::Lines<BufReader<_>>>, ctx: JobContext| async move {
-        if let Some(mut lines) = lines {
-            while let Ok(Some(l)) = lines.next_line().await {
-                ctx.log(l);
-            }
-        }
-    };
-    let (status, _, _) = tokio::join!(
-        child.wait(),
-        pump(out, ctx.clone()),
-        pump_err(err, ctx.clone())
-    );
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let (status, _, _) = tokio::join!(child.wait(), pump(out, ctx.clone()), pump(err, ctx.clone()));
     guard.pgid = None;
     let status = status?;
     match status.code() {
@@ -123,11 +111,10 @@ async fn run(
     }
 }
 
-async fn pump_err(
-    lines: Option<tokio::io::Lines<BufReader<tokio::process::ChildStderr>>>,
-    ctx: JobContext,
-) {
-    if let Some(mut lines) = lines {
+/// Copies a script's output, line by line, into the run log.
+async fn pump<R: tokio::io::AsyncRead + Unpin>(out: Option<R>, ctx: JobContext) {
+    if let Some(out) = out {
+        let mut lines = BufReader::new(out).lines();
         while let Ok(Some(l)) = lines.next_line().await {
             ctx.log(l);
         }

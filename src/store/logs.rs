@@ -143,7 +143,23 @@ pub async fn stale_pending(c: &impl ConnectionTrait, before: i64, limit: u64) ->
     Ok(rows.into_iter().map(to_fire).collect())
 }
 
-/// Every pending fire, oldest first (for shutdown hand-back and tests).
+/// Pending fires with nominal times in `(after, until]`, oldest first (adoption at start-up).
+pub async fn pending_between(
+    c: &impl ConnectionTrait,
+    after: i64,
+    until: i64,
+) -> Result<Vec<Fire>> {
+    let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
+        .filter(Column::FireTime.gt(after))
+        .filter(Column::FireTime.lte(until))
+        .order_by_asc(Column::FireTime)
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows.into_iter().map(to_fire).collect())
+}
+
+/// Every pending fire, oldest first (tests and tools).
 pub async fn all_pending(c: &impl ConnectionTrait) -> Result<Vec<Fire>> {
     let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
         .order_by_asc(Column::FireTime)
