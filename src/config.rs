@@ -95,12 +95,41 @@ impl Default for SmtpConfig {
 }
 
 /// Access control.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SecurityConfig {
     /// The `XXL-JOB-ACCESS-TOKEN` executors and the center exchange. There is no default: the
     /// `xjob` binary generates one on first start (kept in `data/access_token`) when unset.
     pub access_token: String,
+    /// The password of the `admin` user created on first start (when no user exists). Empty:
+    /// a random password is generated and printed once to the log.
+    pub admin_password: String,
+    /// Whether the console accepts script (GLUE) jobs and script source. Off by default: a
+    /// script job runs arbitrary code on an executor.
+    pub scripts_enabled: bool,
+    /// Lifetime of a console login token, seconds (default 12 hours).
+    pub session_ttl_secs: u64,
+    /// Failed logins allowed per client address and user name within
+    /// [`login_window_secs`](Self::login_window_secs) before logins are refused (429).
+    pub login_max_failures: u32,
+    /// The window of the login rate limit, seconds (default 15 minutes).
+    pub login_window_secs: u64,
+    /// Mark the login cookie `Secure` (set when the console is served over HTTPS).
+    pub secure_cookie: bool,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            access_token: String::new(),
+            admin_password: String::new(),
+            scripts_enabled: false,
+            session_ttl_secs: 12 * 3600,
+            login_max_failures: 5,
+            login_window_secs: 15 * 60,
+            secure_cookie: false,
+        }
+    }
 }
 
 /// HTTP settings.

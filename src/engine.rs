@@ -19,12 +19,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
+use crate::metrics::{Gauges, Metrics};
 use crate::activity::Activity;
 use crate::actors::complete::{CompleteActor, ConnectPool};
 use crate::actors::fail_monitor::FailMonitor;
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
-use crate::actors::ring::{DrainRing, PushRing, RingActor};
+use crate::actors::ring::{DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
@@ -83,6 +84,7 @@ pub struct Engine {
     fail_monitor: Addr<FailMonitor>,
     log_report: Addr<LogReport>,
     activity: Activity,
+    metrics: Metrics,
 }
 
 impl EngineBuilder {
@@ -135,11 +137,13 @@ impl EngineBuilder {
         store::verify_lock_row(&db).await?;
 
         let activity = Activity::default();
+        let metrics = Metrics::default();
         let complete = CompleteActor::new(
             db.clone(),
             clock.clone(),
             activity.clone(),
             cfg.scheduler.max_chain_depth,
+            metrics.clone(),
         )
         .start();
         let app = cfg.executor.app_name.trim().to_string();
@@ -172,6 +176,7 @@ impl EngineBuilder {
             clock.clone(),
             client,
             cfg.http.bind.clone(),
+            metrics.clone(),
         ));
 
         let heartbeat = local_address.as_ref().map(|a| Heartbeat {
@@ -246,6 +251,7 @@ impl EngineBuilder {
             cfg.pre_read_count(),
             ring.clone().recipient(),
             activity.clone(),
+            metrics.clone(),
         )
         .start();
         tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, "scheduling center started");
@@ -264,6 +270,7 @@ impl EngineBuilder {
             fail_monitor,
             log_report,
             activity,
+            metrics,
         })
     }
 }
@@ -461,6 +468,34 @@ impl Engine {
     /// Runs one scan pass now (the loop also runs one every second).
     pub async fn scan_now(&self) -> Result<ScanReport> {
         self.scan.send(ScanNow).await?
+    }
+
+    /// The engine's counters and histograms.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The Prometheus text exposition of the engine's metrics, with gauges read now.
+    pub async fn render_metrics(&self) -> Result<String> {
+        let stats = self.pool_stats().await?;
+        let ring_waiting = self.ring.send(GetRingSize).await?;
+        let alive_after = self
+            .clock
+            .now_naive()
+            .checked_sub_signed(chrono::TimeDelta::seconds(self.config.registry.dead_secs as i64))
+            .unwrap_or_default();
+        let live: std::collections::HashSet<String> =
+            crate::store::registry::live_by_app(&self.db, alive_after)
+                .await?
+                .into_values()
+                .flatten()
+                .collect();
+        Ok(self.metrics.render(Gauges {
+            fast_in_flight: stats.fast_in_flight,
+            slow_in_flight: stats.slow_in_flight,
+            ring_waiting,
+            live_executors: live.len(),
+        }))
     }
 
     /// The trigger lanes' occupancy and totals.

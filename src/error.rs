@@ -40,6 +40,37 @@ pub enum Error {
         /// The id asked for.
         log_id: i64,
     },
+    /// No record of this kind has this id.
+    #[error("{what} {id} not found")]
+    NotFound {
+        /// What was looked for (`user`, …).
+        what: &'static str,
+        /// The id asked for.
+        id: i64,
+    },
+    /// The request contradicts the current state (a duplicate name, a group still in use, …).
+    #[error("conflict: {reason}")]
+    Conflict {
+        /// What is in the way.
+        reason: String,
+    },
+    /// The request is well-formed but not allowed (by role, group permission or configuration).
+    #[error("forbidden: {reason}")]
+    Forbidden {
+        /// The field concerned, if one is.
+        field: Option<&'static str>,
+        /// Why.
+        reason: String,
+    },
+    /// No valid login token came with the request.
+    #[error("authentication required")]
+    Unauthenticated,
+    /// Too many failed logins from this client for this user.
+    #[error("too many failed logins; retry in {retry_after_secs} s")]
+    TooManyAttempts {
+        /// Seconds until a login is accepted again.
+        retry_after_secs: u64,
+    },
     /// A handler name was registered twice.
     #[error("job handler `{name}` is registered twice")]
     DuplicateHandler {

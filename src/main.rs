@@ -147,7 +147,13 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
             .await?;
         tracing::info!(group_id = id, "seeded the `xjob-demo` executor group");
     }
-    let routes = xjob::routes::node(engine.clone(), Some(token));
+    let console = xjob::console::Console::new(engine.clone());
+    if let Some(password) = console.bootstrap_admin().await? {
+        tracing::warn!(
+            "created console user `admin` with generated password (shown once; set security.admin_password to choose one): {password}"
+        );
+    }
+    let routes = xjob::routes::center(console, Some(token));
     let server = HttpServer::new(move || App::new().configure(routes.clone()))
         .bind(&bind)
         .with_context(|| format!("cannot listen on {bind}"))?

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
 
+use crate::metrics::Metrics;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
@@ -89,6 +90,7 @@ pub struct Trigger {
     client: Arc<dyn ExecutorClient>,
     router: Router,
     admin_address: String,
+    metrics: Metrics,
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -135,6 +137,7 @@ impl Trigger {
         clock: Clock,
         client: Arc<dyn ExecutorClient>,
         admin_address: String,
+        metrics: Metrics,
     ) -> Self {
         Trigger {
             db,
@@ -142,6 +145,7 @@ impl Trigger {
             client,
             router: Router::new(),
             admin_address,
+            metrics,
         }
     }
 
@@ -294,6 +298,7 @@ impl Trigger {
                     None => (None, "Trigger Fail：route strategy not found".into()),
                 }
             };
+            let started = std::time::Instant::now();
             let result: ReturnT = match &address {
                 Some(a) => self.client.run(a, tp).await,
                 None => ReturnT {
@@ -302,6 +307,11 @@ impl Trigger {
                     content: None,
                 },
             };
+            self.metrics.triggered(
+                result.is_success(),
+                req.fire_time.map(|f| now - f),
+                started.elapsed().as_micros() as u64,
+            );
             let shard_suffix = if broadcast {
                 format!("({index}/{total})")
             } else {

@@ -10,7 +10,9 @@
 //!   random claim token while one node dispatches it, 0 once dispatched.
 //! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
 //! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
+//! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
 
+pub mod xjob_session;
 pub mod xxl_job_group;
 pub mod xxl_job_info;
 pub mod xxl_job_lock;

@@ -6,6 +6,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_create_tables;
+mod m20261121_000002_create_xjob_session;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -13,6 +14,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_create_tables::Migration)]
+        vec![
+            Box::new(m20261121_000001_create_tables::Migration),
+            Box::new(m20261121_000002_create_xjob_session::Migration),
+        ]
     }
 }

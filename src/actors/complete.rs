@@ -14,6 +14,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
+use crate::metrics::Metrics;
 use crate::activity::Activity;
 use crate::actors::trigger_pool::TriggerJob;
 use crate::clock::{Clock, ms_to_naive};
@@ -52,6 +53,7 @@ pub struct CompleteActor {
     activity: Activity,
     pool: Option<Recipient<TriggerJob>>,
     max_chain_depth: i16,
+    metrics: Metrics,
 }
 
 impl CompleteActor {
@@ -61,11 +63,13 @@ impl CompleteActor {
         clock: Clock,
         activity: Activity,
         max_chain_depth: i16,
+        metrics: Metrics,
     ) -> Self {
         CompleteActor {
             db,
             clock,
             activity,
+            metrics,
             pool: None,
             max_chain_depth,
         }
@@ -233,6 +237,7 @@ impl Handler<Callback> for CompleteActor {
             self.max_chain_depth,
         );
         let guard = self.activity.enter();
+        self.metrics.callbacks(msg.0.len());
         Box::pin(async move {
             let _guard = guard;
             for item in msg.0 {

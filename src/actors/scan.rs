@@ -15,6 +15,7 @@ use actix::prelude::*;
 use chrono_tz::Tz;
 use sea_orm::{DatabaseConnection, TransactionTrait};
 
+use crate::metrics::Metrics;
 use crate::activity::Activity;
 use crate::actors::ring::PushRing;
 use crate::clock::Clock;
@@ -128,6 +129,7 @@ pub struct ScanActor {
     pre_read_count: u64,
     ring: Recipient<PushRing>,
     activity: Activity,
+    metrics: Metrics,
     schedules: ScheduleCache,
     stopped: bool,
     running: bool,
@@ -142,6 +144,7 @@ impl ScanActor {
         pre_read_count: u64,
         ring: Recipient<PushRing>,
         activity: Activity,
+        metrics: Metrics,
     ) -> Self {
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
@@ -152,6 +155,7 @@ impl ScanActor {
             pre_read_count,
             ring,
             activity,
+            metrics,
             schedules: HashMap::new(),
             stopped: false,
             running: false,
@@ -364,6 +368,7 @@ impl ScanActor {
     ) {
         match res {
             Ok((fires, report)) => {
+                self.metrics.scanned(report.fires, report.misfired);
                 if !fires.is_empty() {
                     self.ring.do_send(PushRing(fires));
                 }
@@ -451,6 +456,7 @@ impl Handler<ScanNow> for ScanActor {
             .map(|(res, cache), act, _ctx| {
                 act.schedules = cache;
                 let (fires, report) = res?;
+                act.metrics.scanned(report.fires, report.misfired);
                 if !fires.is_empty() {
                     act.ring.do_send(PushRing(fires));
                 }

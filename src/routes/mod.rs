@@ -2,7 +2,11 @@
 
 pub mod api;
 pub mod health;
+pub mod metrics;
+pub mod openapi;
+pub mod v1;
 
+use crate::console::Console;
 use crate::engine::Engine;
 use crate::executor::server::{self, ExecutorApi};
 
@@ -32,5 +36,20 @@ pub fn node(
                 },
             );
         }
+    }
+}
+
+/// Mounts a whole scheduling center: [`node`] plus the console API (`/v1/...`),
+/// `/openapi.json` and `/metrics`. This is what `xjob serve` runs.
+pub fn center(
+    console: Console,
+    access_token: Option<String>,
+) -> impl Fn(&mut actix_web::web::ServiceConfig) + Clone {
+    let node = node(console.engine().clone(), access_token);
+    move |cfg| {
+        node(cfg);
+        metrics::config(cfg);
+        openapi::config(cfg);
+        v1::config(cfg, console.clone());
     }
 }

@@ -70,3 +70,72 @@ pub async fn set_address_list(
     am.update(c).await?;
     Ok(())
 }
+
+/// A page of groups (appname / title contains; only `ids` when given), ordered by appname, and
+/// the total matching.
+pub async fn page(
+    c: &impl ConnectionTrait,
+    ids: Option<&[i32]>,
+    app_name: Option<&str>,
+    title: Option<&str>,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<Model>)> {
+    use sea_orm::{PaginatorTrait, QueryOrder, QuerySelect};
+    let mut q = Entity::find();
+    if let Some(ids) = ids {
+        q = q.filter(Column::Id.is_in(ids.iter().copied()));
+    }
+    if let Some(a) = app_name.map(str::trim).filter(|a| !a.is_empty()) {
+        q = q.filter(Column::AppName.contains(a));
+    }
+    if let Some(t) = title.map(str::trim).filter(|t| !t.is_empty()) {
+        q = q.filter(Column::Title.contains(t));
+    }
+    let total = q.clone().count(c).await?;
+    let items = q
+        .order_by_asc(Column::AppName)
+        .order_by_asc(Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(c)
+        .await?;
+    Ok((total, items))
+}
+
+/// Writes a group's appname, title, type and list.
+pub async fn update(
+    c: &impl ConnectionTrait,
+    id: i32,
+    app_name: &str,
+    title: &str,
+    address_type: i16,
+    address_list: Option<String>,
+    now: chrono::NaiveDateTime,
+) -> Result<()> {
+    let am = ActiveModel {
+        id: Set(id),
+        app_name: Set(app_name.into()),
+        title: Set(title.into()),
+        address_type: Set(address_type),
+        address_list: Set(address_list),
+        update_time: Set(Some(now)),
+    };
+    am.update(c).await?;
+    Ok(())
+}
+
+/// Deletes a group row.
+pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+    let r = Entity::delete_by_id(id).exec(c).await?;
+    if r.rows_affected == 0 {
+        return Err(Error::GroupNotFound { group_id: id });
+    }
+    Ok(())
+}
+
+/// How many groups exist.
+pub async fn count(c: &impl ConnectionTrait) -> Result<u64> {
+    use sea_orm::PaginatorTrait;
+    Ok(Entity::find().count(c).await?)
+}

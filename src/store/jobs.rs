@@ -115,3 +115,142 @@ pub async fn set_stopped(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     am.update(c).await?;
     Ok(())
 }
+
+/// Filters of the console's job list (spec §10 `/jobinfo/pageList`).
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    /// Only these groups (None = all).
+    pub groups: Option<Vec<i32>>,
+    /// Only running (1) or stopped (0) jobs.
+    pub trigger_status: Option<i16>,
+    /// Description contains.
+    pub job_desc: Option<String>,
+    /// Handler contains.
+    pub executor_handler: Option<String>,
+    /// Author contains.
+    pub author: Option<String>,
+}
+
+/// A page of jobs, newest id first, and the total matching.
+pub async fn page(
+    c: &impl ConnectionTrait,
+    f: &JobFilter,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<Model>)> {
+    use sea_orm::PaginatorTrait;
+    let mut q = Entity::find();
+    if let Some(g) = &f.groups {
+        q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
+    }
+    if let Some(s) = f.trigger_status {
+        q = q.filter(Column::TriggerStatus.eq(s));
+    }
+    let like = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+    if let Some(v) = like(&f.job_desc) {
+        q = q.filter(Column::JobDesc.contains(v));
+    }
+    if let Some(v) = like(&f.executor_handler) {
+        q = q.filter(Column::ExecutorHandler.contains(v));
+    }
+    if let Some(v) = like(&f.author) {
+        q = q.filter(Column::Author.contains(v));
+    }
+    let total = q.clone().count(c).await?;
+    let items = q
+        .order_by_desc(Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(c)
+        .await?;
+    Ok((total, items))
+}
+
+/// How many jobs exist (in `groups`, when given).
+pub async fn count(c: &impl ConnectionTrait, groups: Option<&[i32]>) -> Result<u64> {
+    use sea_orm::PaginatorTrait;
+    let mut q = Entity::find();
+    if let Some(g) = groups {
+        q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
+    }
+    Ok(q.count(c).await?)
+}
+
+/// Writes every user-editable field of `job` (not the schedule state, not the GLUE source).
+pub async fn update_definition(c: &impl ConnectionTrait, job: &Model) -> Result<()> {
+    let am = ActiveModel {
+        id: Set(job.id),
+        job_group: Set(job.job_group),
+        job_desc: Set(job.job_desc.clone()),
+        update_time: Set(job.update_time),
+        author: Set(job.author.clone()),
+        alarm_email: Set(job.alarm_email.clone()),
+        schedule_type: Set(job.schedule_type.clone()),
+        schedule_conf: Set(job.schedule_conf.clone()),
+        misfire_strategy: Set(job.misfire_strategy.clone()),
+        executor_route_strategy: Set(job.executor_route_strategy.clone()),
+        executor_handler: Set(job.executor_handler.clone()),
+        executor_param: Set(job.executor_param.clone()),
+        executor_block_strategy: Set(job.executor_block_strategy.clone()),
+        executor_timeout: Set(job.executor_timeout),
+        executor_fail_retry_count: Set(job.executor_fail_retry_count),
+        child_jobid: Set(job.child_jobid.clone()),
+        time_zone: Set(job.time_zone.clone()),
+        retry_interval: Set(job.retry_interval),
+        alarm_webhook: Set(job.alarm_webhook.clone()),
+        ..Default::default()
+    };
+    am.update(c).await?;
+    Ok(())
+}
+
+/// Moves a running job's next fire time (after its schedule changed); a stopped job is untouched.
+pub async fn reschedule_if_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<()> {
+    Entity::update_many()
+        .col_expr(Column::TriggerNextTime, Expr::val(next).into())
+        .filter(Column::Id.eq(id))
+        .filter(Column::TriggerStatus.eq(1))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// Sets a job's GLUE source and remark and stamps `glue_updatetime` (executors reload on it).
+pub async fn set_glue(
+    c: &impl ConnectionTrait,
+    id: i32,
+    source: &str,
+    remark: &str,
+    now: chrono::NaiveDateTime,
+) -> Result<()> {
+    let am = ActiveModel {
+        id: Set(id),
+        glue_source: Set(Some(source.into())),
+        glue_remark: Set(Some(remark.into())),
+        glue_updatetime: Set(Some(now)),
+        update_time: Set(Some(now)),
+        ..Default::default()
+    };
+    am.update(c).await?;
+    Ok(())
+}
+
+/// Deletes a job row.
+pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+    let r = Entity::delete_by_id(id).exec(c).await?;
+    if r.rows_affected == 0 {
+        return Err(Error::JobNotFound { job_id: id });
+    }
+    Ok(())
+}
+
+/// Of `ids`, those that exist, with their groups.
+pub async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(i32, i32)>> {
+    Ok(Entity::find()
+        .select_only()
+        .columns([Column::Id, Column::JobGroup])
+        .filter(Column::Id.is_in(ids.iter().copied()))
+        .into_tuple()
+        .all(c)
+        .await?)
+}

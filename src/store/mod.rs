@@ -3,11 +3,14 @@
 //!
 //! DATETIME columns hold UTC. The same statements run on SQLite, PostgreSQL and MySQL.
 
+pub mod glue;
 pub mod groups;
 pub mod jobs;
+pub mod log_pages;
 pub mod logs;
 pub mod registry;
 pub mod reports;
+pub mod users;
 
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,

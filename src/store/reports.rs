@@ -82,6 +82,11 @@ pub async fn upsert_day(
     Ok(())
 }
 
+/// Every report row (one per day), by day.
+pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
+    Ok(Entity::find().order_by_asc(Column::TriggerDay).all(c).await?)
+}
+
 /// Report rows in `[from, to]`, by day.
 pub async fn between(
     c: &impl ConnectionTrait,

@@ -1,0 +1,359 @@
+//! Console authentication: argon2 password hashes, random bearer tokens kept as SHA-256 in
+//! `xjob_session` (shared by every node), a login rate limit, and the first `admin`.
+//!
+//! Tokens are 256 random bits in hex, sent as `Authorization: Bearer <token>` or in the
+//! HttpOnly cookie [`COOKIE`]. Password hashing and checking run on the blocking pool, never on
+//! an actix worker.
+
+use std::collections::HashMap;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use parking_lot::Mutex;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::{Console, split_ids};
+use crate::error::{Error, Result};
+use crate::store::users;
+
+/// The name of the login cookie.
+pub const COOKIE: &str = "xjob_token";
+/// Shortest password accepted.
+pub const MIN_PASSWORD: usize = 8;
+/// Longest password accepted.
+pub const MAX_PASSWORD: usize = 128;
+/// Entries the rate limiter keeps before it drops expired ones.
+const LIMITER_PRUNE_AT: usize = 10_000;
+
+/// A signed-in user as the console sees them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Principal {
+    /// User id.
+    pub id: i32,
+    /// User name.
+    pub username: String,
+    /// 0 normal user, 1 administrator.
+    pub role: i16,
+    /// Groups a normal user may see and act on.
+    pub permission: Vec<i32>,
+}
+
+impl Principal {
+    fn of(u: &entity::xxl_job_user::Model) -> Self {
+        Principal {
+            id: u.id,
+            username: u.username.clone(),
+            role: u.role,
+            permission: split_ids(u.permission.as_deref()),
+        }
+    }
+
+    /// Whether this is an administrator.
+    pub fn is_admin(&self) -> bool {
+        self.role == 1
+    }
+
+    /// Refuses anyone but an administrator.
+    pub fn require_admin(&self) -> Result<()> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(Error::Forbidden {
+                field: None,
+                reason: "administrators only".into(),
+            })
+        }
+    }
+
+    /// Refuses a group outside a normal user's permission; `field` names the input concerned.
+    pub fn require_group(&self, group: i32, field: &'static str) -> Result<()> {
+        if self.is_admin() || self.permission.contains(&group) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden {
+                field: Some(field),
+                reason: format!("no permission for executor group {group}"),
+            })
+        }
+    }
+
+    /// The groups this user may see (None = all).
+    pub fn visible_groups(&self) -> Option<Vec<i32>> {
+        (!self.is_admin()).then(|| self.permission.clone())
+    }
+}
+
+/// A new login: the token to present and when it expires (epoch ms).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Login {
+    /// The bearer token.
+    pub token: String,
+    /// Epoch ms after which the token is refused.
+    pub expires_at: i64,
+    /// Who signed in.
+    pub user: Principal,
+}
+
+/// Hashes a password with argon2id (random salt) into a PHC string.
+pub fn hash_password(password: &str) -> Result<String> {
+    let bytes: [u8; 16] = rand::random();
+    let salt = SaltString::encode_b64(&bytes)
+        .map_err(|e| Error::Config(format!("password salt: {e}")))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| Error::Config(format!("password hashing failed: {e}")))
+}
+
+/// Checks a password against a stored hash: an argon2 PHC string, or (for a database taken
+/// over from XXL-JOB) a 32-character MD5 hex digest, compared in constant time.
+pub fn verify_password(stored: &str, password: &str) -> bool {
+    if let Ok(h) = PasswordHash::new(stored) {
+        return Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok();
+    }
+    if stored.len() == 32 && stored.bytes().all(|b| b.is_ascii_hexdigit()) {
+        use md5::Digest as _;
+        let md5: String = md5::Md5::digest(password.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        return crate::token::constant_time_eq(md5.as_bytes(), stored.to_ascii_lowercase().as_bytes());
+    }
+    false
+}
+
+/// The session key of a token: its SHA-256 in lower-case hex.
+pub fn token_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn random_hex(bytes: usize) -> String {
+    (0..bytes)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+/// Checks a new password's length.
+pub fn check_password(field: &'static str, p: &str) -> Result<()> {
+    let n = p.chars().count();
+    if !(MIN_PASSWORD..=MAX_PASSWORD).contains(&n) {
+        return Err(Error::Invalid {
+            field,
+            reason: format!("must be {MIN_PASSWORD} to {MAX_PASSWORD} characters"),
+        });
+    }
+    Ok(())
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| Error::Stopped("password hashing task"))
+}
+
+/// Counts failed logins per key within a window.
+#[derive(Debug)]
+pub struct LoginLimiter {
+    max: u32,
+    window_ms: i64,
+    failures: Mutex<HashMap<String, (u32, i64)>>,
+}
+
+impl LoginLimiter {
+    /// At most `max` failures per key per `window_ms`.
+    pub fn new(max: u32, window_ms: i64) -> Self {
+        LoginLimiter {
+            max,
+            window_ms,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Refuses a key with too many recent failures.
+    fn check(&self, key: &str, now: i64) -> Result<()> {
+        let map = self.failures.lock();
+        match map.get(key) {
+            Some(&(n, start)) if n >= self.max && now - start < self.window_ms => {
+                Err(Error::TooManyAttempts {
+                    retry_after_secs: ((start + self.window_ms - now + 999) / 1000) as u64,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn fail(&self, key: &str, now: i64) {
+        let mut map = self.failures.lock();
+        if map.len() >= LIMITER_PRUNE_AT {
+            let w = self.window_ms;
+            map.retain(|_, &mut (_, start)| now - start < w);
+        }
+        let e = map.entry(key.to_string()).or_insert((0, now));
+        if now - e.1 >= self.window_ms {
+            *e = (0, now);
+        }
+        e.0 += 1;
+    }
+
+    fn clear(&self, key: &str) {
+        self.failures.lock().remove(key);
+    }
+}
+
+impl Console {
+    /// Creates `admin` when no user exists: with `security.admin_password`, or a generated
+    /// password that is returned (for the caller to show once). `Ok(None)` when users exist or
+    /// the configured password was used.
+    pub async fn bootstrap_admin(&self) -> Result<Option<String>> {
+        if users::count(self.db()).await? > 0 {
+            return Ok(None);
+        }
+        let configured = self.engine.config().security.admin_password.clone();
+        let (password, generated) = if configured.is_empty() {
+            (random_hex(12), true)
+        } else {
+            check_password("security.admin_password", &configured)?;
+            (configured, false)
+        };
+        let p = password.clone();
+        let hash = blocking(move || hash_password(&p)).await??;
+        users::insert(self.db(), "admin", &hash, 1, None).await?;
+        tracing::info!("created the console user `admin`");
+        Ok(generated.then_some(password))
+    }
+
+    /// Signs a user in. `client` (the peer address) keys the rate limit with the user name.
+    pub async fn login(&self, username: &str, password: &str, client: &str) -> Result<Login> {
+        let now = self.engine.clock().now_ms();
+        let key = format!("{client}\u{0}{username}");
+        self.limiter.check(&key, now)?;
+        let user = users::by_name(self.db(), username).await?;
+        let stored = user.as_ref().map(|u| u.password.clone());
+        let pw = password.to_string();
+        // an unknown user costs a hash too, so timing does not reveal which names exist
+        let ok = blocking(move || match stored {
+            Some(s) => verify_password(&s, &pw),
+            None => {
+                let _ = hash_password(&pw);
+                false
+            }
+        })
+        .await?;
+        let Some(user) = user.filter(|_| ok) else {
+            self.limiter.fail(&key, now);
+            tracing::warn!(username, client, "console login refused");
+            return Err(Error::Unauthenticated);
+        };
+        self.limiter.clear(&key);
+        if !user.password.starts_with("$argon2") {
+            // upgrade a legacy XXL-JOB MD5 hash on first successful login
+            let p = password.to_string();
+            let hash = blocking(move || hash_password(&p)).await??;
+            users::set_password(self.db(), user.id, &hash).await?;
+        }
+        let token = random_hex(32);
+        let ttl = self.engine.config().security.session_ttl_secs.max(60) as i64 * 1000;
+        let expires_at = now + ttl;
+        users::delete_expired_sessions(self.db(), now).await?;
+        users::insert_session(self.db(), &token_hash(&token), user.id, expires_at).await?;
+        tracing::info!(username, "console login");
+        Ok(Login {
+            token,
+            expires_at,
+            user: Principal::of(&user),
+        })
+    }
+
+    /// The user a token belongs to, if the token is valid.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
+        let now = self.engine.clock().now_ms();
+        users::session_user(self.db(), &token_hash(token), now)
+            .await?
+            .map(|u| Principal::of(&u))
+            .ok_or(Error::Unauthenticated)
+    }
+
+    /// Ends the session of `token`.
+    pub async fn logout(&self, token: &str) -> Result<()> {
+        users::delete_session(self.db(), &token_hash(token)).await
+    }
+
+    /// Changes the signed-in user's own password (the old one is required) and ends their
+    /// other sessions.
+    pub async fn change_password(
+        &self,
+        who: &Principal,
+        token: &str,
+        old_password: &str,
+        new_password: &str,
+    ) -> Result<()> {
+        check_password("password", new_password)?;
+        let user = users::get(self.db(), who.id)
+            .await?
+            .ok_or(Error::Unauthenticated)?;
+        let (stored, old, new) = (
+            user.password.clone(),
+            old_password.to_string(),
+            new_password.to_string(),
+        );
+        let hash = blocking(move || {
+            if verify_password(&stored, &old) {
+                hash_password(&new).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .await??;
+        let Some(hash) = hash else {
+            return Err(Error::Invalid {
+                field: "oldPassword",
+                reason: "is not the current password".into(),
+            });
+        };
+        users::set_password(self.db(), who.id, &hash).await?;
+        users::delete_other_sessions(self.db(), who.id, &token_hash(token)).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_verify_and_legacy_md5_is_accepted() {
+        let h = hash_password("correct horse").unwrap();
+        assert!(h.starts_with("$argon2id$"));
+        assert!(verify_password(&h, "correct horse"));
+        assert!(!verify_password(&h, "wrong horse"));
+        // XXL-JOB 2.4's seed: MD5("123456")
+        assert!(verify_password("e10adc3949ba59abbe56e057f20f883e", "123456"));
+        assert!(!verify_password("e10adc3949ba59abbe56e057f20f883e", "1234567"));
+        assert!(!verify_password("", ""));
+    }
+
+    #[test]
+    fn the_limiter_refuses_after_max_failures_until_the_window_passes() {
+        let l = LoginLimiter::new(3, 1000);
+        for _ in 0..3 {
+            l.check("k", 0).unwrap();
+            l.fail("k", 0);
+        }
+        assert!(matches!(
+            l.check("k", 10),
+            Err(Error::TooManyAttempts { retry_after_secs: 1 })
+        ));
+        l.check("other", 10).unwrap();
+        l.check("k", 1000).unwrap();
+        l.fail("k", 1000);
+        l.check("k", 1001).unwrap();
+    }
+}

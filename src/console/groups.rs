@@ -1,0 +1,233 @@
+//! Executor groups (spec §10 `/jobgroup`): everyone reads the groups they may see; only
+//! administrators create, edit and delete. The answer carries the live `registryList`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Console, Page, Principal, rfc3339};
+use crate::actors::registry::RefreshRegistry;
+use crate::error::{Error, Result};
+use crate::store::{groups, jobs, registry};
+
+/// A group as the console shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupView {
+    /// Group id.
+    pub id: i32,
+    /// The executors' appname.
+    pub app_name: String,
+    /// Display name.
+    pub title: String,
+    /// 0 automatic (from heartbeats), 1 manual.
+    pub address_type: i16,
+    /// The stored comma-separated address list.
+    pub address_list: Option<String>,
+    /// The addresses triggers go to now: live heartbeats for an automatic group, the
+    /// manual list otherwise.
+    pub registry_list: Vec<String>,
+    /// Last change (RFC 3339).
+    pub update_time: Option<String>,
+}
+
+/// A group as a user writes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GroupInput {
+    /// The executors' appname (4–64 characters, no `<` or `>`).
+    pub app_name: String,
+    /// Display name (required).
+    pub title: String,
+    /// 0 automatic, 1 manual.
+    pub address_type: i16,
+    /// Manual addresses, comma-separated (required for a manual group).
+    pub address_list: Option<String>,
+}
+
+impl GroupInput {
+    /// Checks the fields (spec §10 rules); answers the normalised manual list.
+    fn validate(&self) -> Result<Option<String>> {
+        let invalid = |field, reason: &str| Error::Invalid {
+            field,
+            reason: reason.into(),
+        };
+        let n = self.app_name.chars().count();
+        if !(4..=64).contains(&n) {
+            return Err(invalid("appName", "must be 4 to 64 characters"));
+        }
+        if self.app_name.contains(['<', '>']) || self.app_name.trim() != self.app_name {
+            return Err(invalid(
+                "appName",
+                "must not contain `<`, `>` or surrounding spaces",
+            ));
+        }
+        if self.title.trim().is_empty() {
+            return Err(invalid("title", "is required"));
+        }
+        if self.title.chars().count() > 64 {
+            return Err(invalid("title", "must be at most 64 characters"));
+        }
+        match self.address_type {
+            0 => Ok(None),
+            1 => {
+                let list = self.address_list.as_deref().unwrap_or_default();
+                let items: Vec<&str> = list.split(',').map(str::trim).collect();
+                if list.trim().is_empty() || items.iter().any(|a| a.is_empty()) {
+                    return Err(invalid(
+                        "addressList",
+                        "a manual group needs a comma-separated list without empty items",
+                    ));
+                }
+                if let Some(bad) = items
+                    .iter()
+                    .find(|a| !(a.starts_with("http://") || a.starts_with("https://")))
+                {
+                    return Err(Error::Invalid {
+                        field: "addressList",
+                        reason: format!("`{bad}` is not an http:// or https:// address"),
+                    });
+                }
+                Ok(Some(items.join(",")))
+            }
+            _ => Err(invalid("addressType", "must be 0 (automatic) or 1 (manual)")),
+        }
+    }
+}
+
+fn view(
+    g: entity::xxl_job_group::Model,
+    live: &std::collections::BTreeMap<String, Vec<String>>,
+) -> GroupView {
+    let registry_list = if g.address_type == 0 {
+        live.get(&g.app_name).cloned().unwrap_or_default()
+    } else {
+        g.address_list
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    GroupView {
+        id: g.id,
+        app_name: g.app_name,
+        title: g.title,
+        address_type: g.address_type,
+        address_list: g.address_list,
+        registry_list,
+        update_time: rfc3339(g.update_time),
+    }
+}
+
+impl Console {
+    async fn live(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
+        let dead = self.engine.config().registry.dead_secs as i64;
+        let after = self
+            .now()
+            .checked_sub_signed(chrono::TimeDelta::seconds(dead))
+            .unwrap_or_default();
+        registry::live_by_app(self.db(), after).await
+    }
+
+    /// Groups the user may see whose appname / title contain the filters.
+    pub async fn list_groups(
+        &self,
+        who: &Principal,
+        app_name: Option<&str>,
+        title: Option<&str>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Page<GroupView>> {
+        let ids = who.visible_groups();
+        let (total, rows) =
+            groups::page(self.db(), ids.as_deref(), app_name, title, offset, limit).await?;
+        let live = self.live().await?;
+        Ok(Page {
+            total,
+            items: rows.into_iter().map(|g| view(g, &live)).collect(),
+        })
+    }
+
+    /// One group.
+    pub async fn get_group(&self, who: &Principal, id: i32) -> Result<GroupView> {
+        let g = groups::get(self.db(), id).await?;
+        who.require_group(id, "id")?;
+        Ok(view(g, &self.live().await?))
+    }
+
+    /// Creates a group (administrators).
+    pub async fn create_group(&self, who: &Principal, input: GroupInput) -> Result<GroupView> {
+        who.require_admin()?;
+        let list = input.validate()?;
+        if groups::by_app_name(self.db(), &input.app_name).await?.is_some() {
+            return Err(Error::Conflict {
+                reason: format!("a group with appName `{}` exists", input.app_name),
+            });
+        }
+        let id = groups::insert(
+            self.db(),
+            &input.app_name,
+            input.title.trim(),
+            input.address_type,
+            list,
+            self.now(),
+        )
+        .await?;
+        self.after_group_change().await?;
+        self.get_group(who, id).await
+    }
+
+    /// Edits a group (administrators); an automatic group's list is recomputed at once.
+    pub async fn update_group(
+        &self,
+        who: &Principal,
+        id: i32,
+        input: GroupInput,
+    ) -> Result<GroupView> {
+        who.require_admin()?;
+        groups::get(self.db(), id).await?;
+        let list = input.validate()?;
+        if let Some(other) = groups::by_app_name(self.db(), &input.app_name).await?
+            && other.id != id
+        {
+            return Err(Error::Conflict {
+                reason: format!("a group with appName `{}` exists", input.app_name),
+            });
+        }
+        groups::update(
+            self.db(),
+            id,
+            &input.app_name,
+            input.title.trim(),
+            input.address_type,
+            list,
+            self.now(),
+        )
+        .await?;
+        self.after_group_change().await?;
+        self.get_group(who, id).await
+    }
+
+    /// Deletes a group (administrators); refused while it has jobs or if it is the last one.
+    pub async fn delete_group(&self, who: &Principal, id: i32) -> Result<()> {
+        who.require_admin()?;
+        groups::get(self.db(), id).await?;
+        let jobs = jobs::count(self.db(), Some(&[id])).await?;
+        if jobs > 0 {
+            return Err(Error::Conflict {
+                reason: format!("the group still has {jobs} job(s)"),
+            });
+        }
+        if groups::count(self.db()).await? <= 1 {
+            return Err(Error::Conflict {
+                reason: "the last group cannot be deleted".into(),
+            });
+        }
+        groups::delete(self.db(), id).await
+    }
+
+    async fn after_group_change(&self) -> Result<()> {
+        self.engine.registry().send(RefreshRegistry).await?
+    }
+}

@@ -1,0 +1,471 @@
+//! Jobs and their GLUE source (spec §10 `/jobinfo`, `/jobcode`), confined to the user's groups.
+//! New jobs are created stopped; an edit never changes the GLUE type or source (the script
+//! editor does), and moves a running job's next fire when its schedule changed.
+
+use chrono::TimeZone;
+use sea_orm::TransactionTrait;
+use serde::{Deserialize, Serialize};
+
+use super::{Console, Page, Principal, rfc3339};
+use crate::error::{Error, Result};
+use crate::jobs::JobSpec;
+use crate::model::GlueType;
+use crate::schedule::Schedule;
+use crate::store::{glue, groups, jobs, log_pages};
+
+/// Longest list of next fire times answered.
+pub const MAX_NEXT_TIMES: usize = 100;
+
+/// A job as the console shows it (XXL-JOB's field names in camelCase, plus xjob's).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    /// Job id.
+    pub id: i32,
+    /// Executor group id.
+    pub job_group: i32,
+    /// Description.
+    pub job_desc: String,
+    /// Created (RFC 3339).
+    pub add_time: Option<String>,
+    /// Last edited (RFC 3339).
+    pub update_time: Option<String>,
+    /// Owner.
+    pub author: Option<String>,
+    /// Comma-separated alarm e-mail addresses.
+    pub alarm_email: Option<String>,
+    /// NONE, CRON or FIX_RATE.
+    pub schedule_type: String,
+    /// Cron expression or seconds.
+    pub schedule_conf: Option<String>,
+    /// DO_NOTHING or FIRE_ONCE_NOW.
+    pub misfire_strategy: String,
+    /// Routing strategy.
+    pub executor_route_strategy: Option<String>,
+    /// Handler name.
+    pub executor_handler: Option<String>,
+    /// Param passed to the handler.
+    pub executor_param: Option<String>,
+    /// Block strategy.
+    pub executor_block_strategy: Option<String>,
+    /// Timeout, seconds (0 none).
+    pub executor_timeout: i32,
+    /// Retries after a failure.
+    pub executor_fail_retry_count: i32,
+    /// BEAN or a GLUE type.
+    pub glue_type: String,
+    /// Script source.
+    pub glue_source: Option<String>,
+    /// Script remark.
+    pub glue_remark: Option<String>,
+    /// Script version stamp (RFC 3339).
+    pub glue_updatetime: Option<String>,
+    /// Comma-separated child job ids.
+    pub child_job_id: Option<String>,
+    /// 0 stopped, 1 running.
+    pub trigger_status: i16,
+    /// Last scheduled fire, epoch ms (0 none).
+    pub trigger_last_time: i64,
+    /// Next scheduled fire, epoch ms (0 none).
+    pub trigger_next_time: i64,
+    /// IANA time zone of a CRON schedule (None = the center's).
+    pub time_zone: Option<String>,
+    /// Seconds before a fail retry.
+    pub retry_interval: i32,
+    /// URL that receives a JSON POST when a run fails.
+    pub alarm_webhook: Option<String>,
+}
+
+impl From<entity::xxl_job_info::Model> for JobView {
+    fn from(j: entity::xxl_job_info::Model) -> Self {
+        JobView {
+            id: j.id,
+            job_group: j.job_group,
+            job_desc: j.job_desc,
+            add_time: rfc3339(j.add_time),
+            update_time: rfc3339(j.update_time),
+            author: j.author,
+            alarm_email: j.alarm_email,
+            schedule_type: j.schedule_type,
+            schedule_conf: j.schedule_conf,
+            misfire_strategy: j.misfire_strategy,
+            executor_route_strategy: j.executor_route_strategy,
+            executor_handler: j.executor_handler,
+            executor_param: j.executor_param,
+            executor_block_strategy: j.executor_block_strategy,
+            executor_timeout: j.executor_timeout,
+            executor_fail_retry_count: j.executor_fail_retry_count,
+            glue_type: j.glue_type,
+            glue_source: j.glue_source,
+            glue_remark: j.glue_remark,
+            glue_updatetime: rfc3339(j.glue_updatetime),
+            child_job_id: j.child_jobid,
+            trigger_status: j.trigger_status,
+            trigger_last_time: j.trigger_last_time,
+            trigger_next_time: j.trigger_next_time,
+            time_zone: j.time_zone,
+            retry_interval: j.retry_interval,
+            alarm_webhook: j.alarm_webhook,
+        }
+    }
+}
+
+/// Filters of the job list.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct JobQuery {
+    /// Only this group (0 or absent = every group the user may see).
+    pub job_group: Option<i32>,
+    /// 1 running, 0 stopped, −1 or absent all.
+    pub trigger_status: Option<i16>,
+    /// Description contains.
+    pub job_desc: Option<String>,
+    /// Handler contains.
+    pub executor_handler: Option<String>,
+    /// Author contains.
+    pub author: Option<String>,
+    /// First item.
+    pub offset: Option<u64>,
+    /// Page size.
+    pub limit: Option<u64>,
+}
+
+/// A job's GLUE source with its history.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GlueView {
+    /// The job.
+    pub job_id: i32,
+    /// Its GLUE type.
+    pub glue_type: String,
+    /// Current source.
+    pub glue_source: Option<String>,
+    /// Current remark.
+    pub glue_remark: Option<String>,
+    /// Version stamp (RFC 3339).
+    pub glue_updatetime: Option<String>,
+    /// Earlier versions, newest first (at most 30).
+    pub history: Vec<GlueVersion>,
+}
+
+/// One saved version of a script.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GlueVersion {
+    /// History row id.
+    pub id: i32,
+    /// GLUE type then.
+    pub glue_type: Option<String>,
+    /// Source then.
+    pub glue_source: Option<String>,
+    /// Remark.
+    pub glue_remark: String,
+    /// Saved (RFC 3339).
+    pub update_time: Option<String>,
+}
+
+/// A new version of a script.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GlueInput {
+    /// The source.
+    pub glue_source: String,
+    /// What changed (4–100 characters).
+    pub glue_remark: String,
+}
+
+impl Console {
+    fn scripts_enabled(&self) -> bool {
+        self.engine.config().security.scripts_enabled
+    }
+
+    fn require_scripts(&self, glue: GlueType) -> Result<()> {
+        if glue != GlueType::Bean && !self.scripts_enabled() {
+            return Err(Error::Forbidden {
+                field: Some("glueType"),
+                reason: "script (GLUE) jobs are disabled; set security.scripts_enabled to allow them"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The job, if the user may see its group.
+    async fn visible_job(&self, who: &Principal, id: i32) -> Result<entity::xxl_job_info::Model> {
+        let job = jobs::get(self.db(), id).await?;
+        who.require_group(job.job_group, "id")?;
+        Ok(job)
+    }
+
+    /// Child ids must exist and be within the user's groups; answers the normalised list.
+    async fn check_children(
+        &self,
+        who: &Principal,
+        self_id: Option<i32>,
+        children: Option<&str>,
+    ) -> Result<Option<String>> {
+        let ids: Vec<i32> = super::split_ids(children);
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let found = jobs::groups_of(self.db(), &ids).await?;
+        for id in &ids {
+            if Some(*id) == self_id {
+                return Err(Error::Invalid {
+                    field: "childJobId",
+                    reason: "a job cannot be its own child".into(),
+                });
+            }
+            match found.iter().find(|(j, _)| j == id) {
+                None => {
+                    return Err(Error::Invalid {
+                        field: "childJobId",
+                        reason: format!("job {id} does not exist"),
+                    });
+                }
+                Some((_, g)) => who.require_group(*g, "childJobId")?,
+            }
+        }
+        let s: Vec<String> = ids.iter().map(i32::to_string).collect();
+        Ok(Some(s.join(",")))
+    }
+
+    async fn check_group(&self, who: &Principal, group: i32) -> Result<()> {
+        who.require_group(group, "jobGroup")?;
+        match groups::get(self.db(), group).await {
+            Err(Error::GroupNotFound { .. }) => Err(Error::Invalid {
+                field: "jobGroup",
+                reason: format!("executor group {group} does not exist"),
+            }),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Jobs the user may see that match `q`, newest first.
+    pub async fn list_jobs(&self, who: &Principal, q: &JobQuery) -> Result<Page<JobView>> {
+        let (offset, limit) = super::page_bounds(q.offset, q.limit)?;
+        let groups = match q.job_group.filter(|g| *g > 0) {
+            Some(g) => {
+                who.require_group(g, "jobGroup")?;
+                Some(vec![g])
+            }
+            None => who.visible_groups(),
+        };
+        let f = jobs::JobFilter {
+            groups,
+            trigger_status: q.trigger_status.filter(|s| *s >= 0),
+            job_desc: q.job_desc.clone(),
+            executor_handler: q.executor_handler.clone(),
+            author: q.author.clone(),
+        };
+        let (total, rows) = jobs::page(self.db(), &f, offset, limit).await?;
+        Ok(Page {
+            total,
+            items: rows.into_iter().map(JobView::from).collect(),
+        })
+    }
+
+    /// One job.
+    pub async fn get_job(&self, who: &Principal, id: i32) -> Result<JobView> {
+        Ok(self.visible_job(who, id).await?.into())
+    }
+
+    /// Creates a job (stopped).
+    pub async fn create_job(&self, who: &Principal, mut spec: JobSpec) -> Result<JobView> {
+        self.check_group(who, spec.job_group).await?;
+        self.require_scripts(spec.glue_type.parse()?)?;
+        spec.child_job_id = self
+            .check_children(who, None, spec.child_job_id.as_deref())
+            .await?;
+        let model = spec.validate(self.tz(), self.now())?;
+        let id = jobs::insert(self.db(), model).await?;
+        self.get_job(who, id).await
+    }
+
+    /// Edits a job's definition (not its GLUE type or source).
+    pub async fn update_job(&self, who: &Principal, id: i32, mut spec: JobSpec) -> Result<JobView> {
+        let old = self.visible_job(who, id).await?;
+        self.check_group(who, spec.job_group).await?;
+        spec.glue_type = old.glue_type.clone();
+        spec.glue_source = old.glue_source.clone();
+        spec.glue_remark = old.glue_remark.clone();
+        spec.child_job_id = self
+            .check_children(who, Some(id), spec.child_job_id.as_deref())
+            .await?;
+        let mut model = spec.validate(self.tz(), self.now())?;
+        model.id = id;
+        let schedule_changed = (&model.schedule_type, &model.schedule_conf, &model.time_zone)
+            != (&old.schedule_type, &old.schedule_conf, &old.time_zone);
+        let txn = self.db().begin().await?;
+        jobs::update_definition(&txn, &model).await?;
+        if schedule_changed && old.trigger_status == 1 {
+            let schedule = Schedule::for_job(
+                &model.schedule_type,
+                model.schedule_conf.as_deref(),
+                model.time_zone.as_deref(),
+                self.tz(),
+            )?;
+            let next = schedule
+                .first_after(self.engine.clock().now_ms())
+                .ok_or(Error::Invalid {
+                    field: "scheduleConf",
+                    reason: "the schedule has no future fire time".into(),
+                })?;
+            jobs::reschedule_if_running(&txn, id, next).await?;
+        }
+        txn.commit().await?;
+        self.get_job(who, id).await
+    }
+
+    /// Deletes a job with its run logs (pending fires included) and GLUE history.
+    pub async fn delete_job(&self, who: &Principal, id: i32) -> Result<()> {
+        self.visible_job(who, id).await?;
+        let txn = self.db().begin().await?;
+        jobs::delete(&txn, id).await?;
+        log_pages::delete_for_job(&txn, id).await?;
+        glue::delete_for_job(&txn, id).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// Starts a job.
+    pub async fn start_job(&self, who: &Principal, id: i32) -> Result<JobView> {
+        self.visible_job(who, id).await?;
+        self.engine.start_job(id).await?;
+        self.get_job(who, id).await
+    }
+
+    /// Stops a job.
+    pub async fn stop_job(&self, who: &Principal, id: i32) -> Result<JobView> {
+        self.visible_job(who, id).await?;
+        self.engine.stop_job(id).await?;
+        self.get_job(who, id).await
+    }
+
+    /// Triggers a job once now with an optional param and address list.
+    pub async fn trigger_job(
+        &self,
+        who: &Principal,
+        id: i32,
+        executor_param: Option<String>,
+        address_list: Option<String>,
+    ) -> Result<()> {
+        self.visible_job(who, id).await?;
+        if let Some(bad) = address_list
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .find(|a| !a.is_empty() && !(a.starts_with("http://") || a.starts_with("https://")))
+        {
+            return Err(Error::Invalid {
+                field: "addressList",
+                reason: format!("`{bad}` is not an http:// or https:// address"),
+            });
+        }
+        self.engine.trigger_job(id, executor_param, address_list).await
+    }
+
+    /// The next `count` fire times of a schedule from now, in its time zone (RFC 3339).
+    pub fn next_fire_times(
+        &self,
+        schedule_type: &str,
+        schedule_conf: Option<&str>,
+        time_zone: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<String>> {
+        if count == 0 || count > MAX_NEXT_TIMES {
+            return Err(Error::Invalid {
+                field: "count",
+                reason: format!("must be between 1 and {MAX_NEXT_TIMES}"),
+            });
+        }
+        let zone: chrono_tz::Tz = match time_zone.map(str::trim).filter(|z| !z.is_empty()) {
+            Some(z) => z.parse().map_err(|_| Error::Invalid {
+                field: "timeZone",
+                reason: format!("`{z}` is not an IANA time zone"),
+            })?,
+            None => self.tz(),
+        };
+        let schedule = Schedule::for_job(schedule_type, schedule_conf, time_zone, self.tz())
+            .map_err(|e| match e {
+                Error::InvalidSchedule { conf, reason } => Error::Invalid {
+                    field: "scheduleConf",
+                    reason: format!("`{conf}`: {reason}"),
+                },
+                other => other,
+            })?;
+        if schedule == Schedule::None {
+            return Err(Error::Invalid {
+                field: "scheduleType",
+                reason: "a NONE schedule has no fire times".into(),
+            });
+        }
+        Ok(schedule
+            .next_n(self.engine.clock().now_ms(), count)
+            .into_iter()
+            .filter_map(|ms| zone.timestamp_millis_opt(ms).single())
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .collect())
+    }
+
+    /// A script job's source and history (refused for BEAN jobs).
+    pub async fn get_glue(&self, who: &Principal, id: i32) -> Result<GlueView> {
+        let job = self.visible_job(who, id).await?;
+        if job.glue_type.parse::<GlueType>()? == GlueType::Bean {
+            return Err(Error::Invalid {
+                field: "glueType",
+                reason: "a BEAN job has no script source".into(),
+            });
+        }
+        let history = glue::history(self.db(), id)
+            .await?
+            .into_iter()
+            .map(|h| GlueVersion {
+                id: h.id,
+                glue_type: h.glue_type,
+                glue_source: h.glue_source,
+                glue_remark: h.glue_remark,
+                update_time: rfc3339(h.update_time),
+            })
+            .collect();
+        Ok(GlueView {
+            job_id: id,
+            glue_type: job.glue_type,
+            glue_source: job.glue_source,
+            glue_remark: job.glue_remark,
+            glue_updatetime: rfc3339(job.glue_updatetime),
+            history,
+        })
+    }
+
+    /// Saves a new version of a script job's source (executors reload it on the next run).
+    pub async fn save_glue(&self, who: &Principal, id: i32, input: GlueInput) -> Result<GlueView> {
+        let job = self.visible_job(who, id).await?;
+        let glue_type: GlueType = job.glue_type.parse()?;
+        if glue_type == GlueType::Bean {
+            return Err(Error::Invalid {
+                field: "glueType",
+                reason: "a BEAN job has no script source".into(),
+            });
+        }
+        self.require_scripts(glue_type)?;
+        let n = input.glue_remark.trim().chars().count();
+        if !(4..=100).contains(&n) {
+            return Err(Error::Invalid {
+                field: "glueRemark",
+                reason: "must be 4 to 100 characters".into(),
+            });
+        }
+        let source = match glue_type {
+            GlueType::GlueShell => input.glue_source.replace('\r', ""),
+            _ => input.glue_source,
+        };
+        let now = self.now();
+        let txn = self.db().begin().await?;
+        jobs::set_glue(&txn, id, &source, input.glue_remark.trim(), now).await?;
+        glue::push(&txn, id, &job.glue_type, &source, input.glue_remark.trim(), now).await?;
+        txn.commit().await?;
+        self.get_glue(who, id).await
+    }
+}

@@ -1,0 +1,152 @@
+//! The console's operations (spec §10) over the [`Engine`], with authentication and per-group
+//! permissions applied: what the `/v1` routes call. Every operation takes the signed-in
+//! [`Principal`], checks its role and groups, validates input (errors name the field) and
+//! answers plain view structs that serialise with XXL-JOB's camelCase field names.
+//!
+//! One file per resource: [`auth`] (passwords, sessions, login rate limit, the first admin),
+//! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`].
+
+pub mod auth;
+pub mod dashboard;
+pub mod groups;
+pub mod jobs;
+pub mod logs;
+pub mod users;
+
+use std::sync::Arc;
+
+use chrono::{NaiveDateTime, SecondsFormat, TimeZone};
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+pub use auth::Principal;
+
+/// Largest page a list answers.
+pub const MAX_LIMIT: u64 = 1000;
+/// Page size when none is asked for.
+pub const DEFAULT_LIMIT: u64 = 20;
+
+/// A page of a list: `{"total": n, "items": [...]}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Page<T> {
+    /// How many items match, over all pages.
+    pub total: u64,
+    /// This page's items.
+    pub items: Vec<T>,
+}
+
+/// The console service: the engine plus login state. Cheap to clone.
+#[derive(Clone)]
+pub struct Console {
+    engine: Engine,
+    limiter: Arc<auth::LoginLimiter>,
+}
+
+impl Console {
+    /// A console over `engine`, with the security settings of its config.
+    pub fn new(engine: Engine) -> Self {
+        let sec = &engine.config().security;
+        let limiter = auth::LoginLimiter::new(
+            sec.login_max_failures.max(1),
+            sec.login_window_secs.max(1) as i64 * 1000,
+        );
+        Console {
+            engine,
+            limiter: Arc::new(limiter),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn db(&self) -> &sea_orm::DatabaseConnection {
+        self.engine.db()
+    }
+
+    fn now(&self) -> NaiveDateTime {
+        self.engine.clock().now_naive()
+    }
+
+    fn tz(&self) -> chrono_tz::Tz {
+        self.engine.config().time_zone()
+    }
+}
+
+/// `offset` / `limit` of a list request, bounded.
+pub fn page_bounds(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64)> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(Error::Invalid {
+            field: "limit",
+            reason: format!("must be between 1 and {MAX_LIMIT}"),
+        });
+    }
+    Ok((offset.unwrap_or(0), limit))
+}
+
+/// A stored UTC DATETIME as RFC 3339 (`2026-11-21T14:00:00Z`).
+pub fn rfc3339(t: Option<NaiveDateTime>) -> Option<String> {
+    t.map(|t| t.and_utc().to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+/// Parses a time filter: RFC 3339, epoch milliseconds, or `yyyy-MM-dd[ HH:mm:ss]` in `tz`.
+/// Answers the UTC instant (as stored in DATETIME columns).
+pub fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<NaiveDateTime> {
+    let s = s.trim();
+    let bad = || Error::Invalid {
+        field,
+        reason: format!(
+            "`{s}` is not a time (RFC 3339, epoch ms, or yyyy-MM-dd[ HH:mm:ss] in the center's zone)"
+        ),
+    };
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.naive_utc());
+    }
+    if let Ok(ms) = s.parse::<i64>() {
+        return chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.naive_utc())
+            .ok_or_else(bad);
+    }
+    let local = NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+        .or_else(|_| {
+            chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
+        })
+        .map_err(|_| bad())?;
+    tz.from_local_datetime(&local)
+        .earliest()
+        .map(|t| t.naive_utc())
+        .ok_or_else(bad)
+}
+
+/// Splits a comma-separated id list (`"1,2"`) into numbers, ignoring blanks and junk.
+pub fn split_ids(s: Option<&str>) -> Vec<i32> {
+    s.unwrap_or_default()
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_every_accepted_form() {
+        let tz: chrono_tz::Tz = "Asia/Shanghai".parse().unwrap();
+        let want = chrono::DateTime::from_timestamp(1_795_269_600, 0)
+            .unwrap()
+            .naive_utc();
+        assert_eq!(parse_time("from", "2026-11-21T14:00:00Z", tz).unwrap(), want);
+        assert_eq!(parse_time("from", "1795269600000", tz).unwrap(), want);
+        assert_eq!(parse_time("from", "2026-11-21 22:00:00", tz).unwrap(), want);
+        let e = parse_time("to", "yesterday", tz).unwrap_err().to_string();
+        assert!(e.contains("to"), "{e}");
+        assert_eq!(rfc3339(Some(want)).unwrap(), "2026-11-21T14:00:00Z");
+        assert_eq!(split_ids(Some("3, x,,4")), vec![3, 4]);
+    }
+}

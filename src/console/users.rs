@@ -1,0 +1,184 @@
+//! Console users (spec §10 `/user`, administrators only). Passwords are never answered;
+//! nobody can delete or demote themselves.
+
+use serde::{Deserialize, Serialize};
+
+use super::auth::{check_password, hash_password};
+use super::{Console, Page, Principal, split_ids};
+use crate::error::{Error, Result};
+use crate::store::{groups, users};
+
+/// A user as the console shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserView {
+    /// User id.
+    pub id: i32,
+    /// User name.
+    pub username: String,
+    /// 0 normal user, 1 administrator.
+    pub role: i16,
+    /// Group ids a normal user may see and act on.
+    pub permission: Vec<i32>,
+}
+
+/// A user as an administrator writes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UserInput {
+    /// User name (4–20 letters, digits, `_`, `-`, `.`, `@`); fixed after creation.
+    pub username: String,
+    /// Password (8–128 characters); blank on update keeps the current one.
+    pub password: Option<String>,
+    /// 0 normal user, 1 administrator.
+    pub role: i16,
+    /// Group ids a normal user may act on.
+    pub permission: Vec<i32>,
+}
+
+fn view(u: entity::xxl_job_user::Model) -> UserView {
+    UserView {
+        id: u.id,
+        username: u.username,
+        role: u.role,
+        permission: split_ids(u.permission.as_deref()),
+    }
+}
+
+fn check_username(name: &str) -> Result<()> {
+    let n = name.chars().count();
+    if !(4..=20).contains(&n)
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'))
+    {
+        return Err(Error::Invalid {
+            field: "username",
+            reason: "must be 4 to 20 letters, digits, `_`, `-`, `.` or `@`".into(),
+        });
+    }
+    Ok(())
+}
+
+fn check_role(role: i16) -> Result<()> {
+    if !matches!(role, 0 | 1) {
+        return Err(Error::Invalid {
+            field: "role",
+            reason: "must be 0 (user) or 1 (administrator)".into(),
+        });
+    }
+    Ok(())
+}
+
+impl Console {
+    async fn permission_list(&self, ids: &[i32]) -> Result<Option<String>> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let found = groups::get_many(self.db(), &ids).await?;
+        if let Some(missing) = ids.iter().find(|i| !found.iter().any(|g| g.id == **i)) {
+            return Err(Error::Invalid {
+                field: "permission",
+                reason: format!("executor group {missing} does not exist"),
+            });
+        }
+        let s: Vec<String> = ids.iter().map(i32::to_string).collect();
+        Ok((!s.is_empty()).then(|| s.join(",")))
+    }
+
+    /// Users whose name contains `username`, with `role` if given.
+    pub async fn list_users(
+        &self,
+        who: &Principal,
+        username: Option<&str>,
+        role: Option<i16>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Page<UserView>> {
+        who.require_admin()?;
+        let (total, rows) = users::page(self.db(), username, role, offset, limit).await?;
+        Ok(Page {
+            total,
+            items: rows.into_iter().map(view).collect(),
+        })
+    }
+
+    /// Creates a user.
+    pub async fn create_user(&self, who: &Principal, input: UserInput) -> Result<UserView> {
+        who.require_admin()?;
+        check_username(&input.username)?;
+        let password = input.password.unwrap_or_default();
+        check_password("password", &password)?;
+        check_role(input.role)?;
+        let permission = self.permission_list(&input.permission).await?;
+        if users::by_name(self.db(), &input.username).await?.is_some() {
+            return Err(Error::Conflict {
+                reason: format!("user `{}` exists", input.username),
+            });
+        }
+        let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+            .await
+            .map_err(|_| Error::Stopped("password hashing task"))??;
+        let id = users::insert(self.db(), &input.username, &hash, input.role, permission).await?;
+        self.get_user(id).await
+    }
+
+    async fn get_user(&self, id: i32) -> Result<UserView> {
+        users::get(self.db(), id)
+            .await?
+            .map(view)
+            .ok_or(Error::NotFound {
+                what: "user",
+                id: id.into(),
+            })
+    }
+
+    /// Edits a user's role, permission and (when given) password.
+    pub async fn update_user(
+        &self,
+        who: &Principal,
+        id: i32,
+        input: UserInput,
+    ) -> Result<UserView> {
+        who.require_admin()?;
+        let current = self.get_user(id).await?;
+        if !input.username.is_empty() && input.username != current.username {
+            return Err(Error::Invalid {
+                field: "username",
+                reason: "cannot be changed".into(),
+            });
+        }
+        check_role(input.role)?;
+        if id == who.id && input.role != 1 {
+            return Err(Error::Conflict {
+                reason: "you cannot demote yourself".into(),
+            });
+        }
+        let password = input.password.filter(|p| !p.is_empty());
+        if let Some(p) = &password {
+            check_password("password", p)?;
+        }
+        let permission = self.permission_list(&input.permission).await?;
+        let hash = match password {
+            Some(p) => Some(
+                tokio::task::spawn_blocking(move || hash_password(&p))
+                    .await
+                    .map_err(|_| Error::Stopped("password hashing task"))??,
+            ),
+            None => None,
+        };
+        users::update(self.db(), id, input.role, permission, hash.as_deref()).await?;
+        self.get_user(id).await
+    }
+
+    /// Deletes a user and their sessions.
+    pub async fn delete_user(&self, who: &Principal, id: i32) -> Result<()> {
+        who.require_admin()?;
+        if id == who.id {
+            return Err(Error::Conflict {
+                reason: "you cannot delete yourself".into(),
+            });
+        }
+        users::delete(self.db(), id).await
+    }
+}

@@ -1,0 +1,225 @@
+//! Prometheus metrics, kept in atomics and rendered in the text exposition format by hand (the
+//! format is small; an exporter crate would add dozens of dependencies).
+//!
+//! The engine's parts record into one shared [`Metrics`]: the scan (fires recorded, misfires),
+//! the trigger procedure (triggers by result, fire lateness, dispatch latency) and the completion
+//! actor (results received). Gauges that already live elsewhere (lane occupancy, live executors)
+//! are read when `/metrics` is scraped and passed to [`Metrics::render`].
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bucket bounds of the lateness histogram, seconds.
+const LATENESS_BOUNDS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+/// Bucket bounds of the dispatch latency histogram, seconds.
+const DISPATCH_BOUNDS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0, 5.0,
+];
+
+/// A cumulative histogram over fixed bounds, in microseconds inside.
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// Non-cumulative counts per bucket; the last one is `+Inf`.
+    counts: Vec<AtomicU64>,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
+    fn observe_us(&self, us: u64) {
+        let secs = us as f64 / 1e6;
+        let i = self
+            .bounds
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c.load(Ordering::Relaxed);
+            let le = self
+                .bounds
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    fires_recorded: AtomicU64,
+    misfires: AtomicU64,
+    triggers_ok: AtomicU64,
+    triggers_failed: AtomicU64,
+    callbacks: AtomicU64,
+    lateness: Histogram,
+    dispatch: Histogram,
+}
+
+/// The engine's counters and histograms; cheap to clone (one shared set).
+#[derive(Clone, Debug)]
+pub struct Metrics(Arc<Inner>);
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics(Arc::new(Inner {
+            fires_recorded: AtomicU64::new(0),
+            misfires: AtomicU64::new(0),
+            triggers_ok: AtomicU64::new(0),
+            triggers_failed: AtomicU64::new(0),
+            callbacks: AtomicU64::new(0),
+            lateness: Histogram::new(&LATENESS_BOUNDS),
+            dispatch: Histogram::new(&DISPATCH_BOUNDS),
+        }))
+    }
+}
+
+/// Gauges read at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gauges {
+    /// Triggers running on the fast lane.
+    pub fast_in_flight: usize,
+    /// Triggers running on the slow lane.
+    pub slow_in_flight: usize,
+    /// Fires the ring holds, waiting for their second.
+    pub ring_waiting: usize,
+    /// Distinct executor addresses with a live heartbeat.
+    pub live_executors: usize,
+}
+
+impl Metrics {
+    /// A scan pass recorded `fires` fires and skipped `misfired` under the misfire policy.
+    pub fn scanned(&self, fires: usize, misfired: usize) {
+        self.0
+            .fires_recorded
+            .fetch_add(fires as u64, Ordering::Relaxed);
+        self.0.misfires.fetch_add(misfired as u64, Ordering::Relaxed);
+    }
+
+    /// One trigger was sent (`ok` = the executor accepted it); `lateness_ms` is nominal fire
+    /// time → dispatch for scheduled fires, `dispatch_us` the executor call's duration.
+    pub fn triggered(&self, ok: bool, lateness_ms: Option<i64>, dispatch_us: u64) {
+        let c = if ok {
+            &self.0.triggers_ok
+        } else {
+            &self.0.triggers_failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        if let Some(l) = lateness_ms {
+            self.0.lateness.observe_us(l.max(0) as u64 * 1000);
+        }
+        self.0.dispatch.observe_us(dispatch_us);
+    }
+
+    /// `n` run results arrived from executors.
+    pub fn callbacks(&self, n: usize) {
+        self.0.callbacks.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Triggers sent so far (accepted, refused).
+    pub fn trigger_counts(&self) -> (u64, u64) {
+        (
+            self.0.triggers_ok.load(Ordering::Relaxed),
+            self.0.triggers_failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The Prometheus text exposition of everything, with `g` as the current gauges.
+    pub fn render(&self, g: Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        let i = &self.0;
+        counter(
+            &mut out,
+            "xjob_fires_recorded_total",
+            "Scheduled fires recorded by the scan.",
+            i.fires_recorded.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "xjob_misfires_total",
+            "Fires skipped by the misfire policy.",
+            i.misfires.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_triggers_total Triggers sent to executors, by result.\n# TYPE xjob_triggers_total counter\nxjob_triggers_total{{result=\"success\"}} {}\nxjob_triggers_total{{result=\"failure\"}} {}",
+            i.triggers_ok.load(Ordering::Relaxed),
+            i.triggers_failed.load(Ordering::Relaxed)
+        );
+        counter(
+            &mut out,
+            "xjob_callbacks_total",
+            "Run results received from executors.",
+            i.callbacks.load(Ordering::Relaxed),
+        );
+        i.lateness.render(
+            &mut out,
+            "xjob_fire_lateness_seconds",
+            "Nominal fire time to dispatch, scheduled fires.",
+        );
+        i.dispatch.render(
+            &mut out,
+            "xjob_dispatch_duration_seconds",
+            "Duration of the call that hands a trigger to its executor.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_lane_in_flight Triggers running on each trigger lane.\n# TYPE xjob_lane_in_flight gauge\nxjob_lane_in_flight{{lane=\"fast\"}} {}\nxjob_lane_in_flight{{lane=\"slow\"}} {}",
+            g.fast_in_flight, g.slow_in_flight
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_ring_waiting Fires waiting in the time ring.\n# TYPE xjob_ring_waiting gauge\nxjob_ring_waiting {}",
+            g.ring_waiting
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_live_executors Executor addresses with a live heartbeat.\n# TYPE xjob_live_executors gauge\nxjob_live_executors {}",
+            g.live_executors
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let m = Metrics::default();
+        m.triggered(true, Some(0), 50);
+        m.triggered(false, Some(3), 2_000);
+        m.triggered(true, Some(60_000), 10_000_000);
+        let text = m.render(Gauges::default());
+        assert!(text.contains("xjob_fire_lateness_seconds_bucket{le=\"0.001\"} 1"));
+        assert!(text.contains("xjob_fire_lateness_seconds_bucket{le=\"0.005\"} 2"));
+        assert!(text.contains("xjob_fire_lateness_seconds_bucket{le=\"10\"} 2"));
+        assert!(text.contains("xjob_fire_lateness_seconds_bucket{le=\"+Inf\"} 3"));
+        assert!(text.contains("xjob_fire_lateness_seconds_count 3"));
+        assert!(text.contains("xjob_triggers_total{result=\"failure\"} 1"));
+        assert!(text.contains("xjob_dispatch_duration_seconds_bucket{le=\"0.0001\"} 1"));
+    }
+}

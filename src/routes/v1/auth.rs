@@ -1,0 +1,65 @@
+//! `/v1/auth`: login (rate limited), logout, change own password, who am I.
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+use super::{ApiResult, Auth, login_cookie, ok};
+use crate::console::Console;
+
+/// Mounts `/auth/*`.
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.route("/auth/login", web::post().to(login))
+        .route("/auth/logout", web::post().to(logout))
+        .route("/auth/password", web::post().to(password))
+        .route("/auth/me", web::get().to(me));
+}
+
+#[derive(Deserialize)]
+struct LoginInput {
+    username: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PasswordInput {
+    old_password: String,
+    password: String,
+}
+
+async fn login(c: web::Data<Console>, req: HttpRequest, body: web::Json<LoginInput>) -> ApiResult {
+    let peer = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let login = c.login(&body.username, &body.password, &peer).await?;
+    let sec = &c.engine().config().security;
+    let cookie = login_cookie(
+        &login.token,
+        sec.session_ttl_secs.max(60) as i64,
+        sec.secure_cookie,
+    );
+    Ok(HttpResponse::Ok()
+        .insert_header((header::SET_COOKIE, cookie))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(login))
+}
+
+async fn logout(c: web::Data<Console>, auth: Auth) -> ApiResult {
+    c.logout(&auth.token).await?;
+    let secure = c.engine().config().security.secure_cookie;
+    Ok(HttpResponse::NoContent()
+        .insert_header((header::SET_COOKIE, login_cookie("", 0, secure)))
+        .finish())
+}
+
+async fn password(c: web::Data<Console>, auth: Auth, body: web::Json<PasswordInput>) -> ApiResult {
+    c.change_password(&auth.user, &auth.token, &body.old_password, &body.password)
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+async fn me(auth: Auth) -> ApiResult {
+    ok(auth.user)
+}

@@ -1,0 +1,131 @@
+//! `/v1/jobs`: jobs, start / stop / trigger, next fire times, GLUE source.
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+
+use super::{ApiResult, Auth, ok};
+use crate::console::jobs::{GlueInput, JobQuery};
+use crate::console::{Console, Page};
+use crate::error::Error;
+use crate::jobs::JobSpec;
+
+/// Mounts `/jobs` (the fixed `next-fire-times` path before `{id}`).
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/jobs")
+            .route(web::get().to(list))
+            .route(web::post().to(create)),
+    )
+    .route("/jobs/next-fire-times", web::get().to(next_fire_times))
+    .service(
+        web::resource("/jobs/{id}")
+            .route(web::get().to(get))
+            .route(web::put().to(update))
+            .route(web::delete().to(delete)),
+    )
+    .route("/jobs/{id}/start", web::post().to(start))
+    .route("/jobs/{id}/stop", web::post().to(stop))
+    .route("/jobs/{id}/trigger", web::post().to(trigger))
+    .service(
+        web::resource("/jobs/{id}/glue")
+            .route(web::get().to(glue))
+            .route(web::put().to(save_glue)),
+    );
+}
+
+async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<JobQuery>) -> ApiResult {
+    ok(c.list_jobs(&auth.user, &q).await?)
+}
+
+async fn create(c: web::Data<Console>, auth: Auth, body: web::Json<JobSpec>) -> ApiResult {
+    let job = c.create_job(&auth.user, body.into_inner()).await?;
+    Ok(HttpResponse::Created().json(job))
+}
+
+async fn get(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.get_job(&auth.user, *id).await?)
+}
+
+async fn update(
+    c: web::Data<Console>,
+    auth: Auth,
+    id: web::Path<i32>,
+    body: web::Json<JobSpec>,
+) -> ApiResult {
+    ok(c.update_job(&auth.user, *id, body.into_inner()).await?)
+}
+
+async fn delete(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    c.delete_job(&auth.user, *id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+async fn start(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.start_job(&auth.user, *id).await?)
+}
+
+async fn stop(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.stop_job(&auth.user, *id).await?)
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct TriggerInput {
+    executor_param: Option<String>,
+    address_list: Option<String>,
+}
+
+async fn trigger(
+    c: web::Data<Console>,
+    auth: Auth,
+    id: web::Path<i32>,
+    body: web::Bytes,
+) -> ApiResult {
+    // the body is optional: an empty one triggers with the job's own param
+    let input: TriggerInput = if body.iter().all(u8::is_ascii_whitespace) {
+        TriggerInput::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| Error::Invalid {
+            field: "body",
+            reason: e.to_string(),
+        })?
+    };
+    c.trigger_job(&auth.user, *id, input.executor_param, input.address_list)
+        .await?;
+    ok(serde_json::json!({ "jobId": *id, "triggered": true }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NextQuery {
+    schedule_type: String,
+    schedule_conf: Option<String>,
+    time_zone: Option<String>,
+    count: Option<usize>,
+}
+
+async fn next_fire_times(c: web::Data<Console>, _auth: Auth, q: web::Query<NextQuery>) -> ApiResult {
+    let items = c.next_fire_times(
+        &q.schedule_type,
+        q.schedule_conf.as_deref(),
+        q.time_zone.as_deref(),
+        q.count.unwrap_or(5),
+    )?;
+    ok(Page {
+        total: items.len() as u64,
+        items,
+    })
+}
+
+async fn glue(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.get_glue(&auth.user, *id).await?)
+}
+
+async fn save_glue(
+    c: web::Data<Console>,
+    auth: Auth,
+    id: web::Path<i32>,
+    body: web::Json<GlueInput>,
+) -> ApiResult {
+    ok(c.save_glue(&auth.user, *id, body.into_inner()).await?)
+}

@@ -1,0 +1,250 @@
+//! The console's JSON REST API under `/v1` (spec §10 as resources), one file per resource.
+//!
+//! Every handler is short: extract, call the [`Console`], map the result. Errors map in one
+//! place ([`ApiError`]): 400 with the field named, 401, 403, 404, 409, 429, 503; anything
+//! internal is logged and answered 500 without detail. Lists answer `{"total", "items"}`.
+//! A request is authenticated by `Authorization: Bearer <token>` or the HttpOnly cookie
+//! `xjob_token` set at login.
+
+pub mod auth;
+pub mod dashboard;
+pub mod groups;
+pub mod jobs;
+pub mod logs;
+pub mod users;
+
+use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
+use futures::future::LocalBoxFuture;
+use serde::Serialize;
+
+use crate::console::auth::COOKIE;
+use crate::console::{Console, Principal};
+use crate::error::Error;
+
+/// Every `/v1` route: method, path, summary. All but the login need a token. The OpenAPI
+/// document is built from this table, and a test checks each entry against the real app.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("post", "/v1/auth/login", "Sign in; answers a bearer token and sets the login cookie"),
+    ("post", "/v1/auth/logout", "End the current session"),
+    ("post", "/v1/auth/password", "Change your own password"),
+    ("get", "/v1/auth/me", "The signed-in user"),
+    ("get", "/v1/groups", "List executor groups"),
+    ("post", "/v1/groups", "Create an executor group (administrators)"),
+    ("get", "/v1/groups/{id}", "One executor group with its live registryList"),
+    ("put", "/v1/groups/{id}", "Edit an executor group (administrators)"),
+    ("delete", "/v1/groups/{id}", "Delete an executor group without jobs (administrators)"),
+    ("get", "/v1/jobs", "List jobs"),
+    ("post", "/v1/jobs", "Create a job (stopped)"),
+    ("get", "/v1/jobs/next-fire-times", "Preview the next fire times of a schedule"),
+    ("get", "/v1/jobs/{id}", "One job"),
+    ("put", "/v1/jobs/{id}", "Edit a job"),
+    ("delete", "/v1/jobs/{id}", "Delete a job, its logs and script history"),
+    ("post", "/v1/jobs/{id}/start", "Start a job"),
+    ("post", "/v1/jobs/{id}/stop", "Stop a job"),
+    ("post", "/v1/jobs/{id}/trigger", "Run a job once now"),
+    ("get", "/v1/jobs/{id}/glue", "A script job's source and history"),
+    ("put", "/v1/jobs/{id}/glue", "Save a new version of a script job's source"),
+    ("get", "/v1/logs", "List runs"),
+    ("post", "/v1/logs/clear", "Delete runs by one of the nine clear modes"),
+    ("get", "/v1/logs/{id}", "One run"),
+    ("get", "/v1/logs/{id}/content", "A run's rolling log from its executor"),
+    ("post", "/v1/logs/{id}/kill", "Kill a running run"),
+    ("get", "/v1/users", "List users (administrators)"),
+    ("post", "/v1/users", "Create a user (administrators)"),
+    ("put", "/v1/users/{id}", "Edit a user (administrators)"),
+    ("delete", "/v1/users/{id}", "Delete a user (administrators)"),
+    ("get", "/v1/dashboard", "Job, run, success and executor counts"),
+    ("get", "/v1/dashboard/chart", "Runs per day over a range"),
+];
+
+/// Mounts `/v1` for `console`.
+pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
+    cfg.app_data(web::Data::new(console))
+        .app_data(web::JsonConfig::default().error_handler(|e, _| {
+            let msg = e.to_string();
+            ApiError(Error::Invalid {
+                field: field_in(&msg).unwrap_or("body"),
+                reason: msg,
+            })
+            .into()
+        }))
+        .app_data(web::QueryConfig::default().error_handler(|e, _| {
+            let msg = e.to_string();
+            ApiError(Error::Invalid {
+                field: field_in(&msg).unwrap_or("query"),
+                reason: msg,
+            })
+            .into()
+        }))
+        .service(
+            web::scope("/v1")
+                .configure(auth::config)
+                .configure(groups::config)
+                .configure(jobs::config)
+                .configure(logs::config)
+                .configure(users::config)
+                .configure(dashboard::config),
+        );
+}
+
+/// Field names serde puts in backticks in its messages (`missing field `jobDesc``).
+fn field_in(msg: &str) -> Option<&'static str> {
+    let start = msg.find('`')? + 1;
+    let len = msg[start..].find('`')?;
+    let name = &msg[start..start + len];
+    KNOWN_FIELDS.iter().copied().find(|f| *f == name)
+}
+
+/// Input field names an error may point at (serde's messages carry borrowed names).
+const KNOWN_FIELDS: &[&str] = &[
+    "username", "password", "oldPassword", "appName", "title", "addressType", "addressList",
+    "jobGroup", "jobDesc", "author", "alarmEmail", "scheduleType", "scheduleConf",
+    "misfireStrategy", "executorRouteStrategy", "executorHandler", "executorParam",
+    "executorBlockStrategy", "executorTimeout", "executorFailRetryCount", "glueType",
+    "glueSource", "glueRemark", "childJobId", "timeZone", "retryInterval", "alarmWebhook",
+    "triggerStatus", "jobId", "status", "from", "to", "offset", "limit", "count", "type",
+    "role", "permission", "fromLine",
+];
+
+/// An [`Error`] answered over HTTP.
+#[derive(Debug)]
+pub struct ApiError(pub Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError(e)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The JSON body of every error.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    /// HTTP status code.
+    status: u16,
+    /// What went wrong, for a person.
+    error: String,
+    /// The input field concerned, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match &self.0 {
+            Error::Invalid { .. } | Error::InvalidSchedule { .. } => StatusCode::BAD_REQUEST,
+            Error::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Error::JobNotFound { .. }
+            | Error::GroupNotFound { .. }
+            | Error::LogNotFound { .. }
+            | Error::NotFound { .. } => StatusCode::NOT_FOUND,
+            Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::Stopped(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let (error, field) = match &self.0 {
+            Error::Invalid { field, .. } | Error::Forbidden { field: Some(field), .. } => {
+                (self.0.to_string(), Some(*field))
+            }
+            Error::InvalidSchedule { .. } => (self.0.to_string(), Some("scheduleConf")),
+            _ if status == StatusCode::INTERNAL_SERVER_ERROR => {
+                tracing::error!(error = %self.0, "console request failed");
+                ("internal error; see the server log".to_string(), None)
+            }
+            _ => (self.0.to_string(), None),
+        };
+        let mut res = HttpResponse::build(status);
+        match &self.0 {
+            Error::Unauthenticated => {
+                res.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+            }
+            Error::TooManyAttempts { retry_after_secs } => {
+                res.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
+            }
+            _ => {}
+        }
+        res.json(ErrorBody {
+            status: status.as_u16(),
+            error,
+            field,
+        })
+    }
+}
+
+/// What a `/v1` handler answers.
+pub type ApiResult = Result<HttpResponse, ApiError>;
+
+/// 200 with `v` as JSON.
+pub fn ok<T: Serialize>(v: T) -> ApiResult {
+    Ok(HttpResponse::Ok().json(v))
+}
+
+/// The token a request carries: the bearer header first, then the login cookie.
+pub fn request_token(req: &HttpRequest) -> Option<String> {
+    if let Some(t) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        return Some(t.to_string());
+    }
+    req.headers()
+        .get_all(header::COOKIE)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, v)| *k == COOKIE && !v.is_empty())
+        .map(|(_, v)| v.to_string())
+}
+
+/// The signed-in user of a request (401 without a valid token).
+#[derive(Clone, Debug)]
+pub struct Auth {
+    /// Who.
+    pub user: Principal,
+    /// The token they presented.
+    pub token: String,
+}
+
+impl FromRequest for Auth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let console = req.app_data::<web::Data<Console>>().cloned();
+        let token = request_token(req);
+        Box::pin(async move {
+            let (Some(console), Some(token)) = (console, token) else {
+                return Err(ApiError(Error::Unauthenticated));
+            };
+            let user = console.authenticate(&token).await?;
+            Ok(Auth { user, token })
+        })
+    }
+}
+
+/// A `Set-Cookie` value for the login cookie (`max_age` 0 clears it).
+pub fn login_cookie(token: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    let v = format!(
+        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
+    );
+    HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static("xjob_token=; Max-Age=0"))
+}
