@@ -19,7 +19,6 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
-use crate::metrics::{Gauges, Metrics};
 use crate::activity::Activity;
 use crate::actors::complete::{CompleteActor, ConnectPool};
 use crate::actors::fail_monitor::FailMonitor;
@@ -37,6 +36,7 @@ use crate::executor::{
     RuntimeConfig,
 };
 use crate::jobs::JobSpec;
+use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
 use crate::schedule::Schedule;
 use crate::store::{self, groups, jobs, logs};
@@ -482,7 +482,9 @@ impl Engine {
         let alive_after = self
             .clock
             .now_naive()
-            .checked_sub_signed(chrono::TimeDelta::seconds(self.config.registry.dead_secs as i64))
+            .checked_sub_signed(chrono::TimeDelta::seconds(
+                self.config.registry.dead_secs as i64,
+            ))
             .unwrap_or_default();
         let live: std::collections::HashSet<String> =
             crate::store::registry::live_by_app(&self.db, alive_after)

@@ -112,7 +112,9 @@ impl Metrics {
         self.0
             .fires_recorded
             .fetch_add(fires as u64, Ordering::Relaxed);
-        self.0.misfires.fetch_add(misfired as u64, Ordering::Relaxed);
+        self.0
+            .misfires
+            .fetch_add(misfired as u64, Ordering::Relaxed);
     }
 
     /// One trigger was sent (`ok` = the executor accepted it); `lateness_ms` is nominal fire
@@ -147,7 +149,10 @@ impl Metrics {
     pub fn render(&self, g: Gauges) -> String {
         let mut out = String::with_capacity(4096);
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
         };
         let i = &self.0;
         counter(

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
 
-use crate::metrics::Metrics;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
+use crate::metrics::Metrics;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 use crate::router::{Router, busyover, failover, sharding_broadcast};

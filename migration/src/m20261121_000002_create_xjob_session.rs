@@ -39,7 +39,12 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.drop_table(Table::drop().table(t("xjob_session")).if_exists().to_owned())
-            .await
+        m.drop_table(
+            Table::drop()
+                .table(t("xjob_session"))
+                .if_exists()
+                .to_owned(),
+        )
+        .await
     }
 }

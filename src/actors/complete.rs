@@ -14,11 +14,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
-use crate::metrics::Metrics;
 use crate::activity::Activity;
 use crate::actors::trigger_pool::TriggerJob;
 use crate::clock::{Clock, ms_to_naive};
 use crate::error::Result;
+use crate::metrics::Metrics;
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, HandleCallbackParam, SUCCESS_CODE};
 use crate::store::{jobs, logs, registry};

@@ -15,12 +15,12 @@ use actix::prelude::*;
 use chrono_tz::Tz;
 use sea_orm::{DatabaseConnection, TransactionTrait};
 
-use crate::metrics::Metrics;
 use crate::activity::Activity;
 use crate::actors::ring::PushRing;
 use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::error::Result;
+use crate::metrics::Metrics;
 use crate::model::{MisfireStrategy, TriggerType};
 use crate::schedule::Schedule;
 use crate::store::jobs::{self, ScheduleUpdate};

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use parking_lot::Mutex;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -100,8 +100,8 @@ pub struct Login {
 /// Hashes a password with argon2id (random salt) into a PHC string.
 pub fn hash_password(password: &str) -> Result<String> {
     let bytes: [u8; 16] = rand::random();
-    let salt = SaltString::encode_b64(&bytes)
-        .map_err(|e| Error::Config(format!("password salt: {e}")))?;
+    let salt =
+        SaltString::encode_b64(&bytes).map_err(|e| Error::Config(format!("password salt: {e}")))?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
@@ -122,7 +122,10 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        return crate::token::constant_time_eq(md5.as_bytes(), stored.to_ascii_lowercase().as_bytes());
+        return crate::token::constant_time_eq(
+            md5.as_bytes(),
+            stored.to_ascii_lowercase().as_bytes(),
+        );
     }
     false
 }
@@ -335,8 +338,14 @@ mod tests {
         assert!(verify_password(&h, "correct horse"));
         assert!(!verify_password(&h, "wrong horse"));
         // XXL-JOB 2.4's seed: MD5("123456")
-        assert!(verify_password("e10adc3949ba59abbe56e057f20f883e", "123456"));
-        assert!(!verify_password("e10adc3949ba59abbe56e057f20f883e", "1234567"));
+        assert!(verify_password(
+            "e10adc3949ba59abbe56e057f20f883e",
+            "123456"
+        ));
+        assert!(!verify_password(
+            "e10adc3949ba59abbe56e057f20f883e",
+            "1234567"
+        ));
         assert!(!verify_password("", ""));
     }
 
@@ -349,7 +358,9 @@ mod tests {
         }
         assert!(matches!(
             l.check("k", 10),
-            Err(Error::TooManyAttempts { retry_after_secs: 1 })
+            Err(Error::TooManyAttempts {
+                retry_after_secs: 1
+            })
         ));
         l.check("other", 10).unwrap();
         l.check("k", 1000).unwrap();

@@ -126,7 +126,9 @@ impl Console {
                 .fold((0, 0, 0), |a, r| {
                     (a.0 + r.running_count, a.1 + r.suc_count, a.2 + r.fail_count)
                 });
-            chart.trigger_day_list.push(day.format("%Y-%m-%d").to_string());
+            chart
+                .trigger_day_list
+                .push(day.format("%Y-%m-%d").to_string());
             chart.trigger_day_count_running_list.push(r.0);
             chart.trigger_day_count_suc_list.push(r.1);
             chart.trigger_day_count_fail_list.push(r.2);

@@ -88,7 +88,10 @@ impl GroupInput {
                 }
                 Ok(Some(items.join(",")))
             }
-            _ => Err(invalid("addressType", "must be 0 (automatic) or 1 (manual)")),
+            _ => Err(invalid(
+                "addressType",
+                "must be 0 (automatic) or 1 (manual)",
+            )),
         }
     }
 }
@@ -160,7 +163,10 @@ impl Console {
     pub async fn create_group(&self, who: &Principal, input: GroupInput) -> Result<GroupView> {
         who.require_admin()?;
         let list = input.validate()?;
-        if groups::by_app_name(self.db(), &input.app_name).await?.is_some() {
+        if groups::by_app_name(self.db(), &input.app_name)
+            .await?
+            .is_some()
+        {
             return Err(Error::Conflict {
                 reason: format!("a group with appName `{}` exists", input.app_name),
             });

@@ -183,8 +183,9 @@ impl Console {
         if glue != GlueType::Bean && !self.scripts_enabled() {
             return Err(Error::Forbidden {
                 field: Some("glueType"),
-                reason: "script (GLUE) jobs are disabled; set security.scripts_enabled to allow them"
-                    .into(),
+                reason:
+                    "script (GLUE) jobs are disabled; set security.scripts_enabled to allow them"
+                        .into(),
             });
         }
         Ok(())
@@ -305,12 +306,13 @@ impl Console {
                 model.time_zone.as_deref(),
                 self.tz(),
             )?;
-            let next = schedule
-                .first_after(self.engine.clock().now_ms())
-                .ok_or(Error::Invalid {
-                    field: "scheduleConf",
-                    reason: "the schedule has no future fire time".into(),
-                })?;
+            let next =
+                schedule
+                    .first_after(self.engine.clock().now_ms())
+                    .ok_or(Error::Invalid {
+                        field: "scheduleConf",
+                        reason: "the schedule has no future fire time".into(),
+                    })?;
             jobs::reschedule_if_running(&txn, id, next).await?;
         }
         txn.commit().await?;
@@ -356,14 +358,16 @@ impl Console {
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
-            .find(|a| !a.is_empty() && !(a.starts_with("http://") || a.starts_with("https://")))
+            .find(|a| !(a.is_empty() || a.starts_with("http://") || a.starts_with("https://")))
         {
             return Err(Error::Invalid {
                 field: "addressList",
                 reason: format!("`{bad}` is not an http:// or https:// address"),
             });
         }
-        self.engine.trigger_job(id, executor_param, address_list).await
+        self.engine
+            .trigger_job(id, executor_param, address_list)
+            .await
     }
 
     /// The next `count` fire times of a schedule from now, in its time zone (RFC 3339).
@@ -464,7 +468,15 @@ impl Console {
         let now = self.now();
         let txn = self.db().begin().await?;
         jobs::set_glue(&txn, id, &source, input.glue_remark.trim(), now).await?;
-        glue::push(&txn, id, &job.glue_type, &source, input.glue_remark.trim(), now).await?;
+        glue::push(
+            &txn,
+            id,
+            &job.glue_type,
+            &source,
+            input.glue_remark.trim(),
+            now,
+        )
+        .await?;
         txn.commit().await?;
         self.get_glue(who, id).await
     }

@@ -128,12 +128,8 @@ impl Console {
         Ok(row)
     }
 
-    fn scope(
-        who: &Principal,
-        job_group: Option<i32>,
-        job_id: Option<i32>,
-    ) -> Result<Option<Vec<i32>>> {
-        let _ = job_id;
+    /// The groups a query covers: the one asked for (if permitted) or all visible ones.
+    fn scope(who: &Principal, job_group: Option<i32>) -> Result<Option<Vec<i32>>> {
         match job_group.filter(|g| *g > 0) {
             Some(g) => {
                 who.require_group(g, "jobGroup")?;
@@ -148,7 +144,7 @@ impl Console {
         let (offset, limit) = super::page_bounds(q.offset, q.limit)?;
         let tz = self.tz();
         let f = LogFilter {
-            groups: Self::scope(who, q.job_group, q.job_id)?,
+            groups: Self::scope(who, q.job_group)?,
             job_id: q.job_id.filter(|j| *j > 0),
             status: q
                 .status
@@ -214,7 +210,7 @@ impl Console {
             });
         }
         let mode = ClearMode::from_type(input.mode, self.now())?;
-        let groups = Self::scope(who, input.job_group, input.job_id)?;
+        let groups = Self::scope(who, input.job_group)?;
         let job_id = input.job_id.filter(|j| *j > 0);
         if let Some(j) = job_id {
             let job = crate::store::jobs::get(self.db(), j).await?;

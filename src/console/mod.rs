@@ -141,7 +141,10 @@ mod tests {
         let want = chrono::DateTime::from_timestamp(1_795_269_600, 0)
             .unwrap()
             .naive_utc();
-        assert_eq!(parse_time("from", "2026-11-21T14:00:00Z", tz).unwrap(), want);
+        assert_eq!(
+            parse_time("from", "2026-11-21T14:00:00Z", tz).unwrap(),
+            want
+        );
         assert_eq!(parse_time("from", "1795269600000", tz).unwrap(), want);
         assert_eq!(parse_time("from", "2026-11-21 22:00:00", tz).unwrap(), want);
         let e = parse_time("to", "yesterday", tz).unwrap_err().to_string();

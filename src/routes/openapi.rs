@@ -70,7 +70,11 @@ fn schemas() -> Value {
         ("addressList", "string?"),
     ];
     let mut group = group_input.to_vec();
-    group.extend([("id", "integer"), ("registryList", "string[]"), ("updateTime", "string?")]);
+    group.extend([
+        ("id", "integer"),
+        ("registryList", "string[]"),
+        ("updateTime", "string?"),
+    ]);
     json!({
         "JobInput": props(JOB_INPUT),
         "Job": props(&job),
@@ -140,7 +144,15 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         ("get", "/v1/groups/{id}") => (None, &[], r("Group")),
         ("get", "/v1/jobs") => (
             None,
-            &["jobGroup", "triggerStatus", "jobDesc", "executorHandler", "author", "offset", "limit"],
+            &[
+                "jobGroup",
+                "triggerStatus",
+                "jobDesc",
+                "executorHandler",
+                "author",
+                "offset",
+                "limit",
+            ],
             page("Job"),
         ),
         ("get", "/v1/jobs/next-fire-times") => (
@@ -154,12 +166,16 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         ("get", "/v1/jobs/{id}") | ("post", "/v1/jobs/{id}/start" | "/v1/jobs/{id}/stop") => {
             (None, &[], r("Job"))
         }
-        ("post", "/v1/jobs/{id}/trigger") => (Some("TriggerInput"), &[], json!({ "type": "object" })),
+        ("post", "/v1/jobs/{id}/trigger") => {
+            (Some("TriggerInput"), &[], json!({ "type": "object" }))
+        }
         ("get", "/v1/jobs/{id}/glue") => (None, &[], r("Glue")),
         ("put", "/v1/jobs/{id}/glue") => (Some("GlueInput"), &[], r("Glue")),
         ("get", "/v1/logs") => (
             None,
-            &["jobGroup", "jobId", "status", "from", "to", "offset", "limit"],
+            &[
+                "jobGroup", "jobId", "status", "from", "to", "offset", "limit",
+            ],
             page("Log"),
         ),
         ("post", "/v1/logs/clear") => (

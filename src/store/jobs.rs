@@ -146,7 +146,12 @@ pub async fn page(
     if let Some(s) = f.trigger_status {
         q = q.filter(Column::TriggerStatus.eq(s));
     }
-    let like = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+    let like = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
     if let Some(v) = like(&f.job_desc) {
         q = q.filter(Column::JobDesc.contains(v));
     }
@@ -207,7 +212,7 @@ pub async fn update_definition(c: &impl ConnectionTrait, job: &Model) -> Result<
 /// Moves a running job's next fire time (after its schedule changed); a stopped job is untouched.
 pub async fn reschedule_if_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<()> {
     Entity::update_many()
-        .col_expr(Column::TriggerNextTime, Expr::val(next).into())
+        .col_expr(Column::TriggerNextTime, Expr::val(next))
         .filter(Column::Id.eq(id))
         .filter(Column::TriggerStatus.eq(1))
         .exec(c)

@@ -5,8 +5,8 @@
 use chrono::NaiveDateTime;
 use entity::xxl_job_log::{Column, Entity, Model};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Select,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Select,
 };
 
 use crate::error::{Error, Result};

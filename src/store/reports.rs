@@ -84,7 +84,10 @@ pub async fn upsert_day(
 
 /// Every report row (one per day), by day.
 pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
-    Ok(Entity::find().order_by_asc(Column::TriggerDay).all(c).await?)
+    Ok(Entity::find()
+        .order_by_asc(Column::TriggerDay)
+        .all(c)
+        .await?)
 }
 
 /// Report rows in `[from, to]`, by day.

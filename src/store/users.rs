@@ -156,7 +156,9 @@ pub async fn session_user(
 
 /// Ends one session.
 pub async fn delete_session(c: &impl ConnectionTrait, token_hash: &str) -> Result<()> {
-    Session::delete_by_id(token_hash.to_string()).exec(c).await?;
+    Session::delete_by_id(token_hash.to_string())
+        .exec(c)
+        .await?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::{ApiResult, Auth, login_cookie, ok};
+use super::{ApiResult, Auth, Body, login_cookie, ok};
 use crate::console::Console;
 
 /// Mounts `/auth/*`.
@@ -28,12 +28,12 @@ struct PasswordInput {
     password: String,
 }
 
-async fn login(c: web::Data<Console>, req: HttpRequest, body: web::Json<LoginInput>) -> ApiResult {
+async fn login(c: web::Data<Console>, req: HttpRequest, body: Body<LoginInput>) -> ApiResult {
     let peer = req
         .peer_addr()
         .map(|a| a.ip().to_string())
         .unwrap_or_default();
-    let login = c.login(&body.username, &body.password, &peer).await?;
+    let login = c.login(&body.0.username, &body.0.password, &peer).await?;
     let sec = &c.engine().config().security;
     let cookie = login_cookie(
         &login.token,
@@ -54,9 +54,14 @@ async fn logout(c: web::Data<Console>, auth: Auth) -> ApiResult {
         .finish())
 }
 
-async fn password(c: web::Data<Console>, auth: Auth, body: web::Json<PasswordInput>) -> ApiResult {
-    c.change_password(&auth.user, &auth.token, &body.old_password, &body.password)
-        .await?;
+async fn password(c: web::Data<Console>, auth: Auth, body: Body<PasswordInput>) -> ApiResult {
+    c.change_password(
+        &auth.user,
+        &auth.token,
+        &body.0.old_password,
+        &body.0.password,
+    )
+    .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -3,7 +3,7 @@
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 
-use super::{ApiResult, Auth, ok};
+use super::{ApiResult, Auth, Body, ok};
 use crate::console::groups::GroupInput;
 use crate::console::{Console, page_bounds};
 
@@ -43,8 +43,8 @@ async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<Query>) -> ApiRes
     .await?)
 }
 
-async fn create(c: web::Data<Console>, auth: Auth, body: web::Json<GroupInput>) -> ApiResult {
-    let g = c.create_group(&auth.user, body.into_inner()).await?;
+async fn create(c: web::Data<Console>, auth: Auth, body: Body<GroupInput>) -> ApiResult {
+    let g = c.create_group(&auth.user, body.0).await?;
     Ok(HttpResponse::Created().json(g))
 }
 
@@ -56,9 +56,9 @@ async fn update(
     c: web::Data<Console>,
     auth: Auth,
     id: web::Path<i32>,
-    body: web::Json<GroupInput>,
+    body: Body<GroupInput>,
 ) -> ApiResult {
-    ok(c.update_group(&auth.user, *id, body.into_inner()).await?)
+    ok(c.update_group(&auth.user, *id, body.0).await?)
 }
 
 async fn delete(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {

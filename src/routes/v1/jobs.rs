@@ -3,10 +3,9 @@
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 
-use super::{ApiResult, Auth, ok};
+use super::{ApiResult, Auth, Body, ok};
 use crate::console::jobs::{GlueInput, JobQuery};
 use crate::console::{Console, Page};
-use crate::error::Error;
 use crate::jobs::JobSpec;
 
 /// Mounts `/jobs` (the fixed `next-fire-times` path before `{id}`).
@@ -37,8 +36,8 @@ async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<JobQuery>) -> Api
     ok(c.list_jobs(&auth.user, &q).await?)
 }
 
-async fn create(c: web::Data<Console>, auth: Auth, body: web::Json<JobSpec>) -> ApiResult {
-    let job = c.create_job(&auth.user, body.into_inner()).await?;
+async fn create(c: web::Data<Console>, auth: Auth, body: Body<JobSpec>) -> ApiResult {
+    let job = c.create_job(&auth.user, body.0).await?;
     Ok(HttpResponse::Created().json(job))
 }
 
@@ -50,9 +49,9 @@ async fn update(
     c: web::Data<Console>,
     auth: Auth,
     id: web::Path<i32>,
-    body: web::Json<JobSpec>,
+    body: Body<JobSpec>,
 ) -> ApiResult {
-    ok(c.update_job(&auth.user, *id, body.into_inner()).await?)
+    ok(c.update_job(&auth.user, *id, body.0).await?)
 }
 
 async fn delete(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
@@ -85,10 +84,7 @@ async fn trigger(
     let input: TriggerInput = if body.iter().all(u8::is_ascii_whitespace) {
         TriggerInput::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| Error::Invalid {
-            field: "body",
-            reason: e.to_string(),
-        })?
+        super::parse_json(&body)?
     };
     c.trigger_job(&auth.user, *id, input.executor_param, input.address_list)
         .await?;
@@ -104,7 +100,11 @@ struct NextQuery {
     count: Option<usize>,
 }
 
-async fn next_fire_times(c: web::Data<Console>, _auth: Auth, q: web::Query<NextQuery>) -> ApiResult {
+async fn next_fire_times(
+    c: web::Data<Console>,
+    _auth: Auth,
+    q: web::Query<NextQuery>,
+) -> ApiResult {
     let items = c.next_fire_times(
         &q.schedule_type,
         q.schedule_conf.as_deref(),
@@ -125,7 +125,7 @@ async fn save_glue(
     c: web::Data<Console>,
     auth: Auth,
     id: web::Path<i32>,
-    body: web::Json<GlueInput>,
+    body: Body<GlueInput>,
 ) -> ApiResult {
-    ok(c.save_glue(&auth.user, *id, body.into_inner()).await?)
+    ok(c.save_glue(&auth.user, *id, body.0).await?)
 }

@@ -3,7 +3,7 @@
 use actix_web::web;
 use serde::Deserialize;
 
-use super::{ApiResult, Auth, ok};
+use super::{ApiResult, Auth, Body, ok};
 use crate::console::Console;
 use crate::console::logs::{ClearInput, LogQuery};
 
@@ -36,13 +36,14 @@ async fn content(
     id: web::Path<i64>,
     q: web::Query<ContentQuery>,
 ) -> ApiResult {
-    ok(c.log_content(&auth.user, *id, q.from_line.unwrap_or(1)).await?)
+    ok(c.log_content(&auth.user, *id, q.from_line.unwrap_or(1))
+        .await?)
 }
 
 async fn kill(c: web::Data<Console>, auth: Auth, id: web::Path<i64>) -> ApiResult {
     ok(c.kill_log(&auth.user, *id).await?)
 }
 
-async fn clear(c: web::Data<Console>, auth: Auth, body: web::Json<ClearInput>) -> ApiResult {
-    ok(c.clear_logs(&auth.user, body.into_inner()).await?)
+async fn clear(c: web::Data<Console>, auth: Auth, body: Body<ClearInput>) -> ApiResult {
+    ok(c.clear_logs(&auth.user, body.0).await?)
 }

@@ -27,50 +27,91 @@ use crate::error::Error;
 /// Every `/v1` route: method, path, summary. All but the login need a token. The OpenAPI
 /// document is built from this table, and a test checks each entry against the real app.
 pub const ROUTES: &[(&str, &str, &str)] = &[
-    ("post", "/v1/auth/login", "Sign in; answers a bearer token and sets the login cookie"),
+    (
+        "post",
+        "/v1/auth/login",
+        "Sign in; answers a bearer token and sets the login cookie",
+    ),
     ("post", "/v1/auth/logout", "End the current session"),
     ("post", "/v1/auth/password", "Change your own password"),
     ("get", "/v1/auth/me", "The signed-in user"),
     ("get", "/v1/groups", "List executor groups"),
-    ("post", "/v1/groups", "Create an executor group (administrators)"),
-    ("get", "/v1/groups/{id}", "One executor group with its live registryList"),
-    ("put", "/v1/groups/{id}", "Edit an executor group (administrators)"),
-    ("delete", "/v1/groups/{id}", "Delete an executor group without jobs (administrators)"),
+    (
+        "post",
+        "/v1/groups",
+        "Create an executor group (administrators)",
+    ),
+    (
+        "get",
+        "/v1/groups/{id}",
+        "One executor group with its live registryList",
+    ),
+    (
+        "put",
+        "/v1/groups/{id}",
+        "Edit an executor group (administrators)",
+    ),
+    (
+        "delete",
+        "/v1/groups/{id}",
+        "Delete an executor group without jobs (administrators)",
+    ),
     ("get", "/v1/jobs", "List jobs"),
     ("post", "/v1/jobs", "Create a job (stopped)"),
-    ("get", "/v1/jobs/next-fire-times", "Preview the next fire times of a schedule"),
+    (
+        "get",
+        "/v1/jobs/next-fire-times",
+        "Preview the next fire times of a schedule",
+    ),
     ("get", "/v1/jobs/{id}", "One job"),
     ("put", "/v1/jobs/{id}", "Edit a job"),
-    ("delete", "/v1/jobs/{id}", "Delete a job, its logs and script history"),
+    (
+        "delete",
+        "/v1/jobs/{id}",
+        "Delete a job, its logs and script history",
+    ),
     ("post", "/v1/jobs/{id}/start", "Start a job"),
     ("post", "/v1/jobs/{id}/stop", "Stop a job"),
     ("post", "/v1/jobs/{id}/trigger", "Run a job once now"),
-    ("get", "/v1/jobs/{id}/glue", "A script job's source and history"),
-    ("put", "/v1/jobs/{id}/glue", "Save a new version of a script job's source"),
+    (
+        "get",
+        "/v1/jobs/{id}/glue",
+        "A script job's source and history",
+    ),
+    (
+        "put",
+        "/v1/jobs/{id}/glue",
+        "Save a new version of a script job's source",
+    ),
     ("get", "/v1/logs", "List runs"),
-    ("post", "/v1/logs/clear", "Delete runs by one of the nine clear modes"),
+    (
+        "post",
+        "/v1/logs/clear",
+        "Delete runs by one of the nine clear modes",
+    ),
     ("get", "/v1/logs/{id}", "One run"),
-    ("get", "/v1/logs/{id}/content", "A run's rolling log from its executor"),
+    (
+        "get",
+        "/v1/logs/{id}/content",
+        "A run's rolling log from its executor",
+    ),
     ("post", "/v1/logs/{id}/kill", "Kill a running run"),
     ("get", "/v1/users", "List users (administrators)"),
     ("post", "/v1/users", "Create a user (administrators)"),
     ("put", "/v1/users/{id}", "Edit a user (administrators)"),
     ("delete", "/v1/users/{id}", "Delete a user (administrators)"),
-    ("get", "/v1/dashboard", "Job, run, success and executor counts"),
+    (
+        "get",
+        "/v1/dashboard",
+        "Job, run, success and executor counts",
+    ),
     ("get", "/v1/dashboard/chart", "Runs per day over a range"),
 ];
 
 /// Mounts `/v1` for `console`.
 pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
     cfg.app_data(web::Data::new(console))
-        .app_data(web::JsonConfig::default().error_handler(|e, _| {
-            let msg = e.to_string();
-            ApiError(Error::Invalid {
-                field: field_in(&msg).unwrap_or("body"),
-                reason: msg,
-            })
-            .into()
-        }))
+        .app_data(web::PayloadConfig::new(MAX_BODY))
         .app_data(web::QueryConfig::default().error_handler(|e, _| {
             let msg = e.to_string();
             ApiError(Error::Invalid {
@@ -90,6 +131,52 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
         );
 }
 
+/// Largest request body accepted (script sources are the big ones).
+pub const MAX_BODY: usize = 4 << 20;
+
+/// A JSON request body whose errors name the field that is wrong (`executorTimeout`, not
+/// "line 1 column 178").
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let bytes = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            let b = bytes.await.map_err(|e| {
+                ApiError(Error::Invalid {
+                    field: "body",
+                    reason: e.to_string(),
+                })
+            })?;
+            Ok(Body(parse_json(&b)?))
+        })
+    }
+}
+
+/// Parses JSON; an error names the field it concerns.
+pub fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Error> {
+    let de = &mut serde_json::Deserializer::from_slice(b);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let reason = e.inner().to_string();
+        let top = path.split(['.', '[']).next().unwrap_or_default();
+        let field = KNOWN_FIELDS
+            .iter()
+            .copied()
+            .find(|f| *f == top)
+            .or_else(|| field_in(&reason))
+            .unwrap_or("body");
+        Error::Invalid {
+            field,
+            reason: format!("invalid JSON: {reason}"),
+        }
+    })
+}
+
 /// Field names serde puts in backticks in its messages (`missing field `jobDesc``).
 fn field_in(msg: &str) -> Option<&'static str> {
     let start = msg.find('`')? + 1;
@@ -100,13 +187,45 @@ fn field_in(msg: &str) -> Option<&'static str> {
 
 /// Input field names an error may point at (serde's messages carry borrowed names).
 const KNOWN_FIELDS: &[&str] = &[
-    "username", "password", "oldPassword", "appName", "title", "addressType", "addressList",
-    "jobGroup", "jobDesc", "author", "alarmEmail", "scheduleType", "scheduleConf",
-    "misfireStrategy", "executorRouteStrategy", "executorHandler", "executorParam",
-    "executorBlockStrategy", "executorTimeout", "executorFailRetryCount", "glueType",
-    "glueSource", "glueRemark", "childJobId", "timeZone", "retryInterval", "alarmWebhook",
-    "triggerStatus", "jobId", "status", "from", "to", "offset", "limit", "count", "type",
-    "role", "permission", "fromLine",
+    "username",
+    "password",
+    "oldPassword",
+    "appName",
+    "title",
+    "addressType",
+    "addressList",
+    "jobGroup",
+    "jobDesc",
+    "author",
+    "alarmEmail",
+    "scheduleType",
+    "scheduleConf",
+    "misfireStrategy",
+    "executorRouteStrategy",
+    "executorHandler",
+    "executorParam",
+    "executorBlockStrategy",
+    "executorTimeout",
+    "executorFailRetryCount",
+    "glueType",
+    "glueSource",
+    "glueRemark",
+    "childJobId",
+    "timeZone",
+    "retryInterval",
+    "alarmWebhook",
+    "triggerStatus",
+    "jobId",
+    "status",
+    "from",
+    "to",
+    "offset",
+    "limit",
+    "count",
+    "type",
+    "role",
+    "permission",
+    "fromLine",
 ];
 
 /// An [`Error`] answered over HTTP.
@@ -157,9 +276,10 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
         let (error, field) = match &self.0 {
-            Error::Invalid { field, .. } | Error::Forbidden { field: Some(field), .. } => {
-                (self.0.to_string(), Some(*field))
-            }
+            Error::Invalid { field, .. }
+            | Error::Forbidden {
+                field: Some(field), ..
+            } => (self.0.to_string(), Some(*field)),
             Error::InvalidSchedule { .. } => (self.0.to_string(), Some("scheduleConf")),
             _ if status == StatusCode::INTERNAL_SERVER_ERROR => {
                 tracing::error!(error = %self.0, "console request failed");

@@ -3,7 +3,7 @@
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 
-use super::{ApiResult, Auth, ok};
+use super::{ApiResult, Auth, Body, ok};
 use crate::console::users::UserInput;
 use crate::console::{Console, page_bounds};
 
@@ -32,12 +32,14 @@ struct Query {
 async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<Query>) -> ApiResult {
     let (offset, limit) = page_bounds(q.offset, q.limit)?;
     let role = q.role.filter(|r| *r >= 0);
-    ok(c.list_users(&auth.user, q.username.as_deref(), role, offset, limit)
-        .await?)
+    ok(
+        c.list_users(&auth.user, q.username.as_deref(), role, offset, limit)
+            .await?,
+    )
 }
 
-async fn create(c: web::Data<Console>, auth: Auth, body: web::Json<UserInput>) -> ApiResult {
-    let u = c.create_user(&auth.user, body.into_inner()).await?;
+async fn create(c: web::Data<Console>, auth: Auth, body: Body<UserInput>) -> ApiResult {
+    let u = c.create_user(&auth.user, body.0).await?;
     Ok(HttpResponse::Created().json(u))
 }
 
@@ -45,9 +47,9 @@ async fn update(
     c: web::Data<Console>,
     auth: Auth,
     id: web::Path<i32>,
-    body: web::Json<UserInput>,
+    body: Body<UserInput>,
 ) -> ApiResult {
-    ok(c.update_user(&auth.user, *id, body.into_inner()).await?)
+    ok(c.update_user(&auth.user, *id, body.0).await?)
 }
 
 async fn delete(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {

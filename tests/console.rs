@@ -1,0 +1,990 @@
+//! The console REST API (`/v1/...`, `/openapi.json`, `/metrics`) through `actix_web::test`
+//! against the same `routes::center` configuration `xjob serve` runs, on paused time.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::{Method, StatusCode, header};
+use actix_web::test::{TestRequest, call_service, init_service, read_body};
+use serde_json::{Value, json};
+use xjob::console::Console;
+use xjob::prelude::*;
+
+use common::{T0, TestApp, run_paused};
+
+const ADMIN_PW: &str = "admin-secret-1";
+
+/// A console over a fresh engine (admin created with [`ADMIN_PW`]).
+async fn open_console(
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut Config),
+) -> (TestApp, Console) {
+    let app = TestApp::start_in(dir, T0, |c| {
+        c.security.admin_password = ADMIN_PW.into();
+        tweak(c);
+    })
+    .await;
+    let console = Console::new(app.engine.clone());
+    assert_eq!(console.bootstrap_admin().await.unwrap(), None);
+    (app, console)
+}
+
+async fn call<S>(
+    svc: &S,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    let mut req = TestRequest::default()
+        .method(method)
+        .uri(path)
+        .peer_addr("127.0.0.1:40000".parse().unwrap());
+    if let Some(t) = token {
+        req = req.insert_header((header::AUTHORIZATION, format!("Bearer {t}")));
+    }
+    if let Some(b) = body {
+        req = req.set_json(b);
+    }
+    let res = call_service(svc, req.to_request()).await;
+    let status = res.status();
+    let bytes = read_body(res).await;
+    let v = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    (status, v)
+}
+
+async fn login<S>(svc: &S, user: &str, pw: &str) -> String
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    let (s, v) = call(
+        svc,
+        Method::POST,
+        "/v1/auth/login",
+        None,
+        Some(json!({ "username": user, "password": pw })),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v["token"].as_str().unwrap().to_string()
+}
+
+fn job_body(group: i64, desc: &str, handler: &str) -> Value {
+    json!({
+        "jobGroup": group, "jobDesc": desc, "author": "ops",
+        "scheduleType": "CRON", "scheduleConf": "0/5 * * * * ?",
+        "executorHandler": handler, "executorParam": "from-cron",
+        "executorRouteStrategy": "FIRST", "executorBlockStrategy": "SERIAL_EXECUTION",
+        "misfireStrategy": "DO_NOTHING", "glueType": "BEAN"
+    })
+}
+
+#[test]
+fn a_new_user_walks_through_the_console() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |_| {}).await;
+        let svc = init_service(
+            actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
+        )
+        .await;
+        let admin = login(&svc, "admin", ADMIN_PW).await;
+        let t = Some(admin.as_str());
+
+        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;
+        assert_eq!(
+            (s, me["username"].as_str(), me["role"].as_i64()),
+            (StatusCode::OK, Some("admin"), Some(1))
+        );
+
+        // executor groups: the demo group is live (the in-process executor beats)
+        let (s, groups) = call(&svc, Method::GET, "/v1/groups", t, None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(groups["total"], 1);
+        assert_eq!(groups["items"][0]["appName"], "xjob-demo");
+        assert_eq!(
+            groups["items"][0]["registryList"].as_array().unwrap().len(),
+            1
+        );
+        let (s, g) = call(
+            &svc,
+            Method::POST,
+            "/v1/groups",
+            t,
+            Some(
+                json!({ "appName": "billing-exec", "title": "Billing", "addressType": 1,
+                          "addressList": "http://10.0.0.1:9999/,http://10.0.0.2:9999/" }),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{g}");
+        let billing = g["id"].as_i64().unwrap();
+        assert_eq!(g["registryList"].as_array().unwrap().len(), 2);
+        let (s, g) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/groups/{billing}"),
+            t,
+            Some(json!({ "appName": "billing-exec", "title": "Billing v2", "addressType": 0 })),
+        )
+        .await;
+        assert_eq!(
+            (s, g["title"].as_str()),
+            (StatusCode::OK, Some("Billing v2"))
+        );
+        let (s, g) = call(&svc, Method::GET, &format!("/v1/groups/{billing}"), t, None).await;
+        assert_eq!((s, g["addressType"].as_i64()), (StatusCode::OK, Some(0)));
+
+        // a cron job in the demo group: preview, create (stopped), start
+        let demo = app.group as i64;
+        let (s, next) = call(
+            &svc,
+            Method::GET,
+            "/v1/jobs/next-fire-times?scheduleType=CRON&scheduleConf=0/5%20*%20*%20*%20*%20%3F",
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{next}");
+        assert_eq!(next["total"], 5);
+        assert_eq!(next["items"][0], "2026-11-21T14:00:05Z");
+        assert_eq!(next["items"][4], "2026-11-21T14:00:25Z");
+        let (s, job) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            t,
+            Some(job_body(demo, "hello", "demoJobHandler")),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{job}");
+        assert_eq!(job["triggerStatus"], 0);
+        let id = job["id"].as_i64().unwrap();
+        let (s, job) = call(&svc, Method::POST, &format!("/v1/jobs/{id}/start"), t, None).await;
+        assert_eq!(
+            (s, job["triggerStatus"].as_i64()),
+            (StatusCode::OK, Some(1))
+        );
+        assert_eq!(job["triggerNextTime"], T0 + 5_000);
+        let (s, jobs) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/jobs?jobGroup={demo}&triggerStatus=1&jobDesc=hel"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!((s, jobs["total"].as_i64()), (StatusCode::OK, Some(1)));
+
+        // runs appear, each with its rolling log
+        app.advance(11_000).await;
+        let (s, logs) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/logs?jobId={id}&status=success"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{logs}");
+        assert_eq!(logs["total"], 2, "{logs}");
+        let log_id = logs["items"][0]["id"].as_i64().unwrap();
+        assert_eq!(logs["items"][0]["status"], "success");
+        let (s, one) = call(&svc, Method::GET, &format!("/v1/logs/{log_id}"), t, None).await;
+        assert_eq!((s, one["handleCode"].as_i64()), (StatusCode::OK, Some(200)));
+        let (s, content) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/logs/{log_id}/content?fromLine=1"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{content}");
+        assert!(
+            content["content"]
+                .as_str()
+                .unwrap()
+                .contains("param: from-cron"),
+            "{content}"
+        );
+        let to = content["toLine"].as_i64().unwrap();
+        let (_, rest) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/logs/{log_id}/content?fromLine={}", to + 1),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(rest["end"], true, "{rest}");
+
+        // edit: the schedule moves the running job's next fire
+        let mut edit = job_body(demo, "hello", "demoJobHandler");
+        edit["scheduleConf"] = json!("0 0 * * * ?");
+        let (s, job) = call(&svc, Method::PUT, &format!("/v1/jobs/{id}"), t, Some(edit)).await;
+        assert_eq!(s, StatusCode::OK, "{job}");
+        assert_eq!(job["triggerNextTime"], T0 + 3_600_000);
+        let (s, job) = call(&svc, Method::GET, &format!("/v1/jobs/{id}"), t, None).await;
+        assert_eq!(
+            (s, job["scheduleConf"].as_str()),
+            (StatusCode::OK, Some("0 0 * * * ?"))
+        );
+
+        // trigger once with a param
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            &format!("/v1/jobs/{id}/trigger"),
+            t,
+            Some(json!({ "executorParam": "by-hand" })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        app.advance(1_000).await;
+        let (_, logs) = call(&svc, Method::GET, &format!("/v1/logs?jobId={id}"), t, None).await;
+        assert_eq!(logs["items"][0]["executorParam"], "by-hand", "{logs}");
+        assert_eq!(logs["items"][0]["triggerType"], "MANUAL");
+
+        // kill a long run
+        let mut long = job_body(demo, "long", "sleepJobHandler");
+        long["scheduleType"] = json!("NONE");
+        long["scheduleConf"] = json!(null);
+        let (_, long) = call(&svc, Method::POST, "/v1/jobs", t, Some(long)).await;
+        let long_id = long["id"].as_i64().unwrap();
+        call(
+            &svc,
+            Method::POST,
+            &format!("/v1/jobs/{long_id}/trigger"),
+            t,
+            Some(json!({ "executorParam": "600" })),
+        )
+        .await;
+        app.advance(1_000).await;
+        let (_, running) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/logs?jobId={long_id}&status=running"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(running["total"], 1, "{running}");
+        let run = running["items"][0]["id"].as_i64().unwrap();
+        let (s, killed) = call(&svc, Method::POST, &format!("/v1/logs/{run}/kill"), t, None).await;
+        assert_eq!(s, StatusCode::OK, "{killed}");
+        assert_eq!(killed["handleCode"], 500);
+        assert_eq!(killed["status"], "failed");
+        let (s, again) = call(&svc, Method::POST, &format!("/v1/logs/{run}/kill"), t, None).await;
+        assert_eq!(s, StatusCode::CONFLICT, "{again}");
+
+        // dashboard
+        app.engine
+            .log_report()
+            .send(xjob::actors::log_report::RefreshReport)
+            .await
+            .unwrap()
+            .unwrap();
+        let (s, d) = call(&svc, Method::GET, "/v1/dashboard", t, None).await;
+        assert_eq!(s, StatusCode::OK, "{d}");
+        assert_eq!(d["jobInfoCount"], 2);
+        assert_eq!(d["jobLogSuccessCount"], 3, "{d}");
+        assert_eq!(d["jobLogFailCount"], 1, "{d}");
+        assert_eq!(d["executorCount"], 1);
+        let (s, chart) = call(
+            &svc,
+            Method::GET,
+            "/v1/dashboard/chart?from=2026-11-15&to=2026-11-22",
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{chart}");
+        assert_eq!(chart["triggerDayList"].as_array().unwrap().len(), 7);
+        assert_eq!(chart["triggerDayList"][6], "2026-11-21");
+        assert_eq!(chart["triggerDayCountSucList"][6], 3);
+        assert_eq!(chart["triggerCountFailTotal"], 1);
+
+        // users: create, edit, list, delete
+        let (s, u) = call(&svc, Method::POST, "/v1/users", t, Some(json!({ "username": "alice", "password": "alice-pw-1", "role": 0, "permission": [demo] }))).await;
+        assert_eq!(s, StatusCode::CREATED, "{u}");
+        assert!(u.get("password").is_none());
+        let uid = u["id"].as_i64().unwrap();
+        let (s, u) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/users/{uid}"),
+            t,
+            Some(json!({ "role": 0, "permission": [demo, billing] })),
+        )
+        .await;
+        assert_eq!(
+            (s, u["permission"].as_array().unwrap().len()),
+            (StatusCode::OK, 2)
+        );
+        let (s, list) = call(&svc, Method::GET, "/v1/users?username=ali", t, None).await;
+        assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(1)));
+        let alice = login(&svc, "alice", "alice-pw-1").await;
+        let (s, _) = call(&svc, Method::DELETE, &format!("/v1/users/{uid}"), t, None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some(&alice), None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "a deleted user's session ends");
+
+        // clear logs, delete the job and the empty group
+        let (s, c) = call(
+            &svc,
+            Method::POST,
+            "/v1/logs/clear",
+            t,
+            Some(json!({ "jobGroup": demo, "jobId": id, "type": 9 })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{c}");
+        assert_eq!(c["deleted"], 3);
+        let (_, logs) = call(&svc, Method::GET, &format!("/v1/logs?jobId={id}"), t, None).await;
+        assert_eq!(logs["total"], 0);
+        let (s, _) = call(&svc, Method::DELETE, &format!("/v1/jobs/{id}"), t, None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = call(&svc, Method::GET, &format!("/v1/jobs/{id}"), t, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            &format!("/v1/jobs/{long_id}/stop"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, _) = call(
+            &svc,
+            Method::DELETE,
+            &format!("/v1/groups/{billing}"),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+
+        // change own password, then log out
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/password",
+            t,
+            Some(json!({ "oldPassword": ADMIN_PW, "password": "a-new-secret-2" })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = call(&svc, Method::POST, "/v1/auth/logout", t, None).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        login(&svc, "admin", "a-new-secret-2").await;
+
+        app.close().await;
+    });
+}
+
+#[test]
+fn errors_name_the_field_and_use_the_right_status() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |_| {}).await;
+        let svc = init_service(
+            actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
+        )
+        .await;
+        let admin = login(&svc, "admin", ADMIN_PW).await;
+        let t = Some(admin.as_str());
+        let demo = app.group as i64;
+
+        let bad = |patch: Value| {
+            let mut b = job_body(demo, "d", "demoJobHandler");
+            for (k, v) in patch.as_object().unwrap() {
+                b[k] = v.clone();
+            }
+            b
+        };
+        for (patch, field) in [
+            (json!({ "jobDesc": "" }), "jobDesc"),
+            (json!({ "author": " " }), "author"),
+            (json!({ "scheduleConf": "61 * * * * ?" }), "scheduleConf"),
+            (
+                json!({ "scheduleType": "FIX_RATE", "scheduleConf": "0" }),
+                "scheduleConf",
+            ),
+            (json!({ "scheduleType": "SOMETIMES" }), "scheduleType"),
+            (json!({ "executorHandler": "" }), "executorHandler"),
+            (
+                json!({ "executorRouteStrategy": "NEAREST" }),
+                "executorRouteStrategy",
+            ),
+            (
+                json!({ "executorBlockStrategy": "QUEUE" }),
+                "executorBlockStrategy",
+            ),
+            (json!({ "misfireStrategy": "RETRY" }), "misfireStrategy"),
+            (json!({ "childJobId": "12345" }), "childJobId"),
+            (json!({ "jobGroup": 999 }), "jobGroup"),
+            (json!({ "timeZone": "Mars/Base" }), "timeZone"),
+            (json!({ "executorTimeout": "soon" }), "executorTimeout"),
+        ] {
+            let (s, v) = call(&svc, Method::POST, "/v1/jobs", t, Some(bad(patch.clone()))).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{patch} → {v}");
+            assert_eq!(v["field"], field, "{patch} → {v}");
+            assert_eq!(v["status"], 400);
+        }
+        let (_, jobs) = call(&svc, Method::GET, "/v1/jobs", t, None).await;
+        assert_eq!(jobs["total"], 0, "nothing half-written");
+
+        for (body, field) in [
+            (json!({ "appName": "abc", "title": "t" }), "appName"),
+            (json!({ "appName": "ab<cd", "title": "t" }), "appName"),
+            (json!({ "appName": "good-app", "title": "" }), "title"),
+            (
+                json!({ "appName": "good-app", "title": "t", "addressType": 1, "addressList": "http://a/,," }),
+                "addressList",
+            ),
+        ] {
+            let (s, v) = call(&svc, Method::POST, "/v1/groups", t, Some(body)).await;
+            assert_eq!(
+                (s, v["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{v}"
+            );
+        }
+        for (body, field) in [
+            (
+                json!({ "username": "bob", "password": "long-enough-1" }),
+                "username",
+            ),
+            (
+                json!({ "username": "bobby", "password": "short" }),
+                "password",
+            ),
+            (
+                json!({ "username": "bobby", "password": "long-enough-1", "role": 7 }),
+                "role",
+            ),
+            (
+                json!({ "username": "bobby", "password": "long-enough-1", "permission": [4242] }),
+                "permission",
+            ),
+        ] {
+            let (s, v) = call(&svc, Method::POST, "/v1/users", t, Some(body)).await;
+            assert_eq!(
+                (s, v["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{v}"
+            );
+        }
+        let (s, v) = call(
+            &svc,
+            Method::GET,
+            "/v1/jobs/next-fire-times?scheduleType=CRON&scheduleConf=nope",
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("scheduleConf"))
+        );
+        let (s, v) = call(&svc, Method::GET, "/v1/logs?status=maybe", t, None).await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("status"))
+        );
+        let (s, v) = call(&svc, Method::GET, "/v1/logs?limit=abc", t, None).await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("query")),
+            "{v}"
+        );
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/logs/clear",
+            t,
+            Some(json!({ "type": 10 })),
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("type"))
+        );
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/password",
+            t,
+            Some(json!({ "oldPassword": "wrong-one", "password": "whatever-new" })),
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("oldPassword"))
+        );
+
+        // 401
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", None, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some("not-a-token"), None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        // 404
+        for path in ["/v1/jobs/4242", "/v1/groups/4242", "/v1/logs/4242"] {
+            let (s, _) = call(&svc, Method::GET, path, t, None).await;
+            assert_eq!(s, StatusCode::NOT_FOUND, "{path}");
+        }
+        let (s, _) = call(&svc, Method::DELETE, "/v1/users/4242", t, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        // 409
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            "/v1/groups",
+            t,
+            Some(json!({ "appName": "xjob-demo", "title": "dup" })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT);
+        call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            t,
+            Some(job_body(demo, "j", "demoJobHandler")),
+        )
+        .await;
+        let (s, v) = call(&svc, Method::DELETE, &format!("/v1/groups/{demo}"), t, None).await;
+        assert_eq!(s, StatusCode::CONFLICT, "a group with jobs: {v}");
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            "/v1/users",
+            t,
+            Some(json!({ "username": "admin", "password": "long-enough-1" })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT);
+        let (_, me) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;
+        let my_id = me["id"].as_i64().unwrap();
+        let (s, _) = call(&svc, Method::DELETE, &format!("/v1/users/{my_id}"), t, None).await;
+        assert_eq!(s, StatusCode::CONFLICT, "cannot delete yourself");
+        let (s, _) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/users/{my_id}"),
+            t,
+            Some(json!({ "role": 0 })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT, "cannot demote yourself");
+        let (s, v) = call(&svc, Method::POST, "/v1/jobs/1/start", t, None).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+
+        // a NONE job cannot start
+        let mut none = job_body(demo, "n", "demoJobHandler");
+        none["scheduleType"] = json!("NONE");
+        let (_, none) = call(&svc, Method::POST, "/v1/jobs", t, Some(none)).await;
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            &format!("/v1/jobs/{}/start", none["id"]),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("scheduleType"))
+        );
+
+        // 429 after five failed logins from one client for one user; others unaffected
+        for _ in 0..5 {
+            let (s, _) = call(
+                &svc,
+                Method::POST,
+                "/v1/auth/login",
+                None,
+                Some(json!({ "username": "admin", "password": "guess" })),
+            )
+            .await;
+            assert_eq!(s, StatusCode::UNAUTHORIZED);
+        }
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/login",
+            None,
+            Some(json!({ "username": "admin", "password": ADMIN_PW })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        app.close().await;
+    });
+}
+
+#[test]
+fn a_normal_user_is_confined_to_their_groups() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |_| {}).await;
+        let svc =
+            init_service(actix_web::App::new().configure(xjob::routes::center(console, None)))
+                .await;
+        let admin = login(&svc, "admin", ADMIN_PW).await;
+        let t = Some(admin.as_str());
+        let mine = app.group as i64;
+        let (_, other) = call(
+            &svc,
+            Method::POST,
+            "/v1/groups",
+            t,
+            Some(json!({ "appName": "other-app", "title": "Other" })),
+        )
+        .await;
+        let other = other["id"].as_i64().unwrap();
+        let (_, a) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            t,
+            Some(job_body(mine, "mine", "demoJobHandler")),
+        )
+        .await;
+        let (_, b) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            t,
+            Some(job_body(other, "theirs", "demoJobHandler")),
+        )
+        .await;
+        let (a, b) = (a["id"].as_i64().unwrap(), b["id"].as_i64().unwrap());
+        call(
+            &svc,
+            Method::POST,
+            &format!("/v1/jobs/{a}/trigger"),
+            t,
+            None,
+        )
+        .await;
+        app.advance(1_000).await;
+        call(&svc, Method::POST, "/v1/users", t, Some(json!({ "username": "carol", "password": "carol-pw-1", "role": 0, "permission": [mine] }))).await;
+
+        let c = login(&svc, "carol", "carol-pw-1").await;
+        let c = Some(c.as_str());
+        let (_, groups) = call(&svc, Method::GET, "/v1/groups", c, None).await;
+        assert_eq!(groups["total"], 1);
+        assert_eq!(groups["items"][0]["id"], mine);
+        let (_, jobs) = call(&svc, Method::GET, "/v1/jobs", c, None).await;
+        assert_eq!(jobs["total"], 1);
+        assert_eq!(jobs["items"][0]["id"], a);
+        let (_, logs) = call(&svc, Method::GET, "/v1/logs", c, None).await;
+        assert_eq!(logs["total"], 1);
+        let (s, _) = call(&svc, Method::GET, &format!("/v1/jobs/{a}"), c, None).await;
+        assert_eq!(s, StatusCode::OK);
+
+        for (m, path, body) in [
+            (Method::GET, format!("/v1/jobs/{b}"), None),
+            (Method::POST, format!("/v1/jobs/{b}/trigger"), None),
+            (Method::POST, format!("/v1/jobs/{b}/start"), None),
+            (Method::DELETE, format!("/v1/jobs/{b}"), None),
+            (Method::GET, format!("/v1/groups/{other}"), None),
+            (Method::GET, format!("/v1/jobs?jobGroup={other}"), None),
+            (Method::GET, format!("/v1/logs?jobGroup={other}"), None),
+            (
+                Method::POST,
+                "/v1/jobs".to_string(),
+                Some(job_body(other, "sneaky", "demoJobHandler")),
+            ),
+            (
+                Method::POST,
+                "/v1/logs/clear".to_string(),
+                Some(json!({ "jobGroup": other, "type": 9 })),
+            ),
+            (Method::GET, "/v1/users".to_string(), None),
+            (
+                Method::POST,
+                "/v1/groups".to_string(),
+                Some(json!({ "appName": "carol-app", "title": "C" })),
+            ),
+            (
+                Method::PUT,
+                format!("/v1/groups/{mine}"),
+                Some(json!({ "appName": "xjob-demo", "title": "mine now" })),
+            ),
+        ] {
+            let (s, v) = call(&svc, m.clone(), &path, c, body).await;
+            assert_eq!(s, StatusCode::FORBIDDEN, "{m} {path}: {v}");
+        }
+        // a child job in another group is refused too
+        let mut child = job_body(mine, "parent", "demoJobHandler");
+        child["childJobId"] = json!(b.to_string());
+        let (s, v) = call(&svc, Method::POST, "/v1/jobs", c, Some(child)).await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::FORBIDDEN, Some("childJobId"))
+        );
+        let (_, all) = call(&svc, Method::GET, "/v1/jobs", t, None).await;
+        assert_eq!(
+            all["total"], 2,
+            "nothing was written by the refused requests"
+        );
+        app.close().await;
+    });
+}
+
+#[test]
+fn script_jobs_need_scripts_enabled_and_keep_a_history() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |_| {}).await;
+        let svc =
+            init_service(actix_web::App::new().configure(xjob::routes::center(console, None)))
+                .await;
+        let admin = login(&svc, "admin", ADMIN_PW).await;
+        let mut script = job_body(app.group as i64, "script", "");
+        script["glueType"] = json!("GLUE_SHELL");
+        script["glueSource"] = json!("#!/bin/sh\necho hi\n");
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            Some(&admin),
+            Some(script.clone()),
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::FORBIDDEN, Some("glueType")),
+            "{v}"
+        );
+        app.close().await;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |c| c.security.scripts_enabled = true).await;
+        let svc =
+            init_service(actix_web::App::new().configure(xjob::routes::center(console, None)))
+                .await;
+        let admin = login(&svc, "admin", ADMIN_PW).await;
+        let t = Some(admin.as_str());
+        let (s, job) = call(&svc, Method::POST, "/v1/jobs", t, Some(script)).await;
+        assert_eq!(s, StatusCode::CREATED, "{job}");
+        let id = job["id"].as_i64().unwrap();
+        for i in 0..32 {
+            let (s, v) = call(&svc, Method::PUT, &format!("/v1/jobs/{id}/glue"), t, Some(json!({ "glueSource": format!("echo {i}\r\n"), "glueRemark": format!("version {i}") }))).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+        }
+        let (s, g) = call(&svc, Method::GET, &format!("/v1/jobs/{id}/glue"), t, None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            g["glueSource"], "echo 31\n",
+            "carriage returns removed from shell source"
+        );
+        assert_eq!(g["history"].as_array().unwrap().len(), 30);
+        assert_eq!(g["history"][0]["glueRemark"], "version 31");
+        let (s, v) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/jobs/{id}/glue"),
+            t,
+            Some(json!({ "glueSource": "x", "glueRemark": "no" })),
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("glueRemark"))
+        );
+        // a BEAN job has no script
+        let (_, bean) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            t,
+            Some(job_body(app.group as i64, "bean", "demoJobHandler")),
+        )
+        .await;
+        let (s, _) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/jobs/{}/glue", bean["id"]),
+            t,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        app.close().await;
+    });
+}
+
+#[test]
+fn first_start_creates_admin_once_with_a_generated_or_configured_password() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let console = Console::new(app.engine.clone());
+        let generated = console.bootstrap_admin().await.unwrap().expect("generated");
+        assert!(generated.len() >= 16, "{generated}");
+        assert_eq!(console.bootstrap_admin().await.unwrap(), None, "only once");
+        console.login("admin", &generated, "c").await.unwrap();
+        assert!(
+            console.login("admin", "123456", "c").await.is_err(),
+            "no default password"
+        );
+        let row = xjob::store::users::by_name(app.engine.db(), "admin")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(row.password.starts_with("$argon2id$"), "stored hashed");
+        app.close().await;
+
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |c| {
+            c.security.admin_password = "short".into()
+        })
+        .await;
+        let e = Console::new(app.engine.clone())
+            .bootstrap_admin()
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("security.admin_password"), "{e}");
+        app.close().await;
+    });
+}
+
+#[test]
+fn cookie_login_openapi_metrics_and_health() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, console) = open_console(dir.path(), |_| {}).await;
+        let svc =
+            init_service(actix_web::App::new().configure(xjob::routes::center(console, None)))
+                .await;
+        let req = TestRequest::post()
+            .uri("/v1/auth/login")
+            .peer_addr("127.0.0.1:1".parse().unwrap())
+            .set_json(json!({ "username": "admin", "password": ADMIN_PW }))
+            .to_request();
+        let res = call_service(&svc, req).await;
+        let cookie = res
+            .headers()
+            .get(header::SET_COOKIE)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+            "{cookie}"
+        );
+        let pair = cookie.split(';').next().unwrap().to_string();
+        let req = TestRequest::get()
+            .uri("/v1/auth/me")
+            .insert_header((header::COOKIE, pair))
+            .to_request();
+        assert_eq!(call_service(&svc, req).await.status(), StatusCode::OK);
+
+        // the document lists every route of the issue, and every listed route is mounted
+        let (s, doc) = call(&svc, Method::GET, "/openapi.json", None, None).await;
+        assert_eq!(s, StatusCode::OK);
+        for (m, p) in [
+            ("post", "/v1/auth/login"),
+            ("post", "/v1/auth/logout"),
+            ("post", "/v1/auth/password"),
+            ("get", "/v1/groups"),
+            ("post", "/v1/groups"),
+            ("get", "/v1/groups/{id}"),
+            ("put", "/v1/groups/{id}"),
+            ("delete", "/v1/groups/{id}"),
+            ("get", "/v1/jobs"),
+            ("post", "/v1/jobs"),
+            ("get", "/v1/jobs/{id}"),
+            ("put", "/v1/jobs/{id}"),
+            ("delete", "/v1/jobs/{id}"),
+            ("post", "/v1/jobs/{id}/start"),
+            ("post", "/v1/jobs/{id}/stop"),
+            ("post", "/v1/jobs/{id}/trigger"),
+            ("get", "/v1/jobs/next-fire-times"),
+            ("get", "/v1/jobs/{id}/glue"),
+            ("put", "/v1/jobs/{id}/glue"),
+            ("get", "/v1/logs"),
+            ("get", "/v1/logs/{id}"),
+            ("get", "/v1/logs/{id}/content"),
+            ("post", "/v1/logs/{id}/kill"),
+            ("post", "/v1/logs/clear"),
+            ("get", "/v1/users"),
+            ("post", "/v1/users"),
+            ("put", "/v1/users/{id}"),
+            ("delete", "/v1/users/{id}"),
+            ("get", "/v1/dashboard"),
+            ("get", "/v1/dashboard/chart"),
+        ] {
+            assert!(
+                doc["paths"][p][m].is_object(),
+                "{m} {p} missing from /openapi.json"
+            );
+        }
+        for (m, p, _) in xjob::routes::v1::ROUTES {
+            let method: Method = m.to_uppercase().parse().unwrap();
+            let path = p.replace("{id}", "1");
+            let (s, v) = call(&svc, method, &path, None, None).await;
+            let want = if *p == "/v1/auth/login" {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(s, want, "{m} {p} is not mounted as documented: {v}");
+        }
+
+        // metrics after a run
+        app.engine.trigger_job(1, None, None).await.ok();
+        let job = app
+            .engine
+            .add_job(JobSpec::cron(
+                app.group,
+                "m",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await
+            .unwrap();
+        app.engine.start_job(job).await.unwrap();
+        app.advance(3_000).await;
+        let res = call_service(&svc, TestRequest::get().uri("/metrics").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let text = String::from_utf8(read_body(res).await.to_vec()).unwrap();
+        for line in [
+            "xjob_fires_recorded_total",
+            "xjob_misfires_total 0",
+            "xjob_fire_lateness_seconds_bucket{le=\"0.001\"}",
+            "xjob_dispatch_duration_seconds_count",
+            "xjob_lane_in_flight{lane=\"fast\"}",
+            "xjob_live_executors 1",
+            "xjob_callbacks_total",
+            "xjob_ring_waiting",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        let ok = text
+            .lines()
+            .find(|l| l.starts_with("xjob_triggers_total{result=\"success\"}"))
+            .unwrap();
+        let n: u64 = ok.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(n >= 3, "{ok}");
+        let (s, h) = call(&svc, Method::GET, "/health", None, None).await;
+        assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+        app.close().await;
+    });
+}
