@@ -37,7 +37,9 @@
 //! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
 //! - `alarm`: alarms for failed runs (e-mail, webhook).
 //! - `engine`: wiring ([`Engine`]).
-//! - `routes`: HTTP scopes.
+//! - `metrics`: Prometheus counters and histograms.
+//! - `console`: the console's operations with authentication and per-group permissions.
+//! - `routes`: HTTP scopes (admin API, executor protocol, `/v1` console API, OpenAPI, metrics).
 //! - `demo`: the demo handlers of `xjob serve`.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]

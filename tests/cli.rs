@@ -79,8 +79,22 @@ fn get(addr: &str, path: &str) -> Option<String> {
     Some(body)
 }
 
+fn post(addr: &str, path: &str, json: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
 #[test]
-fn serve_answers_health_and_seeds_the_demo_group() {
+fn serve_answers_health_seeds_the_demo_group_and_prints_first_start_secrets_once() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -98,11 +112,15 @@ fn serve_answers_health_and_seeds_the_demo_group() {
         ),
     )
     .unwrap();
+    let out = std::fs::File::create(dir.path().join("serve.log")).unwrap();
     let mut child = xjob()
         .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("XJOB_SECURITY__ADMIN_PASSWORD")
+        .env_remove("XJOB_SECURITY__ACCESS_TOKEN")
         .args(["serve", "--config"])
         .arg(&cfg)
-        .stdout(Stdio::null())
+        .stdout(out)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -116,6 +134,30 @@ fn serve_answers_health_and_seeds_the_demo_group() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // first start: the generated admin password and access token are printed once
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    let shown = |what: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains(what))
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+            .collect()
+    };
+    let passwords = shown("generated password");
+    assert_eq!(passwords.len(), 1, "{log}");
+    assert_eq!(shown("generated executor access token").len(), 1, "{log}");
+    let token = std::fs::read_to_string(dir.path().join("data/access_token")).unwrap();
+    assert_eq!(shown("generated executor access token")[0], token);
+    let body = format!(r#"{{"username":"admin","password":"{}"}}"#, passwords[0]);
+    let login = post(&addr, "/v1/auth/login", &body).unwrap();
+    assert!(login.starts_with("HTTP/1.1 200"), "{login}");
+    assert!(login.contains(r#""token":""#), "{login}");
+    let wrong = post(
+        &addr,
+        "/v1/auth/login",
+        r#"{"username":"admin","password":"123456"}"#,
+    )
+    .unwrap();
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
     let _ = child.kill();
     let _ = child.wait();
     let health = health.expect("serve answered /health within 60 s");
