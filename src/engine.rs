@@ -475,10 +475,8 @@ impl Engine {
         &self.metrics
     }
 
-    /// The Prometheus text exposition of the engine's metrics, with gauges read now.
-    pub async fn render_metrics(&self) -> Result<String> {
-        let stats = self.pool_stats().await?;
-        let ring_waiting = self.ring.send(GetRingSize).await?;
+    /// Executor addresses with a heartbeat younger than `registry.dead_secs`, by appname.
+    pub async fn live_executors(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
         let alive_after = self
             .clock
             .now_naive()
@@ -486,12 +484,19 @@ impl Engine {
                 self.config.registry.dead_secs as i64,
             ))
             .unwrap_or_default();
-        let live: std::collections::HashSet<String> =
-            crate::store::registry::live_by_app(&self.db, alive_after)
-                .await?
-                .into_values()
-                .flatten()
-                .collect();
+        crate::store::registry::live_by_app(&self.db, alive_after).await
+    }
+
+    /// The Prometheus text exposition of the engine's metrics, with gauges read now.
+    pub async fn render_metrics(&self) -> Result<String> {
+        let stats = self.pool_stats().await?;
+        let ring_waiting = self.ring.send(GetRingSize).await?;
+        let live: std::collections::HashSet<String> = self
+            .live_executors()
+            .await?
+            .into_values()
+            .flatten()
+            .collect();
         Ok(self.metrics.render(Gauges {
             fast_in_flight: stats.fast_in_flight,
             slow_in_flight: stats.slow_in_flight,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{Console, Principal};
 use crate::error::{Error, Result};
-use crate::store::{jobs, registry, reports};
+use crate::store::{jobs, reports};
 
 /// Longest chart range, days.
 pub const MAX_CHART_DAYS: i64 = 366;
@@ -63,12 +63,9 @@ impl Console {
             sum(|r| r.suc_count),
             sum(|r| r.fail_count),
         );
-        let dead = self.engine.config().registry.dead_secs as i64;
-        let after = self
-            .now()
-            .checked_sub_signed(TimeDelta::seconds(dead))
-            .unwrap_or_default();
-        let live: std::collections::HashSet<String> = registry::live_by_app(self.db(), after)
+        let live: std::collections::HashSet<String> = self
+            .engine
+            .live_executors()
             .await?
             .into_values()
             .flatten()

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Console, Page, Principal, rfc3339};
 use crate::actors::registry::RefreshRegistry;
 use crate::error::{Error, Result};
-use crate::store::{groups, jobs, registry};
+use crate::store::{groups, jobs};
 
 /// A group as the console shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -125,12 +125,17 @@ fn view(
 
 impl Console {
     async fn live(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
-        let dead = self.engine.config().registry.dead_secs as i64;
-        let after = self
-            .now()
-            .checked_sub_signed(chrono::TimeDelta::seconds(dead))
-            .unwrap_or_default();
-        registry::live_by_app(self.db(), after).await
+        self.engine.live_executors().await
+    }
+
+    /// Refuses an appname another group has.
+    async fn check_app_name_free(&self, app_name: &str, except: Option<i32>) -> Result<()> {
+        match groups::by_app_name(self.db(), app_name).await? {
+            Some(other) if Some(other.id) != except => Err(Error::Conflict {
+                reason: format!("a group with appName `{app_name}` exists"),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Groups the user may see whose appname / title contain the filters.
@@ -163,14 +168,7 @@ impl Console {
     pub async fn create_group(&self, who: &Principal, input: GroupInput) -> Result<GroupView> {
         who.require_admin()?;
         let list = input.validate()?;
-        if groups::by_app_name(self.db(), &input.app_name)
-            .await?
-            .is_some()
-        {
-            return Err(Error::Conflict {
-                reason: format!("a group with appName `{}` exists", input.app_name),
-            });
-        }
+        self.check_app_name_free(&input.app_name, None).await?;
         let id = groups::insert(
             self.db(),
             &input.app_name,
@@ -194,13 +192,7 @@ impl Console {
         who.require_admin()?;
         groups::get(self.db(), id).await?;
         let list = input.validate()?;
-        if let Some(other) = groups::by_app_name(self.db(), &input.app_name).await?
-            && other.id != id
-        {
-            return Err(Error::Conflict {
-                reason: format!("a group with appName `{}` exists", input.app_name),
-            });
-        }
+        self.check_app_name_free(&input.app_name, Some(id)).await?;
         groups::update(
             self.db(),
             id,
