@@ -983,6 +983,25 @@ fn cookie_login_openapi_metrics_and_health() {
             .unwrap();
         let n: u64 = ok.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(n >= 3, "{ok}");
+        // the web console is served by the same app, locked down by its CSP
+        let res = call_service(&svc, TestRequest::get().uri("/").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let csp = res
+            .headers()
+            .get(header::CONTENT_SECURITY_POLICY)
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{csp}"
+        );
+        let page = String::from_utf8(read_body(res).await.to_vec()).unwrap();
+        assert!(page.contains(r#"<script src="/assets/app.js""#), "{page}");
+        for asset in ["/assets/app.js", "/assets/app.css"] {
+            let res = call_service(&svc, TestRequest::get().uri(asset).to_request()).await;
+            assert_eq!(res.status(), StatusCode::OK, "{asset}");
+        }
         let (s, h) = call(&svc, Method::GET, "/health", None, None).await;
         assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
         app.close().await;

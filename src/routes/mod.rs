@@ -5,6 +5,7 @@ pub mod health;
 pub mod metrics;
 pub mod openapi;
 pub mod v1;
+pub mod web;
 
 use crate::console::Console;
 use crate::engine::Engine;
@@ -39,8 +40,8 @@ pub fn node(
     }
 }
 
-/// Mounts a whole scheduling center: [`node`] plus the console API (`/v1/...`),
-/// `/openapi.json` and `/metrics`. This is what `xjob serve` runs.
+/// Mounts a whole scheduling center: [`node`] plus the console API (`/v1/...`), the web
+/// console (`/`), `/openapi.json` and `/metrics`. This is what `xjob serve` runs.
 pub fn center(
     console: Console,
     access_token: Option<String>,
@@ -51,5 +52,6 @@ pub fn center(
         metrics::config(cfg);
         openapi::config(cfg);
         v1::config(cfg, console.clone());
+        web::config(cfg);
     }
 }

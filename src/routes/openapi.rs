@@ -108,6 +108,10 @@ fn schemas() -> Value {
             ("id", "integer"), ("username", "string"), ("role", "integer"),
             ("permission", "integer[]"),
         ]),
+        "Me": props(&[
+            ("id", "integer"), ("username", "string"), ("role", "integer"),
+            ("permission", "integer[]"), ("scriptsEnabled", "boolean"),
+        ]),
         "LoginInput": props(&[("username", "string"), ("password", "string")]),
         "Login": props(&[("token", "string"), ("expiresAt", "integer")]),
         "PasswordInput": props(&[("oldPassword", "string"), ("password", "string")]),
@@ -138,7 +142,7 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
     match (method, path) {
         ("post", "/v1/auth/login") => (Some("LoginInput"), &[], r("Login")),
         ("post", "/v1/auth/password") => (Some("PasswordInput"), &[], json!(null)),
-        ("get", "/v1/auth/me") => (None, &[], r("User")),
+        ("get", "/v1/auth/me") => (None, &[], r("Me")),
         ("get", "/v1/groups") => (None, &["appName", "title", PAGE[0], PAGE[1]], page("Group")),
         ("post" | "put", p) if p.starts_with("/v1/groups") => (Some("GroupInput"), &[], r("Group")),
         ("get", "/v1/groups/{id}") => (None, &[], r("Group")),

@@ -65,6 +65,13 @@ async fn password(c: web::Data<Console>, auth: Auth, body: Body<PasswordInput>) 
     Ok(HttpResponse::NoContent().finish())
 }
 
-async fn me(auth: Auth) -> ApiResult {
-    ok(auth.user)
+async fn me(c: web::Data<Console>, auth: Auth) -> ApiResult {
+    let u = auth.user;
+    ok(serde_json::json!({
+        "id": u.id,
+        "username": u.username,
+        "role": u.role,
+        "permission": u.permission,
+        "scriptsEnabled": c.engine().config().security.scripts_enabled,
+    }))
 }

@@ -1,0 +1,177 @@
+// End-to-end tests of the web console in headless Chromium (Debian's `chromium`, driven by
+// playwright-core). tests/browser.rs starts `xjob serve` and runs this file with:
+//   XJOB_BASE_URL        the console, e.g. http://127.0.0.1:18080
+//   XJOB_ADMIN_PASSWORD  the admin password the server was started with
+//   XJOB_SCREENSHOT_DIR  where a failing test leaves a full-page screenshot
+// The tests run in order and build on each other (one scenario of a new user's first hour).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.XJOB_BASE_URL;
+const ADMIN_PW = process.env.XJOB_ADMIN_PASSWORD;
+const SHOTS = process.env.XJOB_SCREENSHOT_DIR || 'screenshots';
+let browser;
+
+before(async () => {
+  assert.ok(BASE && ADMIN_PW, 'XJOB_BASE_URL and XJOB_ADMIN_PASSWORD must be set');
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.XJOB_CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => { if (browser) await browser.close(); });
+
+/** A test with its own browser context; a failure leaves a screenshot. */
+function e2e(name, body) {
+  test(name, async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.setDefaultTimeout(20000);
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    try {
+      await body(page);
+      assert.deepEqual(errors, [], 'no script errors on the page');
+    } catch (e) {
+      const file = `${SHOTS}/${name.replace(/\W+/g, '-')}.png`;
+      await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+      console.error(`screenshot of the failure: ${file}`);
+      throw e;
+    } finally {
+      await context.close();
+    }
+  });
+}
+
+async function login(page, user, password) {
+  await page.goto(`${BASE}/#/login`);
+  await page.getByLabel('User name').fill(user);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
+}
+
+const dialog = (page) => page.locator('dialog[open]');
+
+async function nav(page, name, heading) {
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name }).click();
+  await page.getByRole('heading', { name: heading || name, exact: true }).waitFor();
+}
+
+e2e('log in, create an executor group and a cron job, see the next fire times, start it, watch runs and the rolling log', async (page) => {
+  // a wrong password is refused with a readable message
+  await page.goto(`${BASE}/#/login`);
+  await page.getByLabel('User name').fill('admin');
+  await page.getByLabel('Password').fill('not-the-password');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('Wrong user name or password.').waitFor();
+
+  await login(page, 'admin', ADMIN_PW);
+  assert.match(await page.locator('.cards').innerText(), /Live executors/);
+
+  await nav(page, 'Executors');
+  await page.getByRole('button', { name: 'New group' }).click();
+  await dialog(page).getByLabel('App name').fill('abc');
+  await dialog(page).getByLabel('Title').fill('E2E');
+  await dialog(page).getByRole('button', { name: 'Save' }).click();
+  // the server's validation message appears next to the field it concerns
+  await dialog(page).locator('[data-error-for="appName"]').getByText('must be 4 to 64 characters').waitFor();
+  await dialog(page).getByLabel('App name').fill('e2e-exec');
+  await dialog(page).getByRole('button', { name: 'Save' }).click();
+  await page.locator('tr[data-group="e2e-exec"]').waitFor();
+  assert.match(await page.locator('tr[data-group="xjob-demo"]').innerText(), /http:\/\/127\.0\.0\.1:/);
+
+  await nav(page, 'Jobs');
+  await page.getByRole('button', { name: 'New job' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
+  await d.getByLabel('Description').fill('hello-e2e');
+  await d.getByLabel('Author').fill('e2e');
+  await d.getByLabel('Cron expression / seconds').fill('* * * * * ?');
+  await d.getByLabel('Handler').fill('demoJobHandler');
+  await d.getByLabel('Param', { exact: true }).fill('from-cron');
+  await d.locator('[data-testid="next-times"] li').nth(4).waitFor();
+  assert.equal(await d.locator('[data-testid="next-times"] li').count(), 5);
+  await d.getByRole('button', { name: 'Save' }).click();
+  const row = page.locator('tr[data-job="hello-e2e"]');
+  await row.getByText('Stopped').waitFor();
+  await row.getByRole('button', { name: 'Start' }).click();
+  await page.locator('tr[data-job="hello-e2e"]').getByText('Running').waitFor();
+
+  await page.locator('tr[data-job="hello-e2e"]').getByRole('button', { name: 'Logs' }).click();
+  await page.getByRole('heading', { name: 'Run logs' }).waitFor();
+  const done = page.locator('tr[data-status="success"]').first();
+  await done.waitFor(); // the list refreshes itself while runs appear
+  await done.getByRole('button', { name: 'Run log' }).click();
+  await page.getByTestId('run-log').getByText('Hello World. param: from-cron').waitFor();
+  await page.getByTestId('follow-state').getByText('The run has ended.').waitFor();
+});
+
+e2e('trigger a job once with a param and kill a long run', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  await nav(page, 'Jobs');
+  await page.locator('tr[data-job="hello-e2e"]').getByRole('button', { name: 'Stop' }).click();
+  await page.locator('tr[data-job="hello-e2e"]').getByText('Stopped').waitFor();
+  await page.locator('tr[data-job="hello-e2e"]').getByRole('button', { name: 'Run once' }).click();
+  await dialog(page).getByLabel('Param').fill('by-hand');
+  await dialog(page).getByRole('button', { name: 'Run' }).click();
+  await page.getByText('Triggered.').waitFor();
+  await page.locator('tr[data-job="hello-e2e"]').getByRole('button', { name: 'Logs' }).click();
+  await page.locator('td.param', { hasText: 'by-hand' }).first().waitFor();
+
+  await nav(page, 'Jobs');
+  await page.getByRole('button', { name: 'New job' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
+  await d.getByLabel('Description').fill('long-e2e');
+  await d.getByLabel('Author').fill('e2e');
+  await d.getByLabel('Schedule type').selectOption('NONE');
+  await d.locator('[data-testid="next-times"]').getByText('runs only when triggered').waitFor();
+  await d.getByLabel('Handler').fill('sleepJobHandler');
+  await d.getByRole('button', { name: 'Save' }).click();
+  const row = page.locator('tr[data-job="long-e2e"]');
+  await row.waitFor();
+  await row.getByRole('button', { name: 'Run once' }).click();
+  await dialog(page).getByLabel('Param').fill('300');
+  await dialog(page).getByRole('button', { name: 'Run' }).click();
+  await page.getByText('Triggered.').waitFor();
+  await row.getByRole('button', { name: 'Logs' }).click();
+  const running = page.locator('tr[data-status="running"]').first();
+  await running.waitFor();
+  await running.getByRole('button', { name: 'Kill' }).click();
+  await dialog(page).getByText(/Kill run \d+\?/).waitFor();
+  await dialog(page).getByRole('button', { name: 'Kill' }).click();
+  await page.locator('tr[data-status="failed"]').first().waitFor();
+  assert.match(await page.locator('tr[data-status="failed"]').first().innerText(), /kill job/i);
+});
+
+e2e('create a normal user who only sees their groups', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  await nav(page, 'Users');
+  await page.getByRole('button', { name: 'New user' }).click();
+  const d = dialog(page);
+  await d.getByLabel('User name').fill('e2e-user');
+  await d.getByLabel('Password (8+ characters)').fill('short');
+  await d.getByRole('checkbox', { name: 'E2E' }).check();
+  await d.getByRole('button', { name: 'Save' }).click();
+  await d.locator('[data-error-for="password"]').getByText('8 to 128 characters').waitFor();
+  await d.getByLabel('Password (8+ characters)').fill('e2e-user-pw');
+  await d.getByRole('button', { name: 'Save' }).click();
+  await page.locator('tr[data-user="e2e-user"]').getByRole('cell', { name: 'E2E', exact: true }).waitFor();
+
+  await page.getByRole('button', { name: 'Log out' }).click();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+  await login(page, 'e2e-user', 'e2e-user-pw');
+  assert.equal(await page.getByRole('link', { name: 'Users' }).isVisible(), false);
+  await nav(page, 'Executors');
+  await page.locator('tr[data-group="e2e-exec"]').waitFor();
+  assert.equal(await page.locator('tr[data-group="xjob-demo"]').count(), 0);
+  await nav(page, 'Jobs');
+  await page.getByText('Nothing here yet.').waitFor();
+  assert.equal(await page.locator('tr[data-job="hello-e2e"]').count(), 0);
+});
