@@ -82,5 +82,41 @@ fn scan(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, cron, router, scan);
+/// Ring push + expire: 10,000 fires spread over five seconds pushed, then the five seconds
+/// taken; reported per fire.
+fn ring(c: &mut Criterion) {
+    use xjob::actors::ring::Ring;
+    use xjob::model::TriggerType;
+    use xjob::store::logs::Fire;
+    const N: i64 = 10_000;
+    let t0 = 1_795_269_600_000_i64;
+    let fires: Vec<Fire> = (0..N)
+        .map(|i| Fire {
+            log_id: i,
+            job_id: i as i32,
+            fire_time: t0 + 1000 + (i % 5) * 1000,
+            trigger_type: TriggerType::Cron,
+        })
+        .collect();
+    let mut g = c.benchmark_group("ring");
+    g.throughput(criterion::Throughput::Elements(N as u64));
+    g.bench_function("push_and_expire_10k_fires", |b| {
+        b.iter_batched(
+            || fires.clone(),
+            |batch| {
+                let mut ring = Ring::new(t0);
+                let now_due = ring.push(batch, t0);
+                let mut taken = now_due.len();
+                for s in 1..=5 {
+                    taken += ring.take_due(t0 + s * 1000).len();
+                }
+                assert_eq!(taken as i64, N);
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, cron, router, scan, ring);
 criterion_main!(benches);

@@ -35,27 +35,21 @@ pub struct DrainRing;
 #[rtype(result = "usize")]
 pub struct GetRingSize;
 
-/// The time ring.
-pub struct RingActor {
-    clock: Clock,
-    out: Recipient<FireBatch>,
+/// The ring's data: pure and synchronous, so it can be tested and benchmarked without an actor.
+#[derive(Debug)]
+pub struct Ring {
     slots: Vec<Vec<Fire>>,
     held: HashSet<i64>,
     last_sec: i64,
-    draining: bool,
 }
 
-impl RingActor {
-    /// A ring that sends due fires to `out`.
-    pub fn new(clock: Clock, out: Recipient<FireBatch>) -> Self {
-        let last_sec = clock.now_ms().div_euclid(1000) - 1;
-        RingActor {
-            clock,
-            out,
+impl Ring {
+    /// An empty ring that has processed every second before the one containing `now_ms`.
+    pub fn new(now_ms: i64) -> Self {
+        Ring {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
             held: HashSet::new(),
-            last_sec,
-            draining: false,
+            last_sec: now_ms.div_euclid(1000) - 1,
         }
     }
 
@@ -63,8 +57,27 @@ impl RingActor {
         ms.div_euclid(1000).rem_euclid(SLOTS as i64) as usize
     }
 
+    /// Holds `fires` for their seconds; answers those already due at `now_ms` (to send at once).
+    /// A log id already held is ignored.
+    pub fn push(&mut self, fires: Vec<Fire>, now_ms: i64) -> Vec<Fire> {
+        let mut now_due = Vec::new();
+        for f in fires {
+            if !self.held.insert(f.log_id) {
+                continue;
+            }
+            let sec = f.fire_time.div_euclid(1000);
+            if f.fire_time <= now_ms || sec <= self.last_sec {
+                self.held.remove(&f.log_id);
+                now_due.push(f);
+            } else {
+                self.slots[Self::slot_of(f.fire_time)].push(f);
+            }
+        }
+        now_due
+    }
+
     /// Takes every held fire due by `now_ms` from the slots of the seconds not yet processed.
-    fn take_due(&mut self, now_ms: i64) -> Vec<Fire> {
+    pub fn take_due(&mut self, now_ms: i64) -> Vec<Fire> {
         let now_sec = now_ms.div_euclid(1000);
         let span = (now_sec - self.last_sec).clamp(0, SLOTS as i64);
         let mut due = Vec::new();
@@ -87,6 +100,45 @@ impl RingActor {
         due
     }
 
+    /// Removes and returns everything held, by nominal time.
+    pub fn drain(&mut self) -> Vec<Fire> {
+        self.held.clear();
+        let mut left: Vec<Fire> = self.slots.iter_mut().flat_map(std::mem::take).collect();
+        left.sort_by_key(|f| f.fire_time);
+        left
+    }
+
+    /// How many fires are held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether no fire is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+/// The time ring actor.
+pub struct RingActor {
+    clock: Clock,
+    out: Recipient<FireBatch>,
+    ring: Ring,
+    draining: bool,
+}
+
+impl RingActor {
+    /// A ring that sends due fires to `out`.
+    pub fn new(clock: Clock, out: Recipient<FireBatch>) -> Self {
+        let ring = Ring::new(clock.now_ms());
+        RingActor {
+            clock,
+            out,
+            ring,
+            draining: false,
+        }
+    }
+
     fn send(&self, mut fires: Vec<Fire>) {
         if fires.is_empty() {
             return;
@@ -99,7 +151,7 @@ impl RingActor {
         if self.draining {
             return;
         }
-        let due = self.take_due(self.clock.now_ms());
+        let due = self.ring.take_due(self.clock.now_ms());
         self.send(due);
         ctx.run_later(self.clock.until_next_second(), |a, ctx| a.tick(ctx));
     }
@@ -117,20 +169,7 @@ impl Handler<PushRing> for RingActor {
     type Result = ();
 
     fn handle(&mut self, msg: PushRing, _ctx: &mut Self::Context) {
-        let now = self.clock.now_ms();
-        let mut now_due = Vec::new();
-        for f in msg.0 {
-            if !self.held.insert(f.log_id) {
-                continue;
-            }
-            let sec = f.fire_time.div_euclid(1000);
-            if f.fire_time <= now || sec <= self.last_sec {
-                self.held.remove(&f.log_id);
-                now_due.push(f);
-            } else {
-                self.slots[Self::slot_of(f.fire_time)].push(f);
-            }
-        }
+        let now_due = self.ring.push(msg.0, self.clock.now_ms());
         self.send(now_due);
     }
 }
@@ -140,10 +179,7 @@ impl Handler<DrainRing> for RingActor {
 
     fn handle(&mut self, _: DrainRing, _ctx: &mut Self::Context) -> Self::Result {
         self.draining = true;
-        self.held.clear();
-        let mut left: Vec<Fire> = self.slots.iter_mut().flat_map(std::mem::take).collect();
-        left.sort_by_key(|f| f.fire_time);
-        MessageResult(left)
+        MessageResult(self.ring.drain())
     }
 }
 
@@ -151,6 +187,46 @@ impl Handler<GetRingSize> for RingActor {
     type Result = usize;
 
     fn handle(&mut self, _: GetRingSize, _ctx: &mut Self::Context) -> usize {
-        self.held.len()
+        self.ring.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+
+    fn fire(log_id: i64, fire_time: i64) -> Fire {
+        Fire {
+            log_id,
+            job_id: 1,
+            fire_time,
+            trigger_type: TriggerType::Cron,
+        }
+    }
+
+    #[test]
+    fn the_ring_holds_each_fire_once_and_a_stall_loses_nothing() {
+        let t0 = 1_000_000;
+        let mut r = Ring::new(t0);
+        let now = r.push(
+            vec![fire(1, t0), fire(2, t0 + 1000), fire(2, t0 + 1000)],
+            t0,
+        );
+        assert_eq!(
+            now,
+            vec![fire(1, t0)],
+            "due at once; the duplicate id is ignored"
+        );
+        r.push(vec![fire(3, t0 + 3000), fire(4, t0 + 61_000)], t0);
+        assert_eq!(r.len(), 3);
+        assert!(r.take_due(t0 + 500).is_empty());
+        // a stall of three seconds: every slot since the last tick is drained
+        let due: Vec<i64> = r.take_due(t0 + 3_200).iter().map(|f| f.log_id).collect();
+        assert_eq!(due, vec![2, 3]);
+        // a fire a whole ring-turn ahead waits for its own second
+        assert!(r.take_due(t0 + 4_000).is_empty());
+        assert_eq!(r.drain(), vec![fire(4, t0 + 61_000)]);
+        assert!(r.is_empty());
     }
 }
