@@ -1,6 +1,7 @@
 //! Micro-benchmarks for the per-operation targets of DESIGN.md §7: cron next fire time
-//! (≤ 2 µs), router pick over 100 executors (≤ 1 µs, consistent-hash ring cached), and the
-//! scan's per-job decision.
+//! (≤ 2 µs), router pick over 100 executors (≤ 1 µs, consistent-hash ring cached), the
+//! scan's per-job decision, ring push + expire, and the whole trigger procedure against an
+//! in-memory SQLite store with a no-op executor.
 //!
 //! Run: `cargo bench --bench micro`
 
@@ -118,5 +119,87 @@ fn ring(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, cron, router, scan, ring);
+/// An executor that accepts every call at once.
+struct NoopExecutor;
+
+impl xjob::executor::ExecutorClient for NoopExecutor {
+    fn run(
+        &self,
+        _: &str,
+        _: xjob::model::wire::TriggerParam,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        Box::pin(async { xjob::model::wire::ReturnT::success() })
+    }
+    fn beat(&self, _: &str) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        Box::pin(async { xjob::model::wire::ReturnT::success() })
+    }
+    fn idle_beat(
+        &self,
+        _: &str,
+        _: i32,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        Box::pin(async { xjob::model::wire::ReturnT::success() })
+    }
+    fn kill(
+        &self,
+        _: &str,
+        _: i32,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        Box::pin(async { xjob::model::wire::ReturnT::success() })
+    }
+    fn log(
+        &self,
+        _: &str,
+        _: xjob::model::wire::LogParam,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT<xjob::model::wire::LogResult>>
+    {
+        Box::pin(async { xjob::model::wire::ReturnT::fail("no log") })
+    }
+}
+
+/// The trigger procedure (read job and group, route, write the run row, call the executor,
+/// record the trigger) for one MANUAL trigger, on in-memory SQLite.
+fn trigger(c: &mut Criterion) {
+    use std::sync::Arc;
+    use xjob::store;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let now = chrono::DateTime::from_timestamp_millis(T0)
+        .expect("time")
+        .naive_utc();
+    let (service, job_id) = rt.block_on(async {
+        let cfg = xjob::config::DatabaseConfig {
+            url: "sqlite::memory:".into(),
+            max_connections: 1,
+        };
+        let db = store::connect(&cfg).await.expect("db");
+        store::migrate(&db).await.expect("migrate");
+        let group =
+            store::groups::insert(&db, "bench", "bench", 1, Some("http://exec/".into()), now)
+                .await
+                .expect("group");
+        let job = xjob::JobSpec::cron(group, "bench", "* * * * * ?", "noop")
+            .validate(chrono_tz::UTC, now)
+            .expect("job");
+        let id = store::jobs::insert(&db, job).await.expect("insert");
+        let t = xjob::trigger::Trigger::new(
+            db,
+            xjob::Clock::system(),
+            Arc::new(NoopExecutor),
+            "bench".into(),
+            xjob::metrics::Metrics::default(),
+        );
+        (t, id)
+    });
+    c.bench_function("trigger_procedure/in_memory_sqlite_noop_executor", |b| {
+        b.iter(|| {
+            let req = xjob::trigger::TriggerRequest::new(job_id, xjob::model::TriggerType::Manual);
+            rt.block_on(service.trigger(req)).expect("trigger")
+        })
+    });
+}
+
+criterion_group!(benches, cron, router, scan, ring, trigger);
 criterion_main!(benches);
