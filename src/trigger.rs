@@ -14,12 +14,16 @@ use sea_orm::DatabaseConnection;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
+use crate::group_commit::GroupCommit;
 use crate::metrics::Metrics;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 use crate::router::{Router, busyover, failover, sharding_broadcast};
 use crate::store::logs::{self, TriggerRecord};
-use crate::store::{groups, jobs};
+use crate::store::{groups, jobs, log_batches};
+
+/// Most trigger outcomes written by one statement.
+const RECORD_BATCH: usize = 512;
 
 /// One trigger request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +95,8 @@ pub struct Trigger {
     router: Router,
     admin_address: String,
     metrics: Metrics,
+    /// Trigger outcomes are written in batches (one statement per batch).
+    records: GroupCommit<TriggerRecord, ()>,
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -139,6 +145,14 @@ impl Trigger {
         admin_address: String,
         metrics: Metrics,
     ) -> Self {
+        let wdb = db.clone();
+        let records = GroupCommit::spawn(RECORD_BATCH, move |batch: Vec<TriggerRecord>| {
+            let db = wdb.clone();
+            async move {
+                log_batches::record_triggers(&db, &batch).await?;
+                Ok(vec![(); batch.len()])
+            }
+        });
         Trigger {
             db,
             clock,
@@ -146,6 +160,7 @@ impl Trigger {
             router: Router::new(),
             admin_address,
             metrics,
+            records,
         }
     }
 
@@ -345,9 +360,8 @@ impl Trigger {
                     result.msg.as_deref().unwrap_or("null")
                 ));
             }
-            logs::record_trigger(
-                &self.db,
-                TriggerRecord {
+            self.records
+                .submit(TriggerRecord {
                     log_id,
                     trigger_ms: now,
                     executor_address: address.clone(),
@@ -358,9 +372,8 @@ impl Trigger {
                     trigger_code: result.code,
                     trigger_msg: msg,
                     trigger_type: req.trigger_type,
-                },
-            )
-            .await?;
+                })
+                .await?;
             tracing::debug!(log_id, code = result.code, "triggered");
             out.push(Dispatched {
                 log_id,
@@ -371,18 +384,16 @@ impl Trigger {
     }
 
     async fn fail_row(&self, log_id: i64, req: &TriggerRequest, why: &str) -> Result<()> {
-        logs::record_trigger(
-            &self.db,
-            TriggerRecord {
+        self.records
+            .submit(TriggerRecord {
                 log_id,
                 trigger_ms: self.clock.now_ms(),
                 trigger_code: FAIL_CODE,
                 trigger_msg: format!("Trigger type：{}<br>{why}", req.trigger_type.title()),
                 trigger_type: req.trigger_type,
                 ..Default::default()
-            },
-        )
-        .await
+            })
+            .await
     }
 }
 

@@ -18,10 +18,12 @@ use crate::activity::Activity;
 use crate::actors::trigger_pool::TriggerJob;
 use crate::clock::{Clock, ms_to_naive};
 use crate::error::Result;
+use crate::group_commit::GroupCommit;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, HandleCallbackParam, SUCCESS_CODE};
-use crate::store::{jobs, logs, registry};
+use crate::store::log_batches::{self, HandleResult};
+use crate::store::{logs, registry};
 use crate::trigger::TriggerRequest;
 
 /// How often runs on never-registered addresses are checked.
@@ -54,7 +56,21 @@ pub struct CompleteActor {
     pool: Option<Recipient<TriggerJob>>,
     max_chain_depth: i16,
     metrics: Metrics,
+    writers: Writers,
 }
+
+/// Batched writes and reads of the result path (one statement per batch, see
+/// [`crate::group_commit`]).
+#[derive(Clone)]
+struct Writers {
+    /// Results → the rows as they were when this node wrote them (None: ignored).
+    handles: GroupCommit<HandleResult, Option<entity::xxl_job_log::Model>>,
+    /// Job id → its child job list (None: the job is gone).
+    children: GroupCommit<i32, Option<String>>,
+}
+
+/// Most results (or child-list reads) per statement.
+const RESULT_BATCH: usize = 512;
 
 impl CompleteActor {
     /// An actor writing to `db`; child chains stop below `max_chain_depth` parents.
@@ -65,11 +81,23 @@ impl CompleteActor {
         max_chain_depth: i16,
         metrics: Metrics,
     ) -> Self {
+        let (hdb, cdb, hclock) = (db.clone(), db.clone(), clock.clone());
+        let writers = Writers {
+            handles: GroupCommit::spawn(RESULT_BATCH, move |batch: Vec<HandleResult>| {
+                let (db, now) = (hdb.clone(), hclock.now_ms());
+                async move { log_batches::record_handles(&db, &batch, now).await }
+            }),
+            children: GroupCommit::spawn(RESULT_BATCH, move |ids: Vec<i32>| {
+                let db = cdb.clone();
+                async move { log_batches::child_lists(&db, &ids).await }
+            }),
+        };
         CompleteActor {
             db,
             clock,
             activity,
             metrics,
+            writers,
             pool: None,
             max_chain_depth,
         }
@@ -78,19 +106,19 @@ impl CompleteActor {
     /// Applies one result; on a first success, triggers the children.
     async fn apply(
         db: &DatabaseConnection,
-        clock: &Clock,
+        writers: &Writers,
         pool: Option<&Recipient<TriggerJob>>,
         max_depth: i16,
         item: HandleCallbackParam,
     ) -> Result<()> {
-        let Some(row) = logs::record_handle(
-            db,
-            item.log_id,
-            item.handle_code,
-            item.handle_msg.as_deref(),
-            clock.now_ms(),
-        )
-        .await?
+        let Some(row) = writers
+            .handles
+            .submit(HandleResult {
+                log_id: item.log_id,
+                code: item.handle_code,
+                msg: item.handle_msg,
+            })
+            .await?
         else {
             tracing::debug!(log_id = item.log_id, "repeated or unknown callback ignored");
             return Ok(());
@@ -103,13 +131,10 @@ impl CompleteActor {
         if item.handle_code != SUCCESS_CODE {
             return Ok(());
         }
-        let Ok(job) = jobs::get(db, row.job_id).await else {
+        let Some(child_jobid) = writers.children.submit(row.job_id).await? else {
             return Ok(());
         };
-        let children: Vec<&str> = job
-            .child_jobid
-            .as_deref()
-            .unwrap_or_default()
+        let children: Vec<&str> = child_jobid
             .split(',')
             .map(str::trim)
             .filter(|c| !c.is_empty())
@@ -123,7 +148,7 @@ impl CompleteActor {
         let depth = row.chain_depth.saturating_add(1);
         if depth > max_depth {
             tracing::warn!(
-                job_id = job.id,
+                job_id = row.job_id,
                 log_id = row.id,
                 depth,
                 "child jobs not triggered: chain too deep"
@@ -137,7 +162,7 @@ impl CompleteActor {
         for (k, c) in children.iter().enumerate() {
             let k = k + 1;
             let line = match c.parse::<i32>() {
-                Ok(id) if id > 0 && id == job.id => {
+                Ok(id) if id > 0 && id == row.job_id => {
                     format!(
                         "{k}/{n} [Job ID={id}], Trigger skipped, Trigger msg: a job cannot be its own child <br>"
                     )
@@ -230,9 +255,9 @@ impl Handler<Callback> for CompleteActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: Callback, _ctx: &mut Self::Context) -> Self::Result {
-        let (db, clock, pool, depth) = (
+        let (db, writers, pool, depth) = (
             self.db.clone(),
-            self.clock.clone(),
+            self.writers.clone(),
             self.pool.clone(),
             self.max_chain_depth,
         );
@@ -240,12 +265,17 @@ impl Handler<Callback> for CompleteActor {
         self.metrics.callbacks(msg.0.len());
         Box::pin(async move {
             let _guard = guard;
-            for item in msg.0 {
-                let id = item.log_id;
-                if let Err(e) = Self::apply(&db, &clock, pool.as_ref(), depth, item).await {
-                    tracing::error!(log_id = id, error = %e, "cannot record run result");
+            // concurrently, so the message's results (and other messages') share batches
+            futures::future::join_all(msg.0.into_iter().map(|item| {
+                let (db, writers, pool) = (&db, &writers, pool.as_ref());
+                async move {
+                    let id = item.log_id;
+                    if let Err(e) = Self::apply(db, writers, pool, depth, item).await {
+                        tracing::error!(log_id = id, error = %e, "cannot record run result");
+                    }
                 }
-            }
+            }))
+            .await;
         })
     }
 }

@@ -312,7 +312,8 @@ pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Resul
 /// The handle-message cap on the admin side (spec §4.3).
 pub const HANDLE_MSG_MAX: usize = 15_000;
 
-fn cap_msg(text: String) -> String {
+/// Cuts a handle message to [`HANDLE_MSG_MAX`] characters.
+pub(crate) fn cap_msg(text: String) -> String {
     if text.chars().count() > HANDLE_MSG_MAX {
         text.chars().take(HANDLE_MSG_MAX).collect()
     } else {

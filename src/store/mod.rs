@@ -6,6 +6,7 @@
 pub mod glue;
 pub mod groups;
 pub mod jobs;
+pub mod log_batches;
 pub mod log_pages;
 pub mod logs;
 pub mod registry;

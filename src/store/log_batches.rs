@@ -1,0 +1,193 @@
+//! Batched writes of the hot path: many runs' trigger outcomes or results in one statement
+//! (a multi-row `UPDATE … SET col = CASE id WHEN … END`, portable across SQLite, PostgreSQL
+//! and MySQL). Called through [`crate::group_commit`], so a batch is whatever arrived while the
+//! previous write ran.
+
+use entity::xxl_job_info::{Column as J, Entity as Job};
+use entity::xxl_job_log::{Column, Entity, Model};
+use sea_orm::sea_query::{CaseStatement, Expr, Query};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+
+use super::logs::{TriggerRecord, cap_msg};
+use crate::clock::ms_to_naive;
+use crate::error::Result;
+
+/// Rows per statement (each row binds two parameters per column).
+const CHUNK: usize = 200;
+
+fn case<T>(rows: &[T], id: impl Fn(&T) -> i64, v: impl Fn(&T) -> Expr) -> Expr {
+    rows.iter()
+        .fold(CaseStatement::new(), |cs, r| {
+            cs.case(Column::Id.eq(id(r)), v(r))
+        })
+        .into()
+}
+
+/// Writes many trigger outcomes (as [`super::logs::record_trigger`] does for one).
+pub async fn record_triggers(c: &impl ConnectionTrait, records: &[TriggerRecord]) -> Result<()> {
+    for chunk in records.chunks(CHUNK) {
+        let id = |r: &TriggerRecord| r.log_id;
+        let stmt = Query::update()
+            .table(Entity)
+            .value(
+                Column::TriggerTime,
+                case(chunk, id, |r| Expr::val(ms_to_naive(r.trigger_ms))),
+            )
+            .value(
+                Column::ExecutorAddress,
+                case(chunk, id, |r| Expr::val(r.executor_address.clone())),
+            )
+            .value(
+                Column::ExecutorHandler,
+                case(chunk, id, |r| Expr::val(r.executor_handler.clone())),
+            )
+            .value(
+                Column::ExecutorParam,
+                case(chunk, id, |r| Expr::val(r.executor_param.clone())),
+            )
+            .value(
+                Column::ExecutorShardingParam,
+                case(chunk, id, |r| Expr::val(r.executor_sharding_param.clone())),
+            )
+            .value(
+                Column::ExecutorFailRetryCount,
+                case(chunk, id, |r| Expr::val(r.executor_fail_retry_count)),
+            )
+            .value(
+                Column::TriggerCode,
+                case(chunk, id, |r| Expr::val(r.trigger_code)),
+            )
+            .value(
+                Column::TriggerMsg,
+                case(chunk, id, |r| Expr::val(r.trigger_msg.clone())),
+            )
+            .value(
+                Column::TriggerType,
+                case(chunk, id, |r| Expr::val(r.trigger_type.as_str())),
+            )
+            .value(Column::FireState, Expr::val(0i64))
+            .and_where(Column::Id.is_in(chunk.iter().map(id)))
+            .to_owned();
+        c.execute(&stmt).await?;
+    }
+    Ok(())
+}
+
+/// One run's result as an executor reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HandleResult {
+    /// Log id.
+    pub log_id: i64,
+    /// 200 success, else failure.
+    pub code: i32,
+    /// The executor's message.
+    pub msg: Option<String>,
+}
+
+/// Records many results, first result wins per run (as [`super::logs::record_handle`] does for
+/// one): answers, per item, the row as it was before when this call wrote it, `None` when the
+/// log is unknown, already finished, or repeated within the batch.
+pub async fn record_handles(
+    c: &impl ConnectionTrait,
+    items: &[HandleResult],
+    now_ms: i64,
+) -> Result<Vec<Option<Model>>> {
+    let mut out: Vec<Option<Model>> = vec![None; items.len()];
+    for (base, chunk) in items.chunks(CHUNK).enumerate().map(|(i, c)| (i * CHUNK, c)) {
+        let ids: Vec<i64> = chunk.iter().map(|i| i.log_id).collect();
+        let rows: std::collections::HashMap<i64, Model> = Entity::find()
+            .filter(Column::Id.is_in(ids.iter().copied()))
+            .filter(Column::HandleCode.eq(0))
+            .all(c)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        // (position in `items`, row, new message); a log id repeated in the batch: first wins
+        let mut seen = std::collections::HashSet::new();
+        let mut writes: Vec<(usize, &Model, Option<String>)> = Vec::new();
+        for (k, item) in chunk.iter().enumerate() {
+            let Some(row) = rows.get(&item.log_id) else {
+                continue;
+            };
+            if !seen.insert(item.log_id) {
+                continue;
+            }
+            let text = match (
+                row.handle_msg.as_deref().filter(|m| !m.is_empty()),
+                item.msg.as_deref(),
+            ) {
+                (Some(old), Some(new)) => Some(format!("{old}<br>{new}")),
+                (Some(old), None) => Some(old.to_string()),
+                (None, new) => new.map(str::to_string),
+            };
+            writes.push((base + k, row, text.map(cap_msg)));
+        }
+        if writes.is_empty() {
+            continue;
+        }
+        let id = |w: &(usize, &Model, Option<String>)| w.1.id;
+        let stmt = Query::update()
+            .table(Entity)
+            .value(
+                Column::HandleCode,
+                case(&writes, id, |w| Expr::val(items[w.0].code)),
+            )
+            .value(
+                Column::HandleMsg,
+                case(&writes, id, |w| Expr::val(w.2.clone())),
+            )
+            .value(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
+            .and_where(Column::Id.is_in(writes.iter().map(id)))
+            .and_where(Column::HandleCode.eq(0))
+            .to_owned();
+        let affected = c.execute(&stmt).await?.rows_affected();
+        if affected as usize == writes.len() {
+            for (k, row, _) in writes {
+                out[k] = Some(row.clone());
+            }
+            continue;
+        }
+        // another writer finished some of these runs between the read and the write: the rows
+        // now holding exactly what this call wrote are this call's
+        let after: std::collections::HashMap<i64, Model> = Entity::find()
+            .filter(Column::Id.is_in(writes.iter().map(id)))
+            .all(c)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        // (seconds: MySQL's DATETIME keeps no milliseconds)
+        let secs = |t: Option<chrono::NaiveDateTime>| t.map(|t| t.and_utc().timestamp());
+        let when = secs(Some(ms_to_naive(now_ms)));
+        for (k, row, text) in writes {
+            if let Some(a) = after.get(&row.id)
+                && a.handle_code == items[k].code
+                && a.handle_msg == text
+                && secs(a.handle_time) == when
+            {
+                out[k] = Some(row.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The child job list (`child_jobid`) of each job id (None when the job is gone).
+pub async fn child_lists(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Option<String>>> {
+    let mut found = std::collections::HashMap::new();
+    for chunk in ids.chunks(500) {
+        let rows: Vec<(i32, Option<String>)> = Job::find()
+            .select_only()
+            .columns([J::Id, J::ChildJobid])
+            .filter(J::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        found.extend(rows);
+    }
+    Ok(ids
+        .iter()
+        .map(|id| found.get(id).map(|c| c.clone().unwrap_or_default()))
+        .collect())
+}
