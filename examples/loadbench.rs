@@ -49,6 +49,9 @@ fn pct(sorted: &[i64], p: f64) -> i64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let jobs: usize = arg(&args, "--jobs").map_or(Ok(1000), |v| v.parse())?;

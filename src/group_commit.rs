@@ -5,7 +5,8 @@
 //! to whatever arrived while the previous write ran, so the cost per item falls as the rate
 //! rises; when idle an item is written at once (no timer, no added latency). Each caller's future
 //! resolves only after its item was written, so "recorded before it counts as done" still holds
-//! item by item.
+//! item by item. The queue is bounded: when the database falls behind, submitters wait instead
+//! of memory growing.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,9 +17,12 @@ use crate::error::{Error, Result};
 
 type Waiter<O> = oneshot::Sender<Result<O>>;
 
+/// Batches that may wait in the queue; beyond that, submitters wait (back-pressure).
+const QUEUE_BATCHES: usize = 16;
+
 /// A handle to submit items to one writer task (cheap to clone).
 pub struct GroupCommit<T, O> {
-    tx: mpsc::UnboundedSender<(T, Waiter<O>)>,
+    tx: mpsc::Sender<(T, Waiter<O>)>,
 }
 
 impl<T, O> Clone for GroupCommit<T, O> {
@@ -38,7 +42,7 @@ impl<T: Send + 'static, O: Send + 'static> GroupCommit<T, O> {
         F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<O>>> + Send + 'static,
     {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(T, Waiter<O>)>();
+        let (tx, mut rx) = mpsc::channel::<(T, Waiter<O>)>(max_batch.max(1) * QUEUE_BATCHES);
         let write = Arc::new(write);
         tokio::spawn(async move {
             let max = max_batch.max(1);
@@ -68,6 +72,7 @@ impl<T: Send + 'static, O: Send + 'static> GroupCommit<T, O> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send((item, tx))
+            .await
             .map_err(|_| Error::Stopped("group-commit writer"))?;
         rx.await
             .map_err(|_| Error::Stopped("group-commit writer"))?

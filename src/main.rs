@@ -42,6 +42,9 @@ fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut cmd = None;

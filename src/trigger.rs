@@ -172,12 +172,27 @@ impl Trigger {
     /// Runs the procedure; returns one entry per dispatched shard. A missing job or group is
     /// written onto the pending row (if any) as a failed trigger, not returned as an error.
     pub async fn trigger(&self, req: TriggerRequest) -> Result<Vec<Dispatched>> {
-        use tracing::Instrument;
-        let span = tracing::info_span!("trigger", job_id = req.job_id, log_id = req.log_id);
-        self.trigger_in_span(req).instrument(span).await
+        self.trigger_on_lane(req, None).await
     }
 
-    async fn trigger_in_span(&self, mut req: TriggerRequest) -> Result<Vec<Dispatched>> {
+    /// [`Trigger::trigger`] holding a trigger-lane place, which is released as soon as the
+    /// executor calls are made: the lane bounds calls to executors, while writing the outcome
+    /// (batched, bounded by its own queue) needs no place.
+    pub async fn trigger_on_lane(
+        &self,
+        req: TriggerRequest,
+        lane: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Vec<Dispatched>> {
+        use tracing::Instrument;
+        let span = tracing::info_span!("trigger", job_id = req.job_id, log_id = req.log_id);
+        self.trigger_in_span(req, lane).instrument(span).await
+    }
+
+    async fn trigger_in_span(
+        &self,
+        mut req: TriggerRequest,
+        lane: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Vec<Dispatched>> {
         let (job, group) = match req.preloaded.take() {
             Some(p) => (
                 Arc::unwrap_or_clone(p.job),
@@ -188,7 +203,7 @@ impl Trigger {
                 None => return Ok(vec![]),
             },
         };
-        self.dispatch(req, job, group).await
+        self.dispatch(req, job, group, lane).await
     }
 
     /// Reads the job and group; a missing job fails the pending row and answers `None`.
@@ -226,6 +241,7 @@ impl Trigger {
         req: TriggerRequest,
         job: entity::xxl_job_info::Model,
         group: Option<entity::xxl_job_group::Model>,
+        lane: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<Vec<Dispatched>> {
         let param = req.executor_param.clone().or(job.executor_param.clone());
         let retry = req
@@ -261,7 +277,7 @@ impl Trigger {
             "Automatic registration"
         };
         let now = self.clock.now_ms();
-        let mut out = Vec::with_capacity(shards.len());
+        let mut records = Vec::with_capacity(shards.len());
         for (k, &(index, total)) in shards.iter().enumerate() {
             let log_id = match (k, req.log_id) {
                 (0, Some(id)) => id,
@@ -360,26 +376,33 @@ impl Trigger {
                     result.msg.as_deref().unwrap_or("null")
                 ));
             }
-            self.records
-                .submit(TriggerRecord {
-                    log_id,
-                    trigger_ms: now,
-                    executor_address: address.clone(),
-                    executor_handler: job.executor_handler.clone(),
-                    executor_param: param.clone(),
-                    executor_sharding_param: broadcast.then(|| format!("{index}/{total}")),
-                    executor_fail_retry_count: retry,
-                    trigger_code: result.code,
-                    trigger_msg: msg,
-                    trigger_type: req.trigger_type,
-                })
-                .await?;
-            tracing::debug!(log_id, code = result.code, "triggered");
-            out.push(Dispatched {
+            records.push(TriggerRecord {
                 log_id,
+                trigger_ms: now,
+                executor_address: address.clone(),
+                executor_handler: job.executor_handler.clone(),
+                executor_param: param.clone(),
+                executor_sharding_param: broadcast.then(|| format!("{index}/{total}")),
+                executor_fail_retry_count: retry,
                 trigger_code: result.code,
+                trigger_msg: msg,
+                trigger_type: req.trigger_type,
             });
         }
+        drop(lane);
+        let out: Vec<Dispatched> = records
+            .iter()
+            .map(|r| Dispatched {
+                log_id: r.log_id,
+                trigger_code: r.trigger_code,
+            })
+            .collect();
+        for r in
+            futures::future::join_all(records.into_iter().map(|r| self.records.submit(r))).await
+        {
+            r?;
+        }
+        tracing::debug!(shards = out.len(), "triggered");
         Ok(out)
     }
 

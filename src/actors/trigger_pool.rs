@@ -133,7 +133,7 @@ impl Shared {
             let _guard = guard;
             let started = me.clock.now_ms();
             let job_id = req.job_id;
-            if let Err(e) = me.trigger.trigger(req).await {
+            if let Err(e) = me.trigger.trigger_on_lane(req, Some(permit)).await {
                 tracing::error!(job_id, error = %e, "trigger failed");
             }
             let elapsed = (me.clock.now_ms() - started).max(0) as u64;
@@ -151,7 +151,6 @@ impl Shared {
                 }
                 s.completed += 1;
             }
-            drop(permit);
         });
     }
 }
