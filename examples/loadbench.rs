@@ -3,12 +3,19 @@
 //! ending with one JSON summary line.
 //!
 //! Run: `cargo run --release --example loadbench -- --jobs 1000 --seconds 30`
-//! Options: `--mode inprocess|remote` (remote needs the remote executor, not built yet),
-//! `--database URL` (default: a temporary SQLite file), `--connections N` (pool size, default 8).
+//! Options: `--mode inprocess|remote`, `--database URL` (default: a temporary SQLite file),
+//! `--connections N` (pool size, default 8), and for remote mode `--executors K` (default 2)
+//! and `--xjob PATH` (default: the `xjob` binary next to this example's directory, i.e.
+//! `target/release/xjob`: build it first with `cargo build --release`).
 //!
-//! Lateness is nominal fire time → handler start. Only fires whose nominal second lies in the
-//! measured window (after a 3 s warm-up, before a 2 s tail) count; `lost` is nominal fires in
-//! the window without a run and `duplicates` fires run more than once.
+//! In-process mode: a no-op handler registered in this process; lateness is nominal fire time →
+//! handler start. Remote mode: this process serves the admin API on loopback and starts K
+//! `xjob executor` processes that register with it; jobs route ROUND over them to
+//! `noopJobHandler`; lateness is nominal fire time → the executor's acceptance of `/run` (its
+//! handler starts right after, in the executor process), and CPU is this admin process's only.
+//! Only fires whose nominal second lies in the measured window (after a 3 s warm-up, before a
+//! 2 s tail) count; `lost` is nominal fires in the window without a run and `duplicates` fires
+//! run more than once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,10 +68,8 @@ fn main() -> anyhow::Result<()> {
         seconds >= 8,
         "--seconds must be at least 8 (3 s warm-up, 2 s tail)"
     );
-    if mode != "inprocess" {
-        eprintln!(
-            "loadbench: --mode {mode} is not available yet: the remote executor is not built"
-        );
+    if mode != "inprocess" && mode != "remote" {
+        eprintln!("loadbench: --mode must be inprocess or remote, not {mode}");
         std::process::exit(2);
     }
     tracing_subscriber::fmt()
@@ -78,7 +83,104 @@ fn main() -> anyhow::Result<()> {
         )
     });
     let connections: u32 = arg(&args, "--connections").map_or(Ok(8), |v| v.parse())?;
-    actix_rt::System::new().block_on(run(jobs, seconds, mode, url, connections))
+    let remote = (mode == "remote")
+        .then(|| -> anyhow::Result<Remote> {
+            let xjob = match arg(&args, "--xjob") {
+                Some(p) => std::path::PathBuf::from(p),
+                None => std::env::current_exe()?
+                    .parent()
+                    .and_then(|d| d.parent())
+                    .map(|d| d.join("xjob"))
+                    .ok_or_else(|| anyhow::anyhow!("cannot locate the xjob binary"))?,
+            };
+            anyhow::ensure!(
+                xjob.exists(),
+                "{} not found: build it with `cargo build --release` or pass --xjob PATH",
+                xjob.display()
+            );
+            Ok(Remote {
+                xjob,
+                executors: arg(&args, "--executors").map_or(Ok(2), |v| v.parse())?,
+                dir: dir.path().to_path_buf(),
+            })
+        })
+        .transpose()?;
+    actix_rt::System::new().block_on(run(jobs, seconds, mode, url, connections, remote))
+}
+
+/// Remote mode's settings.
+struct Remote {
+    xjob: std::path::PathBuf,
+    executors: usize,
+    dir: std::path::PathBuf,
+}
+
+/// Remote mode: the HTTP client, noting when each `/run` was accepted.
+struct TimedClient {
+    inner: xjob::executor::HttpExecutorClient,
+    clock: Clock,
+    runs: Arc<Mutex<Vec<(i64, i64)>>>,
+}
+
+impl xjob::executor::ExecutorClient for TimedClient {
+    fn run(
+        &self,
+        address: &str,
+        param: xjob::model::wire::TriggerParam,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        let (log_id, clock, runs) = (param.log_id, self.clock.clone(), self.runs.clone());
+        let call = self.inner.run(address, param);
+        Box::pin(async move {
+            let r = call.await;
+            if r.is_success() {
+                runs.lock().push((log_id, clock.now_ms()));
+            }
+            r
+        })
+    }
+    fn beat(&self, a: &str) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        self.inner.beat(a)
+    }
+    fn idle_beat(
+        &self,
+        a: &str,
+        job: i32,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        self.inner.idle_beat(a, job)
+    }
+    fn kill(
+        &self,
+        a: &str,
+        job: i32,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
+        self.inner.kill(a, job)
+    }
+    fn log(
+        &self,
+        a: &str,
+        p: xjob::model::wire::LogParam,
+    ) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT<xjob::model::wire::LogResult>>
+    {
+        self.inner.log(a, p)
+    }
+}
+
+/// Kills the executor processes when the bench ends, however it ends.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 async fn run(
@@ -87,11 +189,16 @@ async fn run(
     mode: String,
     url: String,
     connections: u32,
+    remote: Option<Remote>,
 ) -> anyhow::Result<()> {
     let mut cfg = Config::default();
     cfg.database.url = url;
     cfg.database.max_connections = connections;
-    cfg.executor.app_name = "bench".into();
+    cfg.executor.app_name = if remote.is_some() {
+        String::new()
+    } else {
+        "bench".into()
+    };
     cfg.scheduler.pre_read_count = (jobs as u64 * 2).max(cfg.pre_read_count());
     let runs: Arc<Mutex<Vec<(i64, i64)>>> =
         Arc::new(Mutex::new(Vec::with_capacity(jobs * seconds as usize)));
@@ -104,24 +211,78 @@ async fn run(
             async { Ok(()) }
         })?;
     }
-    let engine = Engine::builder(cfg)
-        .clock(clock.clone())
-        .handlers(handlers)
-        .start()
-        .await?;
+    const TOKEN: &str = "loadbench-token";
+    let mut builder = Engine::builder(cfg).clock(clock.clone()).handlers(handlers);
+    if remote.is_some() {
+        builder = builder.remote_client(Arc::new(TimedClient {
+            inner: xjob::executor::HttpExecutorClient::new(
+                Some(TOKEN.into()),
+                Duration::from_secs(3),
+            ),
+            clock: clock.clone(),
+            runs: runs.clone(),
+        }));
+    }
+    let engine = builder.start().await?;
     let group = engine.ensure_group("bench", "bench").await?;
+    // remote mode: the admin API on loopback, and K `xjob executor` processes registering to it
+    let mut _children = Children(vec![]);
+    let mut _server = None;
+    let handler = if let Some(r) = &remote {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let admin = format!("http://{}/", listener.local_addr()?);
+        let routes = xjob::routes::node(engine.clone(), Some(TOKEN.into()));
+        let server =
+            actix_web::HttpServer::new(move || actix_web::App::new().configure(routes.clone()))
+                .workers(1)
+                .listen(listener)?
+                .run();
+        _server = Some(server.handle());
+        actix_rt::spawn(server);
+        for k in 0..r.executors {
+            let port = free_port()?;
+            _children.0.push(
+                std::process::Command::new(&r.xjob)
+                    .arg("executor")
+                    .env("XJOB_EXECUTOR__APP_NAME", "bench")
+                    .env("XJOB_EXECUTOR__ADMIN_ADDRESSES", format!("[\"{admin}\"]"))
+                    .env("XJOB_EXECUTOR__ACCESS_TOKEN", TOKEN)
+                    .env("XJOB_EXECUTOR__PORT", port.to_string())
+                    .env("XJOB_EXECUTOR__LOG_PATH", r.dir.join(format!("exec{k}")))
+                    .env("XJOB_EXECUTOR__QUEUE_CAPACITY", "100000")
+                    .env("RUST_LOG", "warn")
+                    .stdout(std::process::Stdio::null())
+                    .spawn()?,
+            );
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let g = xjob::store::groups::get(engine.db(), group).await?;
+            let n = g
+                .address_list
+                .as_deref()
+                .unwrap_or_default()
+                .split(',')
+                .filter(|a| !a.is_empty())
+                .count();
+            if n >= r.executors {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "executors did not register within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        "noopJobHandler"
+    } else {
+        "noop"
+    };
     let mut ids = Vec::with_capacity(jobs);
     for i in 0..jobs {
-        ids.push(
-            engine
-                .add_job(JobSpec::cron(
-                    group,
-                    &format!("bench {i}"),
-                    "* * * * * ?",
-                    "noop",
-                ))
-                .await?,
-        );
+        let mut spec = JobSpec::cron(group, &format!("bench {i}"), "* * * * * ?", handler);
+        spec.executor_route_strategy = "ROUND".into();
+        ids.push(engine.add_job(spec).await?);
     }
     for id in &ids {
         engine.start_job(*id).await?;
@@ -144,6 +305,11 @@ async fn run(
         (started + seconds * 1000 - clock.now_ms()).max(0) as u64,
     ))
     .await;
+    // no more results from executors, then stop the engine
+    if let Some(h) = _server.take() {
+        h.stop(true).await;
+    }
+    drop(_children);
     engine.stop(Duration::from_secs(10)).await?;
 
     let rows = xjob::store::logs::all(engine.db()).await?;

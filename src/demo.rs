@@ -9,7 +9,8 @@ use crate::executor::HandlerRegistry;
 pub const DEMO_APP: &str = "xjob-demo";
 
 /// `demoJobHandler` (succeeds, logs its param), `failJobHandler` (returns an error),
-/// `sleepJobHandler` (sleeps param seconds), `shardingJobHandler` (logs shard index/total).
+/// `sleepJobHandler` (sleeps param seconds), `shardingJobHandler` (logs shard index/total),
+/// `noopJobHandler` (does nothing; the load bench's remote mode uses it).
 pub fn handlers() -> Result<HandlerRegistry> {
     let mut r = HandlerRegistry::new();
     r.register_fn("demoJobHandler", |ctx| async move {
@@ -30,6 +31,7 @@ pub fn handlers() -> Result<HandlerRegistry> {
         ctx.log("awake");
         Ok(())
     })?
+    .register_fn("noopJobHandler", |_ctx| async { Ok(()) })?
     .register_fn("shardingJobHandler", |ctx| async move {
         ctx.log(format!(
             "sharding param: index = {}, total = {}",
