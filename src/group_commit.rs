@@ -69,12 +69,29 @@ impl<T: Send + 'static, O: Send + 'static> GroupCommit<T, O> {
 
     /// Queues `item` and waits until its batch is written.
     pub async fn submit(&self, item: T) -> Result<O> {
+        self.enqueue(item).await?.wait().await
+    }
+
+    /// Queues `item` (waiting while the queue is full) and answers a handle to await its write:
+    /// a caller can give up what it holds (a lane place) once its item is queued.
+    pub async fn enqueue(&self, item: T) -> Result<Queued<O>> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send((item, tx))
             .await
             .map_err(|_| Error::Stopped("group-commit writer"))?;
-        rx.await
+        Ok(Queued(rx))
+    }
+}
+
+/// An item in the queue; [`Queued::wait`] answers once its batch is written.
+pub struct Queued<O>(oneshot::Receiver<Result<O>>);
+
+impl<O> Queued<O> {
+    /// Waits for the item's write.
+    pub async fn wait(self) -> Result<O> {
+        self.0
+            .await
             .map_err(|_| Error::Stopped("group-commit writer"))?
     }
 }

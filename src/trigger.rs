@@ -176,8 +176,8 @@ impl Trigger {
     }
 
     /// [`Trigger::trigger`] holding a trigger-lane place, which is released as soon as the
-    /// executor calls are made: the lane bounds calls to executors, while writing the outcome
-    /// (batched, bounded by its own queue) needs no place.
+    /// executor calls are made and their outcomes are queued for writing: the lanes bound calls
+    /// to executors and, through the bounded write queue, the outcomes waiting to be written.
     pub async fn trigger_on_lane(
         &self,
         req: TriggerRequest,
@@ -389,7 +389,6 @@ impl Trigger {
                 trigger_type: req.trigger_type,
             });
         }
-        drop(lane);
         let out: Vec<Dispatched> = records
             .iter()
             .map(|r| Dispatched {
@@ -397,10 +396,14 @@ impl Trigger {
                 trigger_code: r.trigger_code,
             })
             .collect();
-        for r in
-            futures::future::join_all(records.into_iter().map(|r| self.records.submit(r))).await
-        {
-            r?;
+        // queued while holding the lane place (a full queue slows the lanes down), written after
+        let mut queued = Vec::with_capacity(records.len());
+        for r in records {
+            queued.push(self.records.enqueue(r).await?);
+        }
+        drop(lane);
+        for q in queued {
+            q.wait().await?;
         }
         tracing::debug!(shards = out.len(), "triggered");
         Ok(out)
