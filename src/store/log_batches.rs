@@ -210,3 +210,105 @@ pub async fn child_lists(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Op
         .map(|id| found.get(id).map(|c| c.clone().unwrap_or_default()))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+    use crate::store::logs;
+
+    async fn db() -> sea_orm::DatabaseConnection {
+        let cfg = crate::config::DatabaseConfig {
+            url: "sqlite::memory:".into(),
+            max_connections: 1,
+        };
+        let db = crate::store::connect(&cfg).await.unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        db
+    }
+
+    fn result(log_id: i64, code: i32, msg: &str) -> HandleResult {
+        HandleResult {
+            log_id,
+            code,
+            msg: Some(msg.into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn batched_results_keep_first_wins_and_append_messages() {
+        let db = db().await;
+        let mut ids = vec![];
+        for _ in 0..3 {
+            ids.push(
+                logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap(),
+            );
+        }
+        // run 2 already finished; run 3 has a message from earlier
+        logs::record_handle(&db, ids[1], 500, Some("killed"), 1_500)
+            .await
+            .unwrap();
+        logs::append_handle_msg(&db, ids[2], "earlier")
+            .await
+            .unwrap();
+        let items = vec![
+            result(ids[0], 200, "ok"),
+            result(ids[0], 500, "a late duplicate"),
+            result(ids[1], 200, "too late"),
+            result(ids[2], 200, "done"),
+            result(999_999, 200, "unknown"),
+        ];
+        let out = record_handles(&db, &items, 2_000).await.unwrap();
+        let wrote: Vec<bool> = out.iter().map(Option::is_some).collect();
+        assert_eq!(wrote, vec![true, false, false, true, false]);
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!(rows[0].handle_code, 200);
+        assert_eq!(rows[0].handle_msg.as_deref(), Some("ok"));
+        assert_eq!(rows[1].handle_code, 500, "first result wins");
+        assert_eq!(rows[2].handle_msg.as_deref(), Some("earlier<br>done"));
+        // the batch is padded to 4 and 8 rows: the repeats change nothing
+        let again = record_handles(&db, &items, 3_000).await.unwrap();
+        assert!(again.iter().all(Option::is_none));
+        db.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn batched_trigger_outcomes_land_on_their_own_rows() {
+        let db = db().await;
+        let a = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        let b = logs::insert_run(&db, 1, 8, 1_000, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        let rec = |log_id: i64, code: i32, addr: Option<&str>| TriggerRecord {
+            log_id,
+            trigger_ms: 2_000,
+            executor_address: addr.map(str::to_string),
+            trigger_code: code,
+            trigger_msg: format!("msg {log_id}"),
+            trigger_type: TriggerType::Cron,
+            ..Default::default()
+        };
+        record_triggers(&db, &[rec(a, 200, Some("http://x/")), rec(b, 500, None)])
+            .await
+            .unwrap();
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!(
+            (rows[0].trigger_code, rows[0].executor_address.as_deref()),
+            (200, Some("http://x/"))
+        );
+        assert_eq!(
+            (rows[1].trigger_code, rows[1].executor_address.as_deref()),
+            (500, None)
+        );
+        assert_eq!(
+            rows[1].trigger_msg.as_deref(),
+            Some(format!("msg {b}").as_str())
+        );
+        assert_eq!(rows[1].trigger_type.as_deref(), Some("CRON"));
+        db.close().await.unwrap();
+    }
+}
