@@ -60,6 +60,13 @@ impl Clock {
         Duration::from_millis((1000 - rem) as u64)
     }
 
+    /// How long until the clock next reads `phase_ms` past a whole second (0 ≤ phase < 1000;
+    /// a full second when it reads that now).
+    pub fn until_phase(&self, phase_ms: i64) -> Duration {
+        let rem = (self.now_ms() - phase_ms).rem_euclid(1000);
+        Duration::from_millis((1000 - rem) as u64)
+    }
+
     /// How long until `deadline_ms` (zero if it has passed).
     pub fn until(&self, deadline_ms: i64) -> Duration {
         Duration::from_millis((deadline_ms - self.now_ms()).max(0) as u64)

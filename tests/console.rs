@@ -961,7 +961,7 @@ fn cookie_login_openapi_metrics_and_health() {
             .await
             .unwrap();
         app.engine.start_job(job).await.unwrap();
-        app.advance(3_000).await;
+        app.advance(4_000).await;
         let res = call_service(&svc, TestRequest::get().uri("/metrics").to_request()).await;
         assert_eq!(res.status(), StatusCode::OK);
         let text = String::from_utf8(read_body(res).await.to_vec()).unwrap();

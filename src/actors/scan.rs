@@ -32,6 +32,11 @@ type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Sched
 /// Most stale pending fires one pass recovers.
 pub const RECOVER_BATCH: u64 = 10_000;
 
+/// Where in each second the scan runs: half a second away from the ring's tick at the whole
+/// second, so the scan's write transaction never holds SQLite's write lock while the tick
+/// claims the fires that are due. The pre-read window (5 s) leaves ample margin.
+pub const SCAN_PHASE_MS: i64 = 500;
+
 /// Runs one scan pass now and answers what it did.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ScanReport>")]
@@ -382,7 +387,7 @@ impl ScanActor {
             let delay = if took_ms >= 1000 {
                 std::time::Duration::ZERO
             } else {
-                self.clock.until_next_second()
+                self.clock.until_phase(SCAN_PHASE_MS)
             };
             ctx.run_later(delay, |a, ctx| a.run_pass(ctx, true));
         }
@@ -426,7 +431,7 @@ impl Actor for ScanActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_later(self.clock.until_next_second(), |a, ctx| {
+        ctx.run_later(self.clock.until_phase(SCAN_PHASE_MS), |a, ctx| {
             a.run_pass(ctx, true)
         });
     }
