@@ -170,7 +170,9 @@ fn check_center(jobs: Vec<JobCase>, steps: Vec<u64>) -> Result<(), TestCaseError
                 )
             }
             .unwrap();
-            let first = schedule.first_after(T0).unwrap();
+            let first = schedule
+                .first_after(T0 + xjob::engine::START_LEAD_MS)
+                .unwrap();
             let mut nominal = first;
             while nominal <= end {
                 if !by_time.contains_key(&nominal) {
