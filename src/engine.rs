@@ -56,10 +56,6 @@ pub struct RunLog {
     pub end: bool,
 }
 
-/// A started (or rescheduled) job's first fire is its schedule's first time after now plus this
-/// (XXL-JOB uses five seconds).
-pub const START_LEAD_MS: i64 = 1000;
-
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     config: Config,
@@ -380,9 +376,7 @@ impl Engine {
                 reason: "a job with schedule type NONE cannot be started".into(),
             });
         }
-        // the first fire at least a second ahead, so the next scan pass (which runs once a
-        // second, half a second off the ring's tick) records it before it is due
-        let now = self.clock.now_ms() + START_LEAD_MS;
+        let now = self.clock.now_ms();
         let next = schedule.first_after(now).ok_or_else(|| Error::Invalid {
             field: "scheduleConf",
             reason: "the schedule has no future fire time".into(),

@@ -170,9 +170,7 @@ fn check_center(jobs: Vec<JobCase>, steps: Vec<u64>) -> Result<(), TestCaseError
                 )
             }
             .unwrap();
-            let first = schedule
-                .first_after(T0 + xjob::engine::START_LEAD_MS)
-                .unwrap();
+            let first = schedule.first_after(T0).unwrap();
             let mut nominal = first;
             while nominal <= end {
                 if !by_time.contains_key(&nominal) {

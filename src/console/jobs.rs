@@ -306,12 +306,13 @@ impl Console {
                 model.time_zone.as_deref(),
                 self.tz(),
             )?;
-            let next = schedule
-                .first_after(self.engine.clock().now_ms() + crate::engine::START_LEAD_MS)
-                .ok_or(Error::Invalid {
-                    field: "scheduleConf",
-                    reason: "the schedule has no future fire time".into(),
-                })?;
+            let next =
+                schedule
+                    .first_after(self.engine.clock().now_ms())
+                    .ok_or(Error::Invalid {
+                        field: "scheduleConf",
+                        reason: "the schedule has no future fire time".into(),
+                    })?;
             jobs::reschedule_if_running(&txn, id, next).await?;
         }
         txn.commit().await?;
