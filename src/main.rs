@@ -100,9 +100,7 @@ fn access_token(cfg: &Config) -> anyhow::Result<String> {
         return Ok(t.trim().to_string());
     }
     std::fs::create_dir_all("data")?;
-    let token: String = (0..32)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
+    let token = xjob::token::random_hex(32);
     let mut f = std::fs::OpenOptions::new();
     f.write(true).create_new(true);
     #[cfg(unix)]

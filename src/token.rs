@@ -10,6 +10,25 @@ pub const OLD_TOKEN_HEADER: &str = "XXL-RPC-ACCESS-TOKEN";
 /// The answer to a wrong token.
 pub const WRONG_TOKEN: &str = "The access token is wrong.";
 
+/// Bytes as lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// `bytes` random bytes (from the OS-seeded CSPRNG) as lower-case hex: generated tokens and
+/// passwords.
+pub fn random_hex(bytes: usize) -> String {
+    hex(&(0..bytes)
+        .map(|_| rand::random::<u8>())
+        .collect::<Vec<u8>>())
+}
+
 /// Compares two byte strings in time independent of where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use super::{Console, split_ids};
 use crate::error::{Error, Result};
 use crate::store::users;
+use crate::token::{hex, random_hex};
 
 /// The name of the login cookie.
 pub const COOKIE: &str = "xjob_token";
@@ -118,10 +119,7 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
     }
     if stored.len() == 32 && stored.bytes().all(|b| b.is_ascii_hexdigit()) {
         use md5::Digest as _;
-        let md5: String = md5::Md5::digest(password.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let md5 = hex(&md5::Md5::digest(password.as_bytes()));
         return crate::token::constant_time_eq(
             md5.as_bytes(),
             stored.to_ascii_lowercase().as_bytes(),
@@ -132,16 +130,7 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
 
 /// The session key of a token: its SHA-256 in lower-case hex.
 pub fn token_hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn random_hex(bytes: usize) -> String {
-    (0..bytes)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect()
+    hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// Checks a new password's length.
@@ -154,6 +143,11 @@ pub fn check_password(field: &'static str, p: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// [`hash_password`] on the blocking pool (it takes tens of milliseconds by design).
+pub(crate) async fn hash_password_blocking(password: String) -> Result<String> {
+    blocking(move || hash_password(&password)).await?
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
@@ -226,8 +220,7 @@ impl Console {
             check_password("security.admin_password", &configured)?;
             (configured, false)
         };
-        let p = password.clone();
-        let hash = blocking(move || hash_password(&p)).await??;
+        let hash = hash_password_blocking(password.clone()).await?;
         users::insert(self.db(), "admin", &hash, 1, None).await?;
         tracing::info!("created the console user `admin`");
         Ok(generated.then_some(password))
@@ -258,8 +251,7 @@ impl Console {
         self.limiter.clear(&key);
         if !user.password.starts_with("$argon2") {
             // upgrade a legacy XXL-JOB MD5 hash on first successful login
-            let p = password.to_string();
-            let hash = blocking(move || hash_password(&p)).await??;
+            let hash = hash_password_blocking(password.to_string()).await?;
             users::set_password(self.db(), user.id, &hash).await?;
         }
         let token = random_hex(32);

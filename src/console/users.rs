@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::auth::{check_password, hash_password};
+use super::auth::{check_password, hash_password_blocking};
 use super::{Console, Page, Principal, split_ids};
 use crate::error::{Error, Result};
 use crate::store::{groups, users};
@@ -116,9 +116,7 @@ impl Console {
                 reason: format!("user `{}` exists", input.username),
             });
         }
-        let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-            .await
-            .map_err(|_| Error::Stopped("password hashing task"))??;
+        let hash = hash_password_blocking(password).await?;
         let id = users::insert(self.db(), &input.username, &hash, input.role, permission).await?;
         self.get_user(id).await
     }
@@ -160,11 +158,7 @@ impl Console {
         }
         let permission = self.permission_list(&input.permission).await?;
         let hash = match password {
-            Some(p) => Some(
-                tokio::task::spawn_blocking(move || hash_password(&p))
-                    .await
-                    .map_err(|_| Error::Stopped("password hashing task"))??,
-            ),
+            Some(p) => Some(hash_password_blocking(p).await?),
             None => None,
         };
         users::update(self.db(), id, input.role, permission, hash.as_deref()).await?;

@@ -289,24 +289,10 @@ pub struct TriggerRecord {
     pub trigger_type: TriggerType,
 }
 
-/// Writes a trigger's outcome onto its log row.
+/// Writes a trigger's outcome onto its log row (the one-row case of
+/// [`super::log_batches::record_triggers`]).
 pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Result<()> {
-    let am = ActiveModel {
-        id: Set(r.log_id),
-        trigger_time: Set(Some(ms_to_naive(r.trigger_ms))),
-        executor_address: Set(r.executor_address),
-        executor_handler: Set(r.executor_handler),
-        executor_param: Set(r.executor_param),
-        executor_sharding_param: Set(r.executor_sharding_param),
-        executor_fail_retry_count: Set(r.executor_fail_retry_count),
-        trigger_code: Set(r.trigger_code),
-        trigger_msg: Set(Some(r.trigger_msg)),
-        trigger_type: Set(Some(r.trigger_type.as_str().into())),
-        fire_state: Set(0),
-        ..Default::default()
-    };
-    am.update(c).await?;
-    Ok(())
+    super::log_batches::record_triggers(c, std::slice::from_ref(&r)).await
 }
 
 /// The handle-message cap on the admin side (spec §4.3).
@@ -324,6 +310,7 @@ pub(crate) fn cap_msg(text: String) -> String {
 /// Records a run's result unless one was already recorded (first result wins): the message is
 /// appended to any the row already has (after `<br>`), capped at 15,000 characters. Returns the
 /// row as it was before when this call wrote it, `None` when the log is unknown or finished.
+/// (The one-row case of [`super::log_batches::record_handles`].)
 pub async fn record_handle(
     c: &impl ConnectionTrait,
     log_id: i64,
@@ -331,26 +318,15 @@ pub async fn record_handle(
     msg: Option<&str>,
     now_ms: i64,
 ) -> Result<Option<Model>> {
-    let Some(row) = Entity::find_by_id(log_id).one(c).await? else {
-        return Ok(None);
+    let item = super::log_batches::HandleResult {
+        log_id,
+        code,
+        msg: msg.map(str::to_string),
     };
-    if row.handle_code != 0 {
-        return Ok(None);
-    }
-    let text = match (row.handle_msg.as_deref().filter(|m| !m.is_empty()), msg) {
-        (Some(old), Some(new)) => Some(format!("{old}<br>{new}")),
-        (Some(old), None) => Some(old.to_string()),
-        (None, new) => new.map(str::to_string),
-    };
-    let res = Entity::update_many()
-        .col_expr(Column::HandleCode, Expr::val(code))
-        .col_expr(Column::HandleMsg, Expr::val(text.map(cap_msg)))
-        .col_expr(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
-        .filter(Column::Id.eq(log_id))
-        .filter(Column::HandleCode.eq(0))
-        .exec(c)
-        .await?;
-    Ok((res.rows_affected == 1).then_some(row))
+    Ok(super::log_batches::record_handles(c, &[item], now_ms)
+        .await?
+        .pop()
+        .flatten())
 }
 
 /// Appends text to a finished run's handle message (child-job lines), keeping the cap.
