@@ -593,6 +593,20 @@ fn errors_name_the_field_and_use_the_right_status() {
         let (s, v) = call(&svc, Method::POST, "/v1/jobs/1/start", t, None).await;
         assert_eq!(s, StatusCode::OK, "{v}");
 
+        // a trigger's address list must hold URLs
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs/1/trigger",
+            t,
+            Some(json!({ "addressList": "10.0.0.1:9999" })),
+        )
+        .await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("addressList"))
+        );
+
         // a NONE job cannot start
         let mut none = job_body(demo, "n", "demoJobHandler");
         none["scheduleType"] = json!("NONE");

@@ -70,21 +70,12 @@ impl GroupInput {
             0 => Ok(None),
             1 => {
                 let list = self.address_list.as_deref().unwrap_or_default();
-                let items: Vec<&str> = list.split(',').map(str::trim).collect();
+                let items = super::check_addresses("addressList", list)?;
                 if list.trim().is_empty() || items.iter().any(|a| a.is_empty()) {
                     return Err(invalid(
                         "addressList",
                         "a manual group needs a comma-separated list without empty items",
                     ));
-                }
-                if let Some(bad) = items
-                    .iter()
-                    .find(|a| !(a.starts_with("http://") || a.starts_with("https://")))
-                {
-                    return Err(Error::Invalid {
-                        field: "addressList",
-                        reason: format!("`{bad}` is not an http:// or https:// address"),
-                    });
                 }
                 Ok(Some(items.join(",")))
             }
@@ -124,10 +115,6 @@ fn view(
 }
 
 impl Console {
-    async fn live(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
-        self.engine.live_executors().await
-    }
-
     /// Refuses an appname another group has.
     async fn check_app_name_free(&self, app_name: &str, except: Option<i32>) -> Result<()> {
         match groups::by_app_name(self.db(), app_name).await? {
@@ -150,7 +137,7 @@ impl Console {
         let ids = who.visible_groups();
         let (total, rows) =
             groups::page(self.db(), ids.as_deref(), app_name, title, offset, limit).await?;
-        let live = self.live().await?;
+        let live = self.engine.live_executors().await?;
         Ok(Page {
             total,
             items: rows.into_iter().map(|g| view(g, &live)).collect(),
@@ -161,7 +148,7 @@ impl Console {
     pub async fn get_group(&self, who: &Principal, id: i32) -> Result<GroupView> {
         let g = groups::get(self.db(), id).await?;
         who.require_group(id, "id")?;
-        Ok(view(g, &self.live().await?))
+        Ok(view(g, &self.engine.live_executors().await?))
     }
 
     /// Creates a group (administrators).

@@ -353,18 +353,7 @@ impl Console {
         address_list: Option<String>,
     ) -> Result<()> {
         self.visible_job(who, id).await?;
-        if let Some(bad) = address_list
-            .as_deref()
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .find(|a| !(a.is_empty() || a.starts_with("http://") || a.starts_with("https://")))
-        {
-            return Err(Error::Invalid {
-                field: "addressList",
-                reason: format!("`{bad}` is not an http:// or https:// address"),
-            });
-        }
+        super::check_addresses("addressList", address_list.as_deref().unwrap_or_default())?;
         self.engine
             .trigger_job(id, executor_param, address_list)
             .await

@@ -123,6 +123,22 @@ pub fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<Nai
         .ok_or_else(bad)
 }
 
+/// Checks that every non-empty item of a comma-separated executor address list is an
+/// `http://` or `https://` URL; answers the trimmed items.
+pub fn check_addresses<'a>(field: &'static str, list: &'a str) -> Result<Vec<&'a str>> {
+    let items: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(bad) = items
+        .iter()
+        .find(|a| !(a.is_empty() || a.starts_with("http://") || a.starts_with("https://")))
+    {
+        return Err(Error::Invalid {
+            field,
+            reason: format!("`{bad}` is not an http:// or https:// address"),
+        });
+    }
+    Ok(items)
+}
+
 /// Splits a comma-separated id list (`"1,2"`) into numbers, ignoring blanks and junk.
 pub fn split_ids(s: Option<&str>) -> Vec<i32> {
     s.unwrap_or_default()
