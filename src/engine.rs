@@ -500,6 +500,9 @@ impl Engine {
         Ok(self.metrics.render(Gauges {
             fast_in_flight: stats.fast_in_flight,
             slow_in_flight: stats.slow_in_flight,
+            fast_waiting: stats.fast_waiting,
+            slow_waiting: stats.slow_waiting,
+            backlog: stats.backlog,
             ring_waiting,
             live_executors: live.len(),
         }))

@@ -100,6 +100,12 @@ pub struct Gauges {
     pub fast_in_flight: usize,
     /// Triggers running on the slow lane.
     pub slow_in_flight: usize,
+    /// Triggers waiting for a place on the fast lane.
+    pub fast_waiting: usize,
+    /// Triggers waiting for a place on the slow lane.
+    pub slow_waiting: usize,
+    /// Claimed fires not yet handed to a lane.
+    pub backlog: usize,
     /// Fires the ring holds, waiting for their second.
     pub ring_waiting: usize,
     /// Distinct executor addresses with a live heartbeat.
@@ -193,6 +199,16 @@ impl Metrics {
             out,
             "# HELP xjob_lane_in_flight Triggers running on each trigger lane.\n# TYPE xjob_lane_in_flight gauge\nxjob_lane_in_flight{{lane=\"fast\"}} {}\nxjob_lane_in_flight{{lane=\"slow\"}} {}",
             g.fast_in_flight, g.slow_in_flight
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_lane_waiting Triggers waiting for a place on each trigger lane (queue depth).\n# TYPE xjob_lane_waiting gauge\nxjob_lane_waiting{{lane=\"fast\"}} {}\nxjob_lane_waiting{{lane=\"slow\"}} {}",
+            g.fast_waiting, g.slow_waiting
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_trigger_backlog Claimed fires not yet handed to a lane.\n# TYPE xjob_trigger_backlog gauge\nxjob_trigger_backlog {}",
+            g.backlog
         );
         let _ = writeln!(
             out,

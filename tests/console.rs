@@ -985,6 +985,8 @@ fn cookie_login_openapi_metrics_and_health() {
             "xjob_fire_lateness_seconds_bucket{le=\"0.001\"}",
             "xjob_dispatch_duration_seconds_count",
             "xjob_lane_in_flight{lane=\"fast\"}",
+            "xjob_lane_waiting{lane=\"slow\"} 0",
+            "xjob_trigger_backlog 0",
             "xjob_live_executors 1",
             "xjob_callbacks_total",
             "xjob_ring_waiting",

@@ -148,9 +148,15 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
             2,
             "the lane admits only fast_max"
         );
-        assert_eq!(engine.pool_stats().await.unwrap().fast_in_flight, 2);
+        let s = engine.pool_stats().await.unwrap();
+        assert_eq!(
+            (s.fast_in_flight, s.fast_waiting),
+            (2, 3),
+            "three wait for a place"
+        );
         client.gate.add_permits(5);
         wait_until(&engine, "all complete", |s| s.completed == 5).await;
+        assert_eq!(engine.pool_stats().await.unwrap().fast_waiting, 0);
         for w in waiting {
             w.await.unwrap().unwrap();
         }

@@ -44,6 +44,12 @@ pub struct PoolStats {
     pub fast_in_flight: usize,
     /// Triggers running on the slow lane.
     pub slow_in_flight: usize,
+    /// Triggers waiting for a place on the fast lane.
+    pub fast_waiting: usize,
+    /// Triggers waiting for a place on the slow lane.
+    pub slow_waiting: usize,
+    /// Claimed fires of ring batches not yet handed to a lane.
+    pub backlog: usize,
     /// Triggers finished since start.
     pub completed: u64,
     /// Fires another node claimed first.
@@ -117,7 +123,18 @@ impl Shared {
             Lane::Fast => self.fast.clone(),
             Lane::Slow => self.slow.clone(),
         };
-        let Ok(permit) = sem.acquire_owned().await else {
+        let wait = |delta: isize| {
+            let mut s = self.stats.lock();
+            let w = match lane {
+                Lane::Fast => &mut s.fast_waiting,
+                Lane::Slow => &mut s.slow_waiting,
+            };
+            *w = w.saturating_add_signed(delta);
+        };
+        wait(1);
+        let acquired = sem.acquire_owned().await;
+        wait(-1);
+        let Ok(permit) = acquired else {
             return;
         };
         {
@@ -261,7 +278,9 @@ impl Handler<FireBatch> for TriggerPool {
                     HashMap::new()
                 }
             };
+            shared.stats.lock().backlog += fires.len();
             for f in fires {
+                shared.stats.lock().backlog -= 1;
                 let mut req = TriggerRequest::new(f.job_id, f.trigger_type);
                 req.log_id = Some(f.log_id);
                 req.fire_time = Some(f.fire_time);
