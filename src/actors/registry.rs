@@ -95,17 +95,7 @@ impl RegistryActor {
         let dead_before = crate::clock::ms_to_naive(now - dead_secs as i64 * 1000);
         let dead = registry::dead_values(db, dead_before).await?;
         let evicted = registry::delete_dead(db, dead_before).await?;
-        if evicted > 0 {
-            tracing::warn!(evicted, ?dead, "executors evicted after missing heartbeats");
-            // runs on an executor that died will never report: mark them lost now, unless the
-            // address still lives under another registration
-            let still = registry::all_values(db).await?;
-            let gone: Vec<String> = dead.into_iter().filter(|a| !still.contains(a)).collect();
-            for id in logs::running_on(db, &gone).await? {
-                logs::record_handle(db, id, FAIL_CODE, Some(LOST_MSG), now).await?;
-                tracing::warn!(log_id = id, "run lost with its executor; marked failed");
-            }
-        }
+        // the groups first: once a run is marked lost, its executor is no longer routed to
         let live = registry::live_by_app(db, dead_before).await?;
         for g in groups::all(db).await? {
             if g.address_type != 0 {
@@ -117,6 +107,29 @@ impl RegistryActor {
                 .map(|v| v.join(","));
             if list != g.address_list {
                 groups::set_address_list(db, g.id, list, crate::clock::ms_to_naive(now)).await?;
+            }
+        }
+        if evicted > 0 {
+            tracing::warn!(evicted, ?dead, "executors evicted after missing heartbeats");
+            // runs on an executor that died will never report: mark them lost now, unless the
+            // address still lives under another registration
+            let still = registry::all_values(db).await?;
+            let gone: Vec<String> = dead.into_iter().filter(|a| !still.contains(a)).collect();
+            let lost: Vec<crate::store::log_batches::HandleResult> = logs::running_on(db, &gone)
+                .await?
+                .into_iter()
+                .map(|log_id| crate::store::log_batches::HandleResult {
+                    log_id,
+                    code: FAIL_CODE,
+                    msg: Some(LOST_MSG.into()),
+                })
+                .collect();
+            let marked = crate::store::log_batches::record_handles(db, &lost, now).await?;
+            for (item, _) in lost.iter().zip(marked).filter(|(_, m)| m.is_some()) {
+                tracing::warn!(
+                    log_id = item.log_id,
+                    "run lost with its executor; marked failed"
+                );
             }
         }
         Ok(())
