@@ -301,6 +301,24 @@ async fn run(
     .await;
     let cpu1 = cpu_s();
     let rss = rss_mb();
+    // diagnostics (stderr, not part of the summary line): how far the pipeline trails
+    {
+        use entity::xxl_job_log::{Column, Entity};
+        use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+        let due = || Entity::find().filter(Column::FireTime.lte(win_to));
+        let pending = due()
+            .filter(Column::FireState.ne(0))
+            .count(engine.db())
+            .await?;
+        let unfinished = due()
+            .filter(Column::FireState.eq(0))
+            .filter(Column::HandleCode.eq(0))
+            .count(engine.db())
+            .await?;
+        eprintln!(
+            "loadbench: at the window's end: {pending} due fires not yet dispatched, {unfinished} dispatched runs without a recorded result"
+        );
+    }
     tokio::time::sleep(Duration::from_millis(
         (started + seconds * 1000 - clock.now_ms()).max(0) as u64,
     ))

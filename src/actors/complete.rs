@@ -22,7 +22,7 @@ use crate::group_commit::GroupCommit;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, HandleCallbackParam, SUCCESS_CODE};
-use crate::store::log_batches::{self, HandleResult};
+use crate::store::log_batches::{self, Finished, HandleResult};
 use crate::store::{logs, registry};
 use crate::trigger::TriggerRequest;
 
@@ -64,7 +64,7 @@ pub struct CompleteActor {
 #[derive(Clone)]
 struct Writers {
     /// Results → the rows as they were when this node wrote them (None: ignored).
-    handles: GroupCommit<HandleResult, Option<entity::xxl_job_log::Model>>,
+    handles: GroupCommit<HandleResult, Option<Finished>>,
     /// Job id → its child job list (None: the job is gone).
     children: GroupCommit<i32, Option<String>>,
 }

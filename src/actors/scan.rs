@@ -42,7 +42,8 @@ pub const SCAN_PHASE_MS: i64 = 500;
 #[rtype(result = "Result<ScanReport>")]
 pub struct ScanNow;
 
-/// Stops the scan loop (a pass in progress finishes first).
+/// Stops the scan loop; answers once no pass is in progress (a running pass finishes and
+/// pushes its fires to the ring first, so nothing it recorded is held back).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct StopScan;
@@ -138,6 +139,8 @@ pub struct ScanActor {
     schedules: ScheduleCache,
     stopped: bool,
     running: bool,
+    /// [`StopScan`] callers waiting for the pass in progress.
+    stop_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl ScanActor {
@@ -164,6 +167,7 @@ impl ScanActor {
             schedules: HashMap::new(),
             stopped: false,
             running: false,
+            stop_waiters: Vec::new(),
         }
     }
 
@@ -360,6 +364,9 @@ impl ScanActor {
                 act.schedules = cache;
                 act.running = false;
                 act.after_pass(res, took, ctx, reschedule);
+                for w in act.stop_waiters.drain(..) {
+                    let _ = w.send(());
+                }
             }),
         );
     }
@@ -472,10 +479,18 @@ impl Handler<ScanNow> for ScanActor {
 }
 
 impl Handler<StopScan> for ScanActor {
-    type Result = ();
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: StopScan, _ctx: &mut Self::Context) {
+    fn handle(&mut self, _: StopScan, _ctx: &mut Self::Context) -> Self::Result {
         self.stopped = true;
+        if !self.running {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.stop_waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

@@ -101,28 +101,62 @@ pub struct HandleResult {
     pub msg: Option<String>,
 }
 
+/// A run whose result this node recorded: what the result path needs next (child jobs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// Log id.
+    pub id: i64,
+    /// The job.
+    pub job_id: i32,
+    /// Parents above this run.
+    pub chain_depth: i16,
+}
+
+/// The columns a result write reads: not the whole row (its trigger message is the largest
+/// part, and reading it for every result cost CPU and, under load, memory).
+#[derive(Clone, Debug, sea_orm::FromQueryResult)]
+struct Unfinished {
+    id: i64,
+    job_id: i32,
+    chain_depth: i16,
+    handle_msg: Option<String>,
+}
+
 /// Records many results, first result wins per run (as [`super::logs::record_handle`] does for
-/// one): answers, per item, the row as it was before when this call wrote it, `None` when the
-/// log is unknown, already finished, or repeated within the batch.
+/// one): answers, per item, the run when this call wrote its result, `None` when the log is
+/// unknown, already finished, or repeated within the batch.
 pub async fn record_handles(
     c: &impl ConnectionTrait,
     items: &[HandleResult],
     now_ms: i64,
-) -> Result<Vec<Option<Model>>> {
-    let mut out: Vec<Option<Model>> = vec![None; items.len()];
+) -> Result<Vec<Option<Finished>>> {
+    let mut out: Vec<Option<Finished>> = vec![None; items.len()];
     for (base, chunk) in items.chunks(CHUNK).enumerate().map(|(i, c)| (i * CHUNK, c)) {
         let ids: Vec<i64> = padded(chunk).iter().map(|i| i.log_id).collect();
-        let rows: std::collections::HashMap<i64, Model> = Entity::find()
+        let rows: std::collections::HashMap<i64, Unfinished> = Entity::find()
+            .select_only()
+            .columns([
+                Column::Id,
+                Column::JobId,
+                Column::ChainDepth,
+                Column::HandleMsg,
+            ])
             .filter(Column::Id.is_in(ids.iter().copied()))
             .filter(Column::HandleCode.eq(0))
+            .into_model::<Unfinished>()
             .all(c)
             .await?
             .into_iter()
             .map(|r| (r.id, r))
             .collect();
+        let finished = |r: &Unfinished| Finished {
+            id: r.id,
+            job_id: r.job_id,
+            chain_depth: r.chain_depth,
+        };
         // (position in `items`, row, new message); a log id repeated in the batch: first wins
         let mut seen = std::collections::HashSet::new();
-        let mut writes: Vec<(usize, &Model, Option<String>)> = Vec::new();
+        let mut writes: Vec<(usize, &Unfinished, Option<String>)> = Vec::new();
         for (k, item) in chunk.iter().enumerate() {
             let Some(row) = rows.get(&item.log_id) else {
                 continue;
@@ -143,7 +177,7 @@ pub async fn record_handles(
         if writes.is_empty() {
             continue;
         }
-        let id = |w: &(usize, &Model, Option<String>)| w.1.id;
+        let id = |w: &(usize, &Unfinished, Option<String>)| w.1.id;
         let shaped = padded(&writes);
         let stmt = Query::update()
             .table(Entity)
@@ -162,7 +196,7 @@ pub async fn record_handles(
         let affected = c.execute(&stmt).await?.rows_affected();
         if affected as usize == writes.len() {
             for (k, row, _) in writes {
-                out[k] = Some(row.clone());
+                out[k] = Some(finished(row));
             }
             continue;
         }
@@ -184,7 +218,7 @@ pub async fn record_handles(
                 && a.handle_msg == text
                 && secs(a.handle_time) == when
             {
-                out[k] = Some(row.clone());
+                out[k] = Some(finished(row));
             }
         }
     }

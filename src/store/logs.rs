@@ -309,7 +309,7 @@ pub(crate) fn cap_msg(text: String) -> String {
 
 /// Records a run's result unless one was already recorded (first result wins): the message is
 /// appended to any the row already has (after `<br>`), capped at 15,000 characters. Returns the
-/// row as it was before when this call wrote it, `None` when the log is unknown or finished.
+/// run when this call wrote its result, `None` when the log is unknown or finished.
 /// (The one-row case of [`super::log_batches::record_handles`].)
 pub async fn record_handle(
     c: &impl ConnectionTrait,
@@ -317,7 +317,7 @@ pub async fn record_handle(
     code: i32,
     msg: Option<&str>,
     now_ms: i64,
-) -> Result<Option<Model>> {
+) -> Result<Option<super::log_batches::Finished>> {
     let item = super::log_batches::HandleResult {
         log_id,
         code,
