@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo run --release --example loadbench -- --jobs 1000 --seconds 30`
 //! Options: `--mode inprocess|remote`, `--database URL` (default: a temporary SQLite file),
-//! `--connections N` (pool size, default 8), and for remote mode `--executors K` (default 2)
+//! `--connections N` (pool size, default 8), `--idle-jobs M` (M more running jobs whose next
+//! fire is in 2099: the scan must not pay for them), and for remote mode `--executors K` (default 2)
 //! and `--xjob PATH` (default: the `xjob` binary next to this example's directory, i.e.
 //! `target/release/xjob`: build it first with `cargo build --release`).
 //!
@@ -83,6 +84,7 @@ fn main() -> anyhow::Result<()> {
         )
     });
     let connections: u32 = arg(&args, "--connections").map_or(Ok(8), |v| v.parse())?;
+    let idle_jobs: u64 = arg(&args, "--idle-jobs").map_or(Ok(0), |v| v.parse())?;
     let remote = (mode == "remote")
         .then(|| -> anyhow::Result<Remote> {
             let xjob = match arg(&args, "--xjob") {
@@ -105,7 +107,15 @@ fn main() -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    actix_rt::System::new().block_on(run(jobs, seconds, mode, url, connections, remote))
+    actix_rt::System::new().block_on(run(
+        jobs,
+        seconds,
+        mode,
+        url,
+        connections,
+        idle_jobs,
+        remote,
+    ))
 }
 
 /// Remote mode's settings.
@@ -177,6 +187,37 @@ impl Drop for Children {
     }
 }
 
+/// Inserts `n` running jobs of `group` that next fire on 2099-01-01, 10,000 per statement (a
+/// cross join of two 100-row derived tables: portable SQL, no recursion limits).
+async fn insert_idle_jobs(
+    db: &sea_orm::DatabaseConnection,
+    group: i32,
+    n: u64,
+) -> anyhow::Result<()> {
+    use sea_orm::ConnectionTrait;
+    const NEXT_2099: i64 = 4_070_908_800_000;
+    let hundred = (0..100)
+        .map(|i| format!("SELECT {i} AS x"))
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let mut left = n;
+    while left > 0 {
+        let take = left.min(10_000);
+        let sql = format!(
+            "INSERT INTO xxl_job_info (job_group, job_desc, schedule_type, schedule_conf, \
+             misfire_strategy, executor_route_strategy, executor_handler, executor_block_strategy, \
+             executor_timeout, executor_fail_retry_count, glue_type, trigger_status, \
+             trigger_last_time, trigger_next_time, retry_interval) \
+             SELECT {group}, 'idle', 'CRON', '0 0 0 1 1 ? 2099', 'DO_NOTHING', 'FIRST', 'noop', \
+             'SERIAL_EXECUTION', 0, 0, 'BEAN', 1, 0, {NEXT_2099}, 0 \
+             FROM ({hundred}) a, ({hundred}) b WHERE a.x * 100 + b.x < {take}"
+        );
+        db.execute_unprepared(&sql).await?;
+        left -= take;
+    }
+    Ok(())
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -189,6 +230,7 @@ async fn run(
     mode: String,
     url: String,
     connections: u32,
+    idle_jobs: u64,
     remote: Option<Remote>,
 ) -> anyhow::Result<()> {
     let mut cfg = Config::default();
@@ -278,6 +320,14 @@ async fn run(
     } else {
         "noop"
     };
+    if idle_jobs > 0 {
+        let t = std::time::Instant::now();
+        insert_idle_jobs(engine.db(), group, idle_jobs).await?;
+        eprintln!(
+            "loadbench: {idle_jobs} idle running jobs (next fire in 2099) inserted in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
     let mut ids = Vec::with_capacity(jobs);
     for i in 0..jobs {
         let mut spec = JobSpec::cron(group, &format!("bench {i}"), "* * * * * ?", handler);
@@ -301,6 +351,12 @@ async fn run(
     .await;
     let cpu1 = cpu_s();
     let rss = rss_mb();
+    let (passes, scan_us, scan_max_us) = engine.metrics().scan_stats();
+    eprintln!(
+        "loadbench: {passes} scan passes, mean {:.1} ms, longest {:.1} ms",
+        scan_us as f64 / 1e3 / passes.max(1) as f64,
+        scan_max_us as f64 / 1e3
+    );
     // diagnostics (stderr, not part of the summary line): how far the pipeline trails
     {
         use entity::xxl_job_log::{Column, Entity};

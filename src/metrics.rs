@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const LATENESS_BOUNDS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
+/// Bucket bounds of the scan-pass duration histogram, seconds.
+const SCAN_BOUNDS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
 /// Bucket bounds of the dispatch latency histogram, seconds.
 const DISPATCH_BOUNDS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0, 5.0,
@@ -73,6 +77,8 @@ struct Inner {
     callbacks: AtomicU64,
     lateness: Histogram,
     dispatch: Histogram,
+    scan: Histogram,
+    scan_max_us: AtomicU64,
 }
 
 /// The engine's counters and histograms; cheap to clone (one shared set).
@@ -89,6 +95,8 @@ impl Default for Metrics {
             callbacks: AtomicU64::new(0),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
+            scan: Histogram::new(&SCAN_BOUNDS),
+            scan_max_us: AtomicU64::new(0),
         }))
     }
 }
@@ -136,6 +144,23 @@ impl Metrics {
             self.0.lateness.observe_us(l.max(0) as u64 * 1000);
         }
         self.0.dispatch.observe_us(dispatch_us);
+    }
+
+    /// A scan pass (lock, recovery, due-job read, fire records, schedule updates, commit) took
+    /// `us` microseconds of wall time.
+    pub fn scan_pass(&self, us: u64) {
+        self.0.scan.observe_us(us);
+        self.0.scan_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// Scan passes so far: (count, total µs, longest µs).
+    pub fn scan_stats(&self) -> (u64, u64, u64) {
+        let s = &self.0.scan;
+        (
+            s.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            s.sum_us.load(Ordering::Relaxed),
+            self.0.scan_max_us.load(Ordering::Relaxed),
+        )
     }
 
     /// `n` run results arrived from executors.
@@ -194,6 +219,11 @@ impl Metrics {
             &mut out,
             "xjob_dispatch_duration_seconds",
             "Duration of the call that hands a trigger to its executor.",
+        );
+        i.scan.render(
+            &mut out,
+            "xjob_scan_duration_seconds",
+            "Wall time of one scan pass (schedule lock to commit).",
         );
         let _ = writeln!(
             out,

@@ -993,6 +993,15 @@ fn cookie_login_openapi_metrics_and_health() {
         ] {
             assert!(text.contains(line), "{line} missing:\n{text}");
         }
+        let scans: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("xjob_scan_duration_seconds_count "))
+            .and_then(|v| v.parse().ok())
+            .expect("scan duration histogram");
+        assert!(
+            scans >= 3,
+            "four seconds hold at least three scan passes: {scans}"
+        );
         let ok = text
             .lines()
             .find(|l| l.starts_with("xjob_triggers_total{result=\"success\"}"))

@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_create_tables;
 mod m20261121_000002_create_xjob_session;
+mod m20261121_000003_index_alarm_scan;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261121_000001_create_tables::Migration),
             Box::new(m20261121_000002_create_xjob_session::Migration),
+            Box::new(m20261121_000003_index_alarm_scan::Migration),
         ]
     }
 }

@@ -353,14 +353,17 @@ impl ScanActor {
             async move {
                 let _guard = guard;
                 let started = clock.now_ms();
+                let wall = std::time::Instant::now();
                 let res = Self::pass(db, clock.clone(), cfg, n, |job| {
                     cached_schedule(&mut cache, job, tz)
                 })
                 .await;
-                (res, cache, clock.now_ms() - started)
+                let wall_us = wall.elapsed().as_micros() as u64;
+                (res, cache, clock.now_ms() - started, wall_us)
             }
             .into_actor(self)
-            .map(move |(res, cache, took), act, ctx| {
+            .map(move |(res, cache, took, wall_us), act, ctx| {
+                act.metrics.scan_pass(wall_us);
                 act.schedules = cache;
                 act.running = false;
                 act.after_pass(res, took, ctx, reschedule);

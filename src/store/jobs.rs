@@ -1,7 +1,7 @@
 //! `xxl_job_info`: due-job reads, batched schedule updates, and job CRUD used by the library API.
 
 use entity::xxl_job_info::{ActiveModel, Column, Entity, Model};
-use sea_orm::sea_query::{CaseStatement, Expr, Query};
+use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -11,13 +11,15 @@ use crate::error::{Error, Result};
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`.
 pub async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> Result<Vec<Model>> {
-    Ok(Entity::find()
+    Ok(due_query(max_next, limit).all(c).await?)
+}
+
+fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {
+    Entity::find()
         .filter(Column::TriggerStatus.eq(1))
         .filter(Column::TriggerNextTime.lte(max_next))
         .order_by_asc(Column::Id)
         .limit(limit)
-        .all(c)
-        .await?)
 }
 
 /// A job's new schedule state after a scan.
@@ -33,10 +35,17 @@ pub struct ScheduleUpdate {
     pub status: i16,
 }
 
-/// Writes many schedule updates in one statement per 500 jobs. Only rows still running are
-/// touched, so a job stopped concurrently from the console is not re-enabled.
+/// Writes many schedule updates in one statement per 500 jobs, by primary key. Only rows still
+/// running are touched, so a job stopped concurrently from the console is not re-enabled.
 pub async fn update_schedules(c: &impl ConnectionTrait, updates: &[ScheduleUpdate]) -> Result<()> {
     for chunk in updates.chunks(500) {
+        c.execute(&schedule_update(chunk)).await?;
+    }
+    Ok(())
+}
+
+fn schedule_update(chunk: &[ScheduleUpdate]) -> sea_orm::sea_query::UpdateStatement {
+    {
         let case = |f: &dyn Fn(&ScheduleUpdate) -> Expr| {
             chunk
                 .iter()
@@ -51,11 +60,13 @@ pub async fn update_schedules(c: &impl ConnectionTrait, updates: &[ScheduleUpdat
             .value(Column::TriggerNextTime, case(&|u| Expr::val(u.next)))
             .value(Column::TriggerStatus, case(&|u| Expr::val(u.status)))
             .and_where(Column::Id.is_in(chunk.iter().map(|u| u.id)))
-            .and_where(Column::TriggerStatus.eq(1))
+            // `trigger_status + 0`, not `trigger_status`: with a bare column SQLite's planner
+            // (no statistics) walks the (status, next) index over every running job instead of
+            // looking up the listed ids: 100 ms per pass with 1,000,000 jobs defined
+            .and_where(Expr::col(Column::TriggerStatus).add(0).eq(1))
             .to_owned();
-        c.execute(&stmt).await?;
+        stmt
     }
-    Ok(())
 }
 
 /// One job by id.
@@ -258,4 +269,32 @@ pub async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(i32
         .into_tuple()
         .all(c)
         .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::{memory_db, plan};
+    use sea_orm::{DbBackend, QueryTrait};
+
+    /// The scan's statements must cost in proportion to the due jobs, not the defined ones:
+    /// the due read walks the (status, next) index, the schedule update looks rows up by id.
+    #[tokio::test]
+    async fn scan_statements_do_not_walk_every_running_job() {
+        let db = memory_db().await;
+        let due = plan(&db, due_query(5_000, 100).build(DbBackend::Sqlite)).await;
+        assert!(due.contains("USING INDEX i_status_next"), "{due}");
+        let updates: Vec<ScheduleUpdate> = (1..=3)
+            .map(|id| ScheduleUpdate {
+                id,
+                last: 1,
+                next: 2,
+                status: 1,
+            })
+            .collect();
+        let update = plan(&db, DbBackend::Sqlite.build(&schedule_update(&updates))).await;
+        assert!(!update.contains("i_status_next"), "{update}");
+        assert!(update.contains("INTEGER PRIMARY KEY"), "{update}");
+        db.close().await.unwrap();
+    }
 }

@@ -189,6 +189,16 @@ pub async fn record_handles(
                 Column::HandleMsg,
                 case(&shaped, id, |w| Expr::val(w.2.clone())),
             )
+            // a success needs no alarm (XXL-JOB's 1): the fail monitor's index then holds only
+            // runs in flight and unhandled failures
+            .value(
+                Column::AlarmStatus,
+                case(&shaped, id, |w| {
+                    Expr::val(i16::from(
+                        items[w.0].code == crate::model::wire::SUCCESS_CODE,
+                    ))
+                }),
+            )
             .value(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
             .and_where(Column::Id.is_in(shaped.iter().map(id)))
             .and_where(Column::HandleCode.eq(0))

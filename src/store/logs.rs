@@ -6,7 +6,7 @@
 //! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins).
 
 use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
-use sea_orm::sea_query::{Expr, OnConflict, Query};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -97,16 +97,28 @@ fn to_fire(m: (i64, i32, Option<i64>, Option<String>)) -> Fire {
     }
 }
 
+fn pending_columns() -> sea_orm::Select<Entity> {
+    Entity::find().select_only().columns([
+        Column::Id,
+        Column::JobId,
+        Column::FireTime,
+        Column::TriggerType,
+    ])
+}
+
+/// Pending fires, read through i_fire_state.
 fn pending_select() -> sea_orm::Select<Entity> {
-    Entity::find()
-        .select_only()
-        .columns([
-            Column::Id,
-            Column::JobId,
-            Column::FireTime,
-            Column::TriggerType,
-        ])
-        .filter(Column::FireState.eq(1))
+    pending_columns().filter(Column::FireState.eq(1))
+}
+
+/// By (job, fire time) through uk_job_fire: `fire_state + 0` keeps SQLite from walking every
+/// pending fire of the window through i_fire_state once per chunk.
+fn pending_of_jobs(job_ids: &[i32], from: i64, to: i64) -> sea_orm::Select<Entity> {
+    pending_columns()
+        .filter(Expr::col(Column::FireState).add(0).eq(1))
+        .filter(Column::JobId.is_in(job_ids.iter().copied()))
+        .filter(Column::FireTime.between(from, to))
+        .order_by_asc(Column::FireTime)
 }
 
 /// Pending fires of these jobs with nominal times in `[from, to]`, oldest first.
@@ -118,13 +130,8 @@ pub async fn pending_for_jobs(
 ) -> Result<Vec<Fire>> {
     let mut out = Vec::new();
     for chunk in job_ids.chunks(500) {
-        let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
-            .filter(Column::JobId.is_in(chunk.iter().copied()))
-            .filter(Column::FireTime.between(from, to))
-            .order_by_asc(Column::FireTime)
-            .into_tuple()
-            .all(c)
-            .await?;
+        let rows: Vec<(i64, i32, Option<i64>, Option<String>)> =
+            pending_of_jobs(chunk, from, to).into_tuple().all(c).await?;
         out.extend(rows.into_iter().map(to_fire));
     }
     Ok(out)
@@ -178,12 +185,7 @@ pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
     let token: i64 = rand::random_range(2..i64::MAX);
     let mut claimed = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(500) {
-        let res = Entity::update_many()
-            .col_expr(Column::FireState, Expr::val(token))
-            .filter(Column::Id.is_in(chunk.iter().copied()))
-            .filter(Column::FireState.eq(1))
-            .exec(c)
-            .await?;
+        let res = claim_update(chunk, token).exec(c).await?;
         if res.rows_affected as usize == chunk.len() {
             claimed.extend_from_slice(chunk);
         } else if res.rows_affected > 0 {
@@ -208,7 +210,20 @@ pub async fn fail_orphaned_claims(
     before: i64,
     now_ms: i64,
 ) -> Result<u64> {
-    Ok(Entity::update_many()
+    Ok(orphaned_update(before, now_ms).exec(c).await?.rows_affected)
+}
+
+fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
+    Entity::update_many()
+        .col_expr(Column::FireState, Expr::val(token))
+        .filter(Column::Id.is_in(chunk.iter().copied()))
+        // `fire_state + 0`: a bare column makes SQLite walk every pending fire through
+        // i_fire_state instead of looking up the listed ids
+        .filter(Expr::col(Column::FireState).add(0).eq(1))
+}
+
+fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
+    Entity::update_many()
         .col_expr(Column::FireState, Expr::val(0i64))
         .col_expr(Column::TriggerCode, Expr::val(500))
         .col_expr(Column::TriggerTime, Expr::val(ms_to_naive(now_ms)))
@@ -216,13 +231,11 @@ pub async fn fail_orphaned_claims(
             Column::TriggerMsg,
             Expr::val("Trigger Fail：the node dispatching this fire stopped before recording it"),
         )
-        .filter(Column::FireState.ne(0))
-        .filter(Column::FireState.ne(1))
+        // claim tokens are > 1: a range on i_fire_state over the claimed rows only (`<> 0 AND
+        // <> 1` made SQLite scan the whole log table every pass)
+        .filter(Column::FireState.gt(1))
         .filter(Column::TriggerCode.eq(0))
         .filter(Column::FireTime.lte(before))
-        .exec(c)
-        .await?
-        .rows_affected)
 }
 
 /// Deletes pending fires that the misfire policy skipped (no run happens for them).
@@ -389,6 +402,12 @@ pub async fn running_since(
 
 /// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
 pub async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
+    Ok(failed_unalarmed_query(limit).all(c).await?)
+}
+
+/// Through i_alarm_fire: rows still at `alarm_status = 0` are runs in flight and unhandled
+/// failures (a success is written with 1), so the read does not grow with the log table.
+fn failed_unalarmed_query(limit: u64) -> sea_orm::Select<Entity> {
     use sea_orm::Condition;
     let ok_trigger = Condition::any()
         .add(Column::TriggerCode.eq(0))
@@ -399,14 +418,12 @@ pub async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Ve
     let fine = Condition::any()
         .add(running)
         .add(Column::HandleCode.eq(200));
-    Ok(Entity::find()
+    Entity::find()
         .filter(Column::AlarmStatus.eq(0))
         .filter(Column::FireState.eq(0))
         .filter(fine.not())
         .order_by_asc(Column::Id)
         .limit(limit)
-        .all(c)
-        .await?)
 }
 
 /// Takes a failed run for the fail monitor (`alarm_status` 0 → −1); false if another took it.
@@ -452,4 +469,39 @@ pub async fn for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>
 /// All log rows, by id (tests and tools).
 pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
     Ok(Entity::find().order_by_asc(Column::Id).all(c).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::{memory_db, plan};
+    use sea_orm::{DbBackend, QueryTrait};
+
+    /// The statements run every second (or for every fire) must not grow with the log table:
+    /// each goes through the index meant for it, never a scan of every row, pending fire or
+    /// finished run.
+    #[tokio::test]
+    async fn hot_log_statements_use_their_indexes() {
+        let db = memory_db().await;
+        let claim = plan(&db, claim_update(&[1, 2, 3], 7).build(DbBackend::Sqlite)).await;
+        assert!(claim.contains("INTEGER PRIMARY KEY"), "{claim}");
+        let orphans = plan(&db, orphaned_update(5, 6).build(DbBackend::Sqlite)).await;
+        assert!(orphans.contains("i_fire_state (fire_state>?)"), "{orphans}");
+        let of_jobs = plan(&db, pending_of_jobs(&[1, 2], 0, 9).build(DbBackend::Sqlite)).await;
+        assert!(of_jobs.contains("uk_job_fire"), "{of_jobs}");
+        let alarms = plan(&db, failed_unalarmed_query(10).build(DbBackend::Sqlite)).await;
+        assert!(alarms.contains("i_alarm_fire"), "{alarms}");
+        let stale = plan(
+            &db,
+            pending_select()
+                .filter(Column::FireTime.lte(5))
+                .build(DbBackend::Sqlite),
+        )
+        .await;
+        assert!(stale.contains("i_fire_state"), "{stale}");
+        for p in [&claim, &orphans, &of_jobs, &alarms, &stale] {
+            assert!(!p.contains("SCAN xxl_job_log"), "{p}");
+        }
+        db.close().await.unwrap();
+    }
 }

@@ -106,8 +106,32 @@ pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A migrated in-memory SQLite database.
+    pub(crate) async fn memory_db() -> DatabaseConnection {
+        let cfg = DatabaseConfig {
+            url: "sqlite::memory:".into(),
+            max_connections: 1,
+        };
+        let db = connect(&cfg).await.unwrap();
+        migrate(&db).await.unwrap();
+        db
+    }
+
+    /// SQLite's plan for `stmt`, its steps joined by "; ".
+    pub(crate) async fn plan(db: &DatabaseConnection, stmt: Statement) -> String {
+        let sql = format!("EXPLAIN QUERY PLAN {}", stmt.sql);
+        let explain = Statement::from_sql_and_values(DbBackend::Sqlite, sql, stmt.values.unwrap());
+        db.query_all_raw(explain)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.try_get::<String>("", "detail").unwrap())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 
     #[test]
     fn sqlite_paths() {
