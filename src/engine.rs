@@ -515,14 +515,17 @@ impl Engine {
 
     /// Stops scanning, hands the ring's waiting fires back to the database (they stay pending
     /// and are dispatched by whichever node scans next, this one after a restart), and waits up
-    /// to `grace` for in-flight triggers to finish. Returns how many fires were handed back.
+    /// to `grace` for in-flight triggers to finish and for the results already received to be
+    /// written (so a result that arrived is not later reported lost). Returns how many fires
+    /// were handed back.
     pub async fn stop(&self, grace: Duration) -> Result<usize> {
         self.scan.send(StopScan).await?;
         let left = self.ring.send(DrainRing).await?;
         let deadline = tokio::time::Instant::now() + grace;
         loop {
             let s = self.pool_stats().await?;
-            if s.fast_in_flight + s.slow_in_flight == 0 || tokio::time::Instant::now() >= deadline {
+            let lanes_empty = s.fast_in_flight + s.slow_in_flight == 0;
+            if (lanes_empty && self.activity.is_idle()) || tokio::time::Instant::now() >= deadline {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -365,3 +365,66 @@ fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
         app.close().await;
     });
 }
+
+#[test]
+fn stop_waits_for_results_already_received() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let db = app.engine.db();
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "r",
+                "0 0 0 1 1 ? 2099",
+                "demoJobHandler",
+            ))
+            .await;
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            ids.push(
+                xjob::store::logs::insert_run(
+                    db,
+                    app.group,
+                    job,
+                    T0,
+                    xjob::model::TriggerType::Manual,
+                    0,
+                )
+                .await
+                .expect("row"),
+            );
+        }
+        let results = ids
+            .iter()
+            .map(|&log_id| xjob::model::wire::HandleCallbackParam {
+                log_id,
+                log_date_tim: T0,
+                handle_code: 200,
+                handle_msg: Some("done".into()),
+            })
+            .collect();
+        app.engine
+            .complete()
+            .do_send(xjob::actors::complete::Callback(results));
+        // the stop polls every 20 ms of (paused) time: drive the clock while it waits
+        let ticker = tokio::spawn(async {
+            for _ in 0..1000 {
+                tokio::time::advance(std::time::Duration::from_millis(5)).await;
+                tokio::task::yield_now().await;
+            }
+        });
+        app.engine
+            .stop(std::time::Duration::from_secs(5))
+            .await
+            .expect("stop");
+        ticker.abort();
+        // a shutdown right after stop must not leave received results unwritten
+        for id in ids {
+            let row = xjob::store::logs::get(db, id).await.expect("row");
+            assert_eq!(row.handle_code, 200, "run {id}");
+            assert_eq!(row.alarm_status, 1, "a success needs no alarm");
+        }
+        app.close().await;
+    });
+}
