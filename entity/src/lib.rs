@@ -7,7 +7,10 @@
 //! - `xxl_job_info.alarm_webhook`: a URL that receives a JSON POST when a run fails.
 //! - `xxl_job_log.fire_time`: the nominal fire time (epoch ms) of a scheduled fire; unique per job.
 //! - `xxl_job_log.fire_state`: 1 while a scheduled fire is recorded but not yet dispatched, a
-//!   random claim token while one node dispatches it, 0 once dispatched.
+//!   random claim token (≥ 2) while one node dispatches it, 0 once dispatched.
+//! - `xxl_job_log.alarm_status` keeps XXL-JOB's values, but a success is written with 1 ("no
+//!   alarm needed") together with its result (XXL-JOB leaves it 0), so the fail monitor's index
+//!   `i_alarm_fire (alarm_status, fire_state)` holds only runs in flight and unhandled failures.
 //! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
 //! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
 //! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
