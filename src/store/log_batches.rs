@@ -260,16 +260,7 @@ mod tests {
     use super::*;
     use crate::model::TriggerType;
     use crate::store::logs;
-
-    async fn db() -> sea_orm::DatabaseConnection {
-        let cfg = crate::config::DatabaseConfig {
-            url: "sqlite::memory:".into(),
-            max_connections: 1,
-        };
-        let db = crate::store::connect(&cfg).await.unwrap();
-        crate::store::migrate(&db).await.unwrap();
-        db
-    }
+    use crate::store::tests::memory_db as db;
 
     fn result(log_id: i64, code: i32, msg: &str) -> HandleResult {
         HandleResult {
@@ -311,6 +302,8 @@ mod tests {
         assert_eq!(rows[0].handle_code, 200);
         assert_eq!(rows[0].handle_msg.as_deref(), Some("ok"));
         assert_eq!(rows[1].handle_code, 500, "first result wins");
+        // a success needs no alarm; a failure stays for the fail monitor
+        assert_eq!((rows[0].alarm_status, rows[1].alarm_status), (1, 0));
         assert_eq!(rows[2].handle_msg.as_deref(), Some("earlier<br>done"));
         // the batch is padded to 4 and 8 rows: the repeats change nothing
         let again = record_handles(&db, &items, 3_000).await.unwrap();
