@@ -407,11 +407,14 @@ fn stop_waits_for_results_already_received() {
         app.engine
             .complete()
             .do_send(xjob::actors::complete::Callback(results));
-        // the stop polls every 20 ms of (paused) time: drive the clock while it waits
-        let ticker = tokio::spawn(async {
-            for _ in 0..1000 {
-                tokio::time::advance(std::time::Duration::from_millis(5)).await;
-                tokio::task::yield_now().await;
+        // the stop polls every 20 ms of (paused) time: drive the clock while it waits, but only
+        // once the engine is idle (its writes take real time), so the grace never runs out in
+        // virtual time while a write is still on its way
+        let activity = app.engine.activity().clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                settle(&activity).await;
+                tokio::time::advance(std::time::Duration::from_millis(20)).await;
             }
         });
         app.engine
