@@ -97,6 +97,8 @@ fn ring(c: &mut Criterion) {
             job_id: i as i32,
             fire_time: t0 + 1000 + (i % 5) * 1000,
             trigger_type: TriggerType::Cron,
+            job: None,
+            read_ms: 0,
         })
         .collect();
     let mut g = c.benchmark_group("ring");
@@ -184,12 +186,18 @@ fn trigger(c: &mut Criterion) {
             .validate(chrono_tz::UTC, now)
             .expect("job");
         let id = store::jobs::insert(&db, job).await.expect("insert");
+        let writer = xjob::store::writer::LogWriter::start(
+            xjob::store::writer::Target::Pool(db.clone()),
+            xjob::activity::Activity::default(),
+            Box::new(|_| {}),
+        );
         let t = xjob::trigger::Trigger::new(
             db,
             xjob::Clock::system(),
             Arc::new(NoopExecutor),
             "bench".into(),
             xjob::metrics::Metrics::default(),
+            writer,
         );
         (t, id)
     });

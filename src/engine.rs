@@ -25,11 +25,12 @@ use crate::actors::fail_monitor::FailMonitor;
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DrainRing, GetRingSize, PushRing, RingActor};
-use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
+use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::directory::Directory;
 use crate::error::{Error, Result};
 use crate::executor::{
     ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor, NodeClient,
@@ -39,6 +40,7 @@ use crate::jobs::JobSpec;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
 use crate::schedule::Schedule;
+use crate::store::writer::{LogWriter, Target};
 use crate::store::{self, groups, jobs, logs};
 use crate::trigger::{Trigger, TriggerRequest};
 
@@ -85,6 +87,8 @@ pub struct Engine {
     log_report: Addr<LogReport>,
     activity: Activity,
     metrics: Metrics,
+    directory: Directory,
+    writer: LogWriter,
 }
 
 impl EngineBuilder {
@@ -135,17 +139,33 @@ impl EngineBuilder {
         };
         store::migrate(&db).await?;
         store::verify_lock_row(&db).await?;
+        // a SQLite file is locked for this node here: a second node on it refuses to start
+        let target = Target::of(&db).await?;
+        let single_node = target.single_node();
 
         let activity = Activity::default();
         let metrics = Metrics::default();
-        let complete = CompleteActor::new(
-            db.clone(),
-            clock.clone(),
-            activity.clone(),
-            cfg.scheduler.max_chain_depth,
-            metrics.clone(),
-        )
-        .start();
+        let directory = Directory::default();
+        directory.load_groups(&db).await?;
+        let mut writer_slot = None;
+        let complete = CompleteActor::create(|ctx| {
+            let me = ctx.address();
+            let writer = LogWriter::start(
+                target,
+                activity.clone(),
+                Box::new(move |finished| me.do_send(finished)),
+            );
+            writer_slot = Some(writer.clone());
+            CompleteActor::new(
+                db.clone(),
+                clock.clone(),
+                activity.clone(),
+                cfg.scheduler.max_chain_depth,
+                metrics.clone(),
+                writer,
+            )
+        });
+        let writer = writer_slot.ok_or(Error::Stopped("run-row writer"))?;
         let app = cfg.executor.app_name.trim().to_string();
         let local_address = (!app.is_empty()).then(|| {
             let a = cfg.executor.address.trim();
@@ -177,19 +197,29 @@ impl EngineBuilder {
             client,
             cfg.http.bind.clone(),
             metrics.clone(),
+            writer.clone(),
         ));
 
         let heartbeat = local_address.as_ref().map(|a| Heartbeat {
             app_name: app.clone(),
             address: a.clone(),
         });
-        RegistryActor::refresh(&db, &clock, cfg.registry.dead_secs, heartbeat.as_ref()).await?;
+        RegistryActor::refresh(
+            &db,
+            &clock,
+            &directory,
+            cfg.registry.dead_secs,
+            heartbeat.as_ref(),
+        )
+        .await?;
+        directory.load_groups(&db).await?;
         let registry = RegistryActor::new(
             db.clone(),
             clock.clone(),
             cfg.registry.clone(),
             heartbeat,
             activity.clone(),
+            directory.clone(),
         )
         .start();
 
@@ -199,6 +229,8 @@ impl EngineBuilder {
             clock.clone(),
             cfg.trigger_pool.clone(),
             activity.clone(),
+            directory.clone(),
+            single_node,
         )
         .start();
         complete.do_send(ConnectPool(pool.clone().recipient()));
@@ -252,9 +284,17 @@ impl EngineBuilder {
             ring.clone().recipient(),
             activity.clone(),
             metrics.clone(),
+            directory.clone(),
+            if single_node {
+                Recovery::FirstPass {
+                    before: now - cfg.scheduler.recover_after_ms,
+                }
+            } else {
+                Recovery::EveryPass
+            },
         )
         .start();
-        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, "scheduling center started");
+        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, "scheduling center started");
         Ok(Engine {
             config: Arc::new(cfg),
             clock,
@@ -271,6 +311,8 @@ impl EngineBuilder {
             log_report,
             activity,
             metrics,
+            directory,
+            writer,
         })
     }
 }
@@ -387,7 +429,9 @@ impl Engine {
     /// Stops a job.
     pub async fn stop_job(&self, job_id: i32) -> Result<()> {
         jobs::get(&self.db, job_id).await?;
-        jobs::set_stopped(&self.db, job_id).await
+        jobs::set_stopped(&self.db, job_id).await?;
+        self.job_edited(job_id);
+        Ok(())
     }
 
     /// Triggers a job once now (MANUAL), with an optional param and address list override.
@@ -530,7 +574,25 @@ impl Engine {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        if tokio::time::timeout_at(deadline, self.writer.flush())
+            .await
+            .is_err()
+        {
+            tracing::warn!("run rows still being written at the end of the stop's grace");
+        }
+        self.writer.release_lock();
         tracing::info!(handed_back = left.len(), "scheduling center stopped");
         Ok(left.len())
+    }
+
+    /// Notes that a job's definition changed on this node: fires the scan read before now
+    /// read the job again at dispatch.
+    pub fn job_edited(&self, job_id: i32) {
+        self.directory.job_edited(job_id, self.clock.now_ms());
+    }
+
+    /// Re-reads the groups dispatch routes by (after a console edit of a group).
+    pub async fn groups_edited(&self) -> Result<()> {
+        self.directory.load_groups(&self.db).await
     }
 }

@@ -92,6 +92,18 @@ pub enum Error {
     /// An I/O error.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// Another node holds this SQLite database (SQLite serves exactly one node).
+    #[error(
+        "the SQLite database {path} is in use by another xjob node; SQLite serves one node \
+         (stop the other one, or use PostgreSQL or MySQL for a cluster)"
+    )]
+    DatabaseInUse {
+        /// The database file.
+        path: String,
+    },
+    /// The hot-path writer's own SQLite connection failed.
+    #[error("sqlite writer: {0}")]
+    Sqlite(#[from] rusqlite::Error),
 }
 
 impl From<actix::MailboxError> for Error {

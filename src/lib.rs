@@ -28,7 +28,8 @@
 //! - `error`: the crate's error type ([`Error`]).
 //! - `model`: XXL-JOB enums and wire objects with exact spellings.
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
-//! - `store`: every SQL statement.
+//! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`).
+//! - `directory`: jobs and groups as dispatch sees them (in memory, refreshed by the scan).
 //! - `router`: the routing strategies.
 //! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
@@ -52,6 +53,7 @@ pub mod clock;
 pub mod config;
 pub mod console;
 pub mod demo;
+pub mod directory;
 pub mod engine;
 pub mod error;
 pub mod executor;

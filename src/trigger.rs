@@ -14,16 +14,13 @@ use sea_orm::DatabaseConnection;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
-use crate::group_commit::GroupCommit;
 use crate::metrics::Metrics;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 use crate::router::{Router, busyover, failover, sharding_broadcast};
 use crate::store::logs::{self, TriggerRecord};
-use crate::store::{groups, jobs, log_batches};
-
-/// Most trigger outcomes written by one statement.
-const RECORD_BATCH: usize = 512;
+use crate::store::writer::LogWriter;
+use crate::store::{groups, jobs};
 
 /// One trigger request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,8 +92,8 @@ pub struct Trigger {
     router: Router,
     admin_address: String,
     metrics: Metrics,
-    /// Trigger outcomes are written in batches (one statement per batch).
-    records: GroupCommit<TriggerRecord, ()>,
+    /// Trigger outcomes are queued to the run-row writer (written in batches; nobody waits).
+    writer: LogWriter,
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -137,22 +134,16 @@ fn block_title(b: Option<BlockStrategy>) -> &'static str {
 }
 
 impl Trigger {
-    /// A trigger service. `admin_address` is written into `trigger_msg`.
+    /// A trigger service writing outcomes through `writer`. `admin_address` is written into
+    /// `trigger_msg`.
     pub fn new(
         db: DatabaseConnection,
         clock: Clock,
         client: Arc<dyn ExecutorClient>,
         admin_address: String,
         metrics: Metrics,
+        writer: LogWriter,
     ) -> Self {
-        let wdb = db.clone();
-        let records = GroupCommit::spawn(RECORD_BATCH, move |batch: Vec<TriggerRecord>| {
-            let db = wdb.clone();
-            async move {
-                log_batches::record_triggers(&db, &batch).await?;
-                Ok(vec![(); batch.len()])
-            }
-        });
         Trigger {
             db,
             clock,
@@ -160,7 +151,7 @@ impl Trigger {
             router: Router::new(),
             admin_address,
             metrics,
-            records,
+            writer,
         }
     }
 
@@ -178,6 +169,7 @@ impl Trigger {
     /// [`Trigger::trigger`] holding a trigger-lane place, which is released as soon as the
     /// executor calls are made and their outcomes are queued for writing: the lanes bound calls
     /// to executors and, through the bounded write queue, the outcomes waiting to be written.
+    /// Nothing waits for the write itself.
     pub async fn trigger_on_lane(
         &self,
         req: TriggerRequest,
@@ -194,16 +186,13 @@ impl Trigger {
         lane: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<Vec<Dispatched>> {
         let (job, group) = match req.preloaded.take() {
-            Some(p) => (
-                Arc::unwrap_or_clone(p.job),
-                p.group.map(Arc::unwrap_or_clone),
-            ),
+            Some(p) => (p.job, p.group),
             None => match self.load(&req).await? {
-                Some(x) => x,
+                Some((j, g)) => (Arc::new(j), g.map(Arc::new)),
                 None => return Ok(vec![]),
             },
         };
-        self.dispatch(req, job, group, lane).await
+        self.dispatch(req, &job, group.as_deref(), lane).await
     }
 
     /// Reads the job and group; a missing job fails the pending row and answers `None`.
@@ -239,8 +228,8 @@ impl Trigger {
     async fn dispatch(
         &self,
         req: TriggerRequest,
-        job: entity::xxl_job_info::Model,
-        group: Option<entity::xxl_job_group::Model>,
+        job: &entity::xxl_job_info::Model,
+        group: Option<&entity::xxl_job_group::Model>,
         lane: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<Vec<Dispatched>> {
         let param = req.executor_param.clone().or(job.executor_param.clone());
@@ -251,7 +240,7 @@ impl Trigger {
             .address_list
             .as_deref()
             .is_some_and(|s| !s.trim().is_empty());
-        let addresses = match (&req.address_list, &group) {
+        let addresses = match (&req.address_list, group) {
             (Some(list), _) if manual => split_list(list),
             (_, Some(g)) => split_list(g.address_list.as_deref().unwrap_or_default()),
             _ => vec![],
@@ -271,7 +260,7 @@ impl Trigger {
             }
             _ => vec![given_shard.unwrap_or((0, 1))],
         };
-        let registry_type = if manual || group.as_ref().is_some_and(|g| g.address_type == 1) {
+        let registry_type = if manual || group.is_some_and(|g| g.address_type == 1) {
             "Manual registration"
         } else {
             "Automatic registration"
@@ -396,22 +385,18 @@ impl Trigger {
                 trigger_code: r.trigger_code,
             })
             .collect();
-        // queued while holding the lane place (a full queue slows the lanes down), written after
-        let mut queued = Vec::with_capacity(records.len());
+        // queued while holding the lane place (a full queue slows the lanes down)
         for r in records {
-            queued.push(self.records.enqueue(r).await?);
+            self.writer.outcome(r).await?;
         }
         drop(lane);
-        for q in queued {
-            q.wait().await?;
-        }
         tracing::debug!(shards = out.len(), "triggered");
         Ok(out)
     }
 
     async fn fail_row(&self, log_id: i64, req: &TriggerRequest, why: &str) -> Result<()> {
-        self.records
-            .submit(TriggerRecord {
+        self.writer
+            .outcome(TriggerRecord {
                 log_id,
                 trigger_ms: self.clock.now_ms(),
                 trigger_code: FAIL_CODE,

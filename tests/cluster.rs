@@ -2,7 +2,7 @@
 //! every second for 65 s of paused time on three nodes with clocks up to 0.7 s apart; one node is
 //! killed mid-run (its runtime dropped: no stop, no hand-back) and restarted later. Every nominal
 //! second of every job has exactly one log row, dispatched once, and each dispatched run executed
-//! once. Also on SQLite: two nodes with skewed clocks never duplicate.
+//! once. SQLite serves one node: a second node on the same file is refused.
 //!
 //! Each node runs in its own thread and paused runtime; the driver steps every live node's clock
 //! by the same amount and waits for each to settle, so the nodes stay in lockstep.
@@ -305,23 +305,28 @@ fn three_nodes_on_mariadb_one_killed_no_loss_no_duplicate() {
     }
 }
 
+/// SQLite serves one node: a second node on the same file refuses to start with a clear error,
+/// and starts once the first one has stopped.
 #[test]
-fn two_sqlite_nodes_a_second_apart_never_duplicate() {
-    init_tracing();
+fn a_second_node_on_one_sqlite_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
-    setup(&url);
-    let runs: Runs = Arc::default();
-    let nodes: Vec<Option<Node>> = vec![
-        Some(spawn_node(0, url.clone(), T0, 0, runs.clone())),
-        Some(spawn_node(1, url.clone(), T0, 999, runs.clone())),
-    ];
-    step(&nodes, 15_000);
-    for n in nodes.into_iter().flatten() {
-        n.finish(Cmd::Stop);
-    }
-    let o = check(&url, &runs, 13_000);
-    assert_eq!((o.lost, o.duplicates), (0, 0));
+    run_paused(|| async {
+        let first = Engine::builder(cfg(&url)).start().await.unwrap();
+        settle(first.activity()).await;
+        let err = Engine::builder(cfg(&url)).start().await.err().unwrap();
+        assert!(matches!(err, xjob::Error::DatabaseInUse { .. }), "{err}");
+        assert!(
+            err.to_string().contains("in use by another xjob node"),
+            "{err}"
+        );
+        first.stop(Duration::from_secs(1)).await.unwrap();
+        let second = Engine::builder(cfg(&url)).start().await.unwrap();
+        settle(second.activity()).await;
+        second.stop(Duration::from_secs(1)).await.unwrap();
+        first.db().clone().close().await.unwrap();
+        second.db().clone().close().await.unwrap();
+    });
 }
 
 #[test]

@@ -267,6 +267,8 @@ proptest! {
                     // fire times are whole seconds, up to 5 s ahead
                     fire_time: (clock.now_ms().div_euclid(1000) + ahead) * 1000,
                     trigger_type: TriggerType::Cron,
+                    job: None,
+                    read_ms: 0,
                 };
                 pushed.push((clock.now_ms(), f.clone()));
                 ring.send(PushRing(vec![f])).await.unwrap();

@@ -1,8 +1,8 @@
 //! The XXL-JOB 2.4 wire protocol over real HTTP on 127.0.0.1: the executor endpoints
 //! (`/beat`, `/idleBeat`, `/run`, `/kill`, `/log`) and the admin API (`/api/registry`,
 //! `/api/registryRemove`, `/api/callback`, also under `/xxl-job-admin`), with wrong tokens,
-//! wrong methods, unknown paths and malformed bodies; and a trigger routed over HTTP from one
-//! node to another's executor, with FAILOVER and BUSYOVER probing a dead address first.
+//! wrong methods, unknown paths and malformed bodies; and a trigger routed over HTTP from an
+//! admin to standalone executors, with FAILOVER and BUSYOVER probing a dead address first.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -16,6 +16,25 @@ const TOKEN: &str = "s3cret-token";
 /// A node with the demo executor (or without) at its own HTTP address.
 async fn node(dir: &std::path::Path, with_executor: bool) -> HttpNode {
     http_node(dir, TOKEN, with_executor, |_| {}).await
+}
+
+/// A standalone executor (the demo handlers) in `dir`, sending its results to `admin_node`.
+async fn executor(
+    dir: &std::path::Path,
+    admin_node: &HttpNode,
+) -> xjob::executor::standalone::StandaloneExecutor {
+    let mut c = Config::default();
+    c.executor.app_name = "wire-exec".into();
+    c.executor.admin_addresses = vec![format!("{}xxl-job-admin", admin_node.address)];
+    c.executor.log_path = dir.display().to_string();
+    c.executor.access_token = TOKEN.into();
+    xjob::executor::standalone::StandaloneExecutor::start(
+        &c,
+        xjob::demo::handlers().unwrap(),
+        Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
+    )
+    .await
+    .unwrap()
 }
 
 async fn post(url: &str, body: &str, token: Option<(&str, &str)>) -> Value {
@@ -158,9 +177,9 @@ fn triggers_route_over_http_to_another_nodes_executor() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        // B serves the demo executor; A is an admin without one; both share the database
-        let b = node(dir.path(), true).await;
+        // B is an executor (the demo handlers) reporting to A, an admin without one
         let a = node(dir.path(), false).await;
+        let b = executor(&dir.path().join("b"), &a).await;
         let group = a
             .engine
             .ensure_group(xjob::demo::DEMO_APP, "demo")
@@ -211,10 +230,9 @@ fn triggers_route_over_http_to_another_nodes_executor() {
                 );
             }
         }
+        b.stop().await;
         a.server.stop(true).await;
-        b.server.stop(true).await;
         a.engine.db().clone().close().await.unwrap();
-        b.engine.db().clone().close().await.unwrap();
     });
 }
 
@@ -223,9 +241,9 @@ fn busyover_skips_an_executor_busy_with_the_job() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let b1 = node(dir.path(), true).await;
-        let b2 = node(dir.path(), true).await;
         let a = node(dir.path(), false).await;
+        let b1 = executor(&dir.path().join("b1"), &a).await;
+        let b2 = executor(&dir.path().join("b2"), &a).await;
         let group = a
             .engine
             .ensure_group(xjob::demo::DEMO_APP, "demo")
@@ -283,11 +301,9 @@ fn busyover_skips_an_executor_busy_with_the_job() {
             )),
             "{msg}"
         );
-        for n in [&a, &b1, &b2] {
-            n.server.stop(false).await;
-        }
-        for n in [a, b1, b2] {
-            n.engine.db().clone().close().await.unwrap();
-        }
+        b1.stop().await;
+        b2.stop().await;
+        a.server.stop(false).await;
+        a.engine.db().clone().close().await.unwrap();
     });
 }

@@ -1,10 +1,12 @@
 //! CompleteActor: applies run results to their log rows and finishes them (spec §4.3, §8.7,
 //! §8.10).
 //!
-//! Receives [`Callback`] batches (in-process executor, `/api/callback`) and [`ConnectPool`] at
-//! wiring. The first result for a log wins; later ones are ignored; messages are appended and
-//! capped at 15,000 characters. A success triggers the job's child jobs (type PARENT): ids are
-//! validated, a job listing itself is skipped, and a chain deeper than the configured limit
+//! Receives [`Callback`] batches (in-process executor: queued for writing, nobody waits),
+//! [`RecordResults`] (`/api/callback`: answered once written), [`RunsFinished`] from the
+//! run-row writer, and [`ConnectPool`] at wiring. The writer applies "first result wins",
+//! appends messages and caps them at 15,000 characters; successful runs whose job has child
+//! jobs come back as [`RunsFinished`], and this actor triggers the children (type PARENT): ids
+//! are validated, a job listing itself is skipped, and a chain deeper than the configured limit
 //! (a loop such as A → B → A) stops with a clear message. Every [`LOST_SWEEP`] it marks runs on
 //! addresses that never registered (manual groups) as lost after XXL-JOB's ten minutes; runs on
 //! registered executors that die are marked by the registry when it evicts them.
@@ -17,12 +19,13 @@ use sea_orm::DatabaseConnection;
 use crate::activity::Activity;
 use crate::actors::trigger_pool::TriggerJob;
 use crate::clock::{Clock, ms_to_naive};
-use crate::error::Result;
-use crate::group_commit::GroupCommit;
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
-use crate::model::wire::{FAIL_CODE, HandleCallbackParam, SUCCESS_CODE};
-use crate::store::log_batches::{self, Finished, HandleResult};
+use crate::model::wire::{FAIL_CODE, HandleCallbackParam};
+use crate::store::log_batches::HandleResult;
+pub use crate::store::writer::RunsFinished;
+use crate::store::writer::{FinishedRun, LogWriter};
 use crate::store::{logs, registry};
 use crate::trigger::TriggerRequest;
 
@@ -33,10 +36,16 @@ pub const LOST_UNREGISTERED_MS: i64 = 10 * 60 * 1000;
 /// The message of a lost run (spec §8.10).
 pub const LOST_MSG: &str = "Job result lost, marked as failure";
 
-/// A batch of run results.
+/// A batch of run results (queued for writing; the sender does not wait for the write).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct Callback(pub Vec<HandleCallbackParam>);
+
+/// A batch of run results from an executor's callback; answers once they are written, so the
+/// executor re-sends them if this node could not write them.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<()>")]
+pub struct RecordResults(pub Vec<HandleCallbackParam>);
 
 /// Gives the actor the trigger pool it starts child jobs on.
 #[derive(Message)]
@@ -56,85 +65,52 @@ pub struct CompleteActor {
     pool: Option<Recipient<TriggerJob>>,
     max_chain_depth: i16,
     metrics: Metrics,
-    writers: Writers,
+    writer: LogWriter,
 }
 
-/// Batched writes and reads of the result path (one statement per batch, see
-/// [`crate::group_commit`]).
-#[derive(Clone)]
-struct Writers {
-    /// Results → the rows as they were when this node wrote them (None: ignored).
-    handles: GroupCommit<HandleResult, Option<Finished>>,
-    /// Job id → its child job list (None: the job is gone).
-    children: GroupCommit<i32, Option<String>>,
+fn handle_results(items: Vec<HandleCallbackParam>) -> Vec<HandleResult> {
+    items
+        .into_iter()
+        .map(|i| HandleResult {
+            log_id: i.log_id,
+            code: i.handle_code,
+            msg: i.handle_msg,
+        })
+        .collect()
 }
-
-/// Most results (or child-list reads) per statement.
-const RESULT_BATCH: usize = 512;
 
 impl CompleteActor {
-    /// An actor writing to `db`; child chains stop below `max_chain_depth` parents.
+    /// An actor whose results go through `writer`; child chains stop below `max_chain_depth`
+    /// parents.
     pub fn new(
         db: DatabaseConnection,
         clock: Clock,
         activity: Activity,
         max_chain_depth: i16,
         metrics: Metrics,
+        writer: LogWriter,
     ) -> Self {
-        let (hdb, cdb, hclock) = (db.clone(), db.clone(), clock.clone());
-        let writers = Writers {
-            handles: GroupCommit::spawn(RESULT_BATCH, move |batch: Vec<HandleResult>| {
-                let (db, now) = (hdb.clone(), hclock.now_ms());
-                async move { log_batches::record_handles(&db, &batch, now).await }
-            }),
-            children: GroupCommit::spawn(RESULT_BATCH, move |ids: Vec<i32>| {
-                let db = cdb.clone();
-                async move { log_batches::child_lists(&db, &ids).await }
-            }),
-        };
         CompleteActor {
             db,
             clock,
             activity,
             metrics,
-            writers,
+            writer,
             pool: None,
             max_chain_depth,
         }
     }
 
-    /// Applies one result; on a first success, triggers the children.
-    async fn apply(
+    /// Triggers the child jobs of a run that finished successfully and notes each outcome on
+    /// the run's handle message.
+    async fn trigger_children(
         db: &DatabaseConnection,
-        writers: &Writers,
         pool: Option<&Recipient<TriggerJob>>,
         max_depth: i16,
-        item: HandleCallbackParam,
+        row: FinishedRun,
     ) -> Result<()> {
-        let Some(row) = writers
-            .handles
-            .submit(HandleResult {
-                log_id: item.log_id,
-                code: item.handle_code,
-                msg: item.handle_msg,
-            })
-            .await?
-        else {
-            tracing::debug!(log_id = item.log_id, "repeated or unknown callback ignored");
-            return Ok(());
-        };
-        tracing::debug!(
-            log_id = item.log_id,
-            code = item.handle_code,
-            "run finished"
-        );
-        if item.handle_code != SUCCESS_CODE {
-            return Ok(());
-        }
-        let Some(child_jobid) = writers.children.submit(row.job_id).await? else {
-            return Ok(());
-        };
-        let children: Vec<&str> = child_jobid
+        let children: Vec<&str> = row
+            .children
             .split(',')
             .map(str::trim)
             .filter(|c| !c.is_empty())
@@ -252,30 +228,58 @@ impl Handler<ConnectPool> for CompleteActor {
 }
 
 impl Handler<Callback> for CompleteActor {
-    type Result = ResponseFuture<()>;
+    type Result = ();
 
-    fn handle(&mut self, msg: Callback, _ctx: &mut Self::Context) -> Self::Result {
-        let (db, writers, pool, depth) = (
-            self.db.clone(),
-            self.writers.clone(),
-            self.pool.clone(),
-            self.max_chain_depth,
-        );
-        let guard = self.activity.enter();
+    fn handle(&mut self, msg: Callback, ctx: &mut Self::Context) {
         self.metrics.callbacks(msg.0.len());
-        Box::pin(async move {
-            let _guard = guard;
-            // concurrently, so the message's results (and other messages') share batches
-            futures::future::join_all(msg.0.into_iter().map(|item| {
-                let (db, writers, pool) = (&db, &writers, pool.as_ref());
+        let now = self.clock.now_ms();
+        if let Err(items) = self.writer.try_results(handle_results(msg.0), now) {
+            // the write queue is full: hold this mailbox until there is room (back-pressure)
+            let writer = self.writer.clone();
+            ctx.wait(
                 async move {
-                    let id = item.log_id;
-                    if let Err(e) = Self::apply(db, writers, pool, depth, item).await {
-                        tracing::error!(log_id = id, error = %e, "cannot record run result");
+                    if let Err(e) = writer.results(items, now).await {
+                        tracing::error!(error = %e, "cannot queue run results");
                     }
                 }
-            }))
-            .await;
+                .into_actor(self),
+            );
+        }
+    }
+}
+
+impl Handler<RecordResults> for CompleteActor {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, msg: RecordResults, _ctx: &mut Self::Context) -> Self::Result {
+        self.metrics.callbacks(msg.0.len());
+        let (writer, now) = (self.writer.clone(), self.clock.now_ms());
+        Box::pin(async move {
+            if writer.results_written(handle_results(msg.0), now).await? {
+                Ok(())
+            } else {
+                Err(Error::Stopped(
+                    "run results could not be written; send them again",
+                ))
+            }
+        })
+    }
+}
+
+impl Handler<RunsFinished> for CompleteActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: RunsFinished, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, pool, depth) = (self.db.clone(), self.pool.clone(), self.max_chain_depth);
+        let guard = self.activity.enter();
+        Box::pin(async move {
+            let _guard = guard;
+            for row in msg.0 {
+                let id = row.id;
+                if let Err(e) = Self::trigger_children(&db, pool.as_ref(), depth, row).await {
+                    tracing::error!(log_id = id, error = %e, "cannot trigger child jobs");
+                }
+            }
         })
     }
 }

@@ -15,6 +15,7 @@ use crate::activity::Activity;
 use crate::actors::complete::LOST_MSG;
 use crate::clock::Clock;
 use crate::config::RegistryConfig;
+use crate::directory::Directory;
 use crate::error::Result;
 use crate::model::wire::FAIL_CODE;
 use crate::store::{groups, logs, registry};
@@ -49,6 +50,7 @@ pub struct RefreshRegistry;
 
 /// Heartbeats and group address lists.
 pub struct RegistryActor {
+    directory: Directory,
     db: DatabaseConnection,
     clock: Clock,
     cfg: RegistryConfig,
@@ -64,8 +66,10 @@ impl RegistryActor {
         cfg: RegistryConfig,
         local: Option<Heartbeat>,
         activity: Activity,
+        directory: Directory,
     ) -> Self {
         RegistryActor {
+            directory,
             activity,
             db,
             clock,
@@ -78,6 +82,7 @@ impl RegistryActor {
     pub async fn refresh(
         db: &DatabaseConnection,
         clock: &Clock,
+        directory: &Directory,
         dead_secs: u64,
         local: Option<&Heartbeat>,
     ) -> Result<()> {
@@ -97,6 +102,7 @@ impl RegistryActor {
         let evicted = registry::delete_dead(db, dead_before).await?;
         // the groups first: once a run is marked lost, its executor is no longer routed to
         let live = registry::live_by_app(db, dead_before).await?;
+        let mut changed = false;
         for g in groups::all(db).await? {
             if g.address_type != 0 {
                 continue;
@@ -107,7 +113,13 @@ impl RegistryActor {
                 .map(|v| v.join(","));
             if list != g.address_list {
                 groups::set_address_list(db, g.id, list, crate::clock::ms_to_naive(now)).await?;
+                changed = true;
             }
+        }
+        if changed {
+            // dispatch routes by the in-memory snapshot: it must see the new lists before any
+            // run of an evicted executor is marked lost
+            directory.load_groups(db).await?;
         }
         if evicted > 0 {
             tracing::warn!(evicted, ?dead, "executors evicted after missing heartbeats");
@@ -142,11 +154,12 @@ impl RegistryActor {
             self.cfg.dead_secs,
             self.local.clone(),
         );
+        let dir = self.directory.clone();
         let guard = self.activity.enter();
         ctx.spawn(
             async move {
                 let _guard = guard;
-                if let Err(e) = Self::refresh(&db, &clock, dead, local.as_ref()).await {
+                if let Err(e) = Self::refresh(&db, &clock, &dir, dead, local.as_ref()).await {
                     tracing::error!(error = %e, "registry refresh failed");
                 }
             }
@@ -171,13 +184,14 @@ impl Handler<Heartbeat> for RegistryActor {
 
     fn handle(&mut self, msg: Heartbeat, _ctx: &mut Self::Context) -> Self::Result {
         let (db, clock, dead) = (self.db.clone(), self.clock.clone(), self.cfg.dead_secs);
+        let dir = self.directory.clone();
         Box::pin(async move {
             let now = clock.now_naive();
             let new =
                 registry::upsert(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address, now).await?;
             if new {
                 // a new executor joins its group's list now, not a beat period later
-                Self::refresh(&db, &clock, dead, None).await?;
+                Self::refresh(&db, &clock, &dir, dead, None).await?;
             }
             Ok(())
         })
@@ -189,9 +203,10 @@ impl Handler<RemoveRegistration> for RegistryActor {
 
     fn handle(&mut self, msg: RemoveRegistration, _ctx: &mut Self::Context) -> Self::Result {
         let (db, clock, dead) = (self.db.clone(), self.clock.clone(), self.cfg.dead_secs);
+        let dir = self.directory.clone();
         Box::pin(async move {
             registry::remove(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address).await?;
-            Self::refresh(&db, &clock, dead, None).await
+            Self::refresh(&db, &clock, &dir, dead, None).await
         })
     }
 }
@@ -206,6 +221,7 @@ impl Handler<RefreshRegistry> for RegistryActor {
             self.cfg.dead_secs,
             self.local.clone(),
         );
-        Box::pin(async move { Self::refresh(&db, &clock, dead, local.as_ref()).await })
+        let dir = self.directory.clone();
+        Box::pin(async move { Self::refresh(&db, &clock, &dir, dead, local.as_ref()).await })
     }
 }

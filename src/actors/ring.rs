@@ -202,6 +202,8 @@ mod tests {
             job_id: 1,
             fire_time,
             trigger_type: TriggerType::Cron,
+            job: None,
+            read_ms: 0,
         }
     }
 

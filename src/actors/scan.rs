@@ -19,6 +19,7 @@ use crate::activity::Activity;
 use crate::actors::ring::PushRing;
 use crate::clock::Clock;
 use crate::config::SchedulerConfig;
+use crate::directory::Directory;
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::model::{MisfireStrategy, TriggerType};
@@ -126,6 +127,23 @@ pub fn plan_job(
     }
 }
 
+/// Which stale pending fires a pass recovers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// A shared database: every pass recovers fires older than `recover_after_ms` (another
+    /// node may have died holding them; the claim settles who dispatches).
+    EveryPass,
+    /// A single-node database: every pending fire recorded after start-up is this node's and is
+    /// in its ring or lanes, so only the first pass recovers, and only what an earlier run left
+    /// before `before` (fires after it were adopted into the ring at start-up).
+    FirstPass {
+        /// Nominal times at or before this (epoch ms) are recovered.
+        before: i64,
+    },
+    /// Nothing left to recover.
+    Done,
+}
+
 /// The scan.
 pub struct ScanActor {
     db: DatabaseConnection,
@@ -137,6 +155,8 @@ pub struct ScanActor {
     activity: Activity,
     metrics: Metrics,
     schedules: ScheduleCache,
+    directory: Directory,
+    recovery: Recovery,
     stopped: bool,
     running: bool,
     /// [`StopScan`] callers waiting for the pass in progress.
@@ -144,7 +164,8 @@ pub struct ScanActor {
 }
 
 impl ScanActor {
-    /// A scan over `db` pushing to `ring`.
+    /// A scan over `db` pushing to `ring`, refreshing `directory`'s groups every pass.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         db: DatabaseConnection,
         clock: Clock,
@@ -153,6 +174,8 @@ impl ScanActor {
         ring: Recipient<PushRing>,
         activity: Activity,
         metrics: Metrics,
+        directory: Directory,
+        recovery: Recovery,
     ) -> Self {
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
@@ -165,6 +188,8 @@ impl ScanActor {
             activity,
             metrics,
             schedules: HashMap::new(),
+            directory,
+            recovery,
             stopped: false,
             running: false,
             stop_waiters: Vec::new(),
@@ -177,6 +202,8 @@ impl ScanActor {
         clock: Clock,
         cfg: SchedulerConfig,
         pre_read_count: u64,
+        directory: &Directory,
+        recovery: Recovery,
         mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     ) -> Result<(Vec<Fire>, ScanReport)> {
         let txn = db.begin().await?;
@@ -186,9 +213,18 @@ impl ScanActor {
         let mut to_ring = Vec::new();
         // Jobs whose FIRE_ONCE_NOW compensation this pass already made.
         let mut compensated = HashSet::new();
+        directory.set_groups(crate::store::groups::all(&txn).await?);
 
         // 1. Pending fires whose node should have dispatched them by now.
-        let stale = logs::stale_pending(&txn, now - cfg.recover_after_ms, RECOVER_BATCH).await?;
+        let recover_before = match recovery {
+            Recovery::EveryPass => Some(now - cfg.recover_after_ms),
+            Recovery::FirstPass { before } => Some(before.min(now - cfg.recover_after_ms)),
+            Recovery::Done => None,
+        };
+        let stale = match recover_before {
+            Some(before) => logs::stale_pending(&txn, before, RECOVER_BATCH).await?,
+            None => Vec::new(),
+        };
         if !stale.is_empty() {
             let (late, on_time): (Vec<Fire>, Vec<Fire>) = stale
                 .into_iter()
@@ -291,10 +327,20 @@ impl ScanActor {
             let wanted: HashSet<(i32, i64)> =
                 pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
             let recorded = logs::pending_for_jobs(&txn, &ids, lo, hi).await?;
+            // each fire carries its job as read now (shared), so dispatch reads nothing
+            let models: HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>> = due
+                .into_iter()
+                .map(|j| (j.id, std::sync::Arc::new(j)))
+                .collect();
             to_ring.extend(
                 recorded
                     .into_iter()
-                    .filter(|f| wanted.contains(&(f.job_id, f.fire_time))),
+                    .filter(|f| wanted.contains(&(f.job_id, f.fire_time)))
+                    .map(|mut f| {
+                        f.job = models.get(&f.job_id).cloned();
+                        f.read_ms = now;
+                        f
+                    }),
             );
         }
         jobs::update_schedules(&txn, &updates).await?;
@@ -335,6 +381,23 @@ impl ScanActor {
         Ok((fire, skip))
     }
 
+    /// The recovery the next pass makes; a single node's one-time recovery is handed to exactly
+    /// one pass (two passes recovering the same fires would dispatch them twice).
+    fn take_recovery(&mut self) -> Recovery {
+        let r = self.recovery;
+        if matches!(r, Recovery::FirstPass { .. }) {
+            self.recovery = Recovery::Done;
+        }
+        r
+    }
+
+    /// Gives a failed pass's one-time recovery back to the next pass.
+    fn restore_recovery(&mut self, r: Recovery) {
+        if matches!(r, Recovery::FirstPass { .. }) {
+            self.recovery = r;
+        }
+    }
+
     fn run_pass(&mut self, ctx: &mut Context<Self>, reschedule: bool) {
         if self.running {
             return;
@@ -348,13 +411,14 @@ impl ScanActor {
             self.tz,
         );
         let mut cache = std::mem::take(&mut self.schedules);
+        let (directory, recovery) = (self.directory.clone(), self.take_recovery());
         let guard = self.activity.enter();
         ctx.spawn(
             async move {
                 let _guard = guard;
                 let started = clock.now_ms();
                 let wall = std::time::Instant::now();
-                let res = Self::pass(db, clock.clone(), cfg, n, |job| {
+                let res = Self::pass(db, clock.clone(), cfg, n, &directory, recovery, |job| {
                     cached_schedule(&mut cache, job, tz)
                 })
                 .await;
@@ -365,6 +429,9 @@ impl ScanActor {
             .map(move |(res, cache, took, wall_us), act, ctx| {
                 act.metrics.scan_pass(wall_us);
                 act.schedules = cache;
+                if res.is_err() {
+                    act.restore_recovery(recovery);
+                }
                 act.running = false;
                 act.after_pass(res, took, ctx, reschedule);
                 for w in act.stop_waiters.drain(..) {
@@ -459,17 +526,21 @@ impl Handler<ScanNow> for ScanActor {
             self.tz,
         );
         let mut cache = std::mem::take(&mut self.schedules);
+        let (directory, recovery) = (self.directory.clone(), self.take_recovery());
         Box::pin(
             async move {
-                let res = Self::pass(db, clock, cfg, n, |job| {
+                let res = Self::pass(db, clock, cfg, n, &directory, recovery, |job| {
                     cached_schedule(&mut cache, job, tz)
                 })
                 .await;
                 (res, cache)
             }
             .into_actor(self)
-            .map(|(res, cache), act, _ctx| {
+            .map(move |(res, cache), act, _ctx| {
                 act.schedules = cache;
+                if res.is_err() {
+                    act.restore_recovery(recovery);
+                }
                 let (fires, report) = res?;
                 act.metrics.scanned(report.fires, report.misfired);
                 if !fires.is_empty() {

@@ -1,6 +1,8 @@
 //! TriggerPool: the fast and slow trigger lanes (spec §8.4).
 //!
-//! Receives [`FireBatch`] from the ring (claims the fires, then dispatches each) and
+//! Receives [`FireBatch`] from the ring (on a shared database claims the fires first; a
+//! single-node SQLite database needs no claim; then dispatches each with the job the scan read
+//! and the group from the [`Directory`]) and
 //! [`TriggerJob`] for unscheduled triggers (manual, retry, child). Each lane runs at most its
 //! configured number of triggers at once; when a lane is full, dispatch waits for a place
 //! (back-pressure), it never drops. A trigger slower than the threshold counts against its job;
@@ -18,6 +20,7 @@ use tokio::sync::Semaphore;
 use crate::activity::Activity;
 use crate::clock::Clock;
 use crate::config::TriggerPoolConfig;
+use crate::directory::Directory;
 use crate::error::Result;
 use crate::store::logs::{self, Fire};
 use crate::trigger::{Preloaded, Trigger, TriggerRequest};
@@ -172,33 +175,22 @@ impl Shared {
     }
 }
 
-/// Reads the jobs of `fires` and their groups, by job id.
-async fn preload(db: &DatabaseConnection, fires: &[Fire]) -> Result<HashMap<i32, Preloaded>> {
+/// Reads the jobs of `fires` that came without one (recovered fires, or edited since the scan
+/// read them), by job id.
+async fn read_jobs(
+    db: &DatabaseConnection,
+    fires: &[Fire],
+) -> Result<HashMap<i32, Arc<entity::xxl_job_info::Model>>> {
     let mut job_ids: Vec<i32> = fires.iter().map(|f| f.job_id).collect();
+    if job_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     job_ids.sort_unstable();
     job_ids.dedup();
-    let jobs = crate::store::jobs::get_many(db, &job_ids).await?;
-    let mut group_ids: Vec<i32> = jobs.iter().map(|j| j.job_group).collect();
-    group_ids.sort_unstable();
-    group_ids.dedup();
-    let groups: HashMap<i32, Arc<entity::xxl_job_group::Model>> =
-        crate::store::groups::get_many(db, &group_ids)
-            .await?
-            .into_iter()
-            .map(|g| (g.id, Arc::new(g)))
-            .collect();
-    Ok(jobs
+    Ok(crate::store::jobs::get_many(db, &job_ids)
+        .await?
         .into_iter()
-        .map(|j| {
-            let group = groups.get(&j.job_group).cloned();
-            (
-                j.id,
-                Preloaded {
-                    job: Arc::new(j),
-                    group,
-                },
-            )
-        })
+        .map(|j| (j.id, Arc::new(j)))
         .collect())
 }
 
@@ -206,19 +198,26 @@ async fn preload(db: &DatabaseConnection, fires: &[Fire]) -> Result<HashMap<i32,
 pub struct TriggerPool {
     db: DatabaseConnection,
     shared: Arc<Shared>,
+    directory: Directory,
+    /// The database serves only this node: fires need no claim.
+    single_node: bool,
 }
 
 impl TriggerPool {
-    /// A pool running `trigger` under `cfg`'s lane bounds.
+    /// A pool running `trigger` under `cfg`'s lane bounds; `single_node` skips the claims.
     pub fn new(
         db: DatabaseConnection,
         trigger: Arc<Trigger>,
         clock: Clock,
         cfg: TriggerPoolConfig,
         activity: Activity,
+        directory: Directory,
+        single_node: bool,
     ) -> Self {
         TriggerPool {
             db,
+            directory,
+            single_node,
             shared: Arc::new(Shared {
                 trigger,
                 clock,
@@ -248,47 +247,72 @@ impl Handler<FireBatch> for TriggerPool {
         let db = self.db.clone();
         let shared = self.shared.clone();
         let guard = shared.activity.enter();
+        let (directory, single_node) = (self.directory.clone(), self.single_node);
         Box::pin(async move {
             let _guard = guard;
-            let ids: Vec<i64> = msg.0.iter().map(|f| f.log_id).collect();
-            let claimed = match logs::claim(&db, &ids).await {
-                Ok(c) => c,
-                Err(e) => {
-                    // The rows stay pending: a later scan recovers them.
-                    tracing::error!(error = %e, fires = ids.len(), "cannot claim fires; they stay pending");
-                    return;
+            let fires = if single_node {
+                msg.0
+            } else {
+                match claim(&db, &shared, msg.0).await {
+                    Some(f) => f,
+                    None => return,
                 }
             };
-            let mine: std::collections::HashSet<i64> = claimed.into_iter().collect();
-            let lost = ids.len() - mine.len();
-            if lost > 0 {
-                shared.stats.lock().lost_claims += lost as u64;
-                tracing::debug!(lost, "fires already claimed by another node");
-            }
-            let fires: Vec<Fire> = msg
-                .0
+            // jobs as the scan read them; only fires without one (or edited since) read theirs
+            let (ready, unread): (Vec<Fire>, Vec<Fire>) = fires
                 .into_iter()
-                .filter(|f| mine.contains(&f.log_id))
-                .collect();
-            // the batch's jobs and groups in two queries, not two per trigger
-            let preloaded = match preload(&db, &fires).await {
-                Ok(p) => p,
+                .partition(|f| f.job.is_some() && !directory.edited_since(f.job_id, f.read_ms));
+            let read = match read_jobs(&db, &unread).await {
+                Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, "batch preload failed; triggers read their own jobs");
+                    tracing::warn!(error = %e, "job read failed; triggers read their own jobs");
                     HashMap::new()
                 }
             };
-            shared.stats.lock().backlog += fires.len();
-            for f in fires {
+            let groups = directory.groups();
+            shared.stats.lock().backlog += ready.len() + unread.len();
+            for mut f in ready.into_iter().chain(unread) {
                 shared.stats.lock().backlog -= 1;
+                let job = match f.job.take().filter(|_| !read.contains_key(&f.job_id)) {
+                    Some(j) => Some(j),
+                    None => read.get(&f.job_id).cloned(),
+                };
                 let mut req = TriggerRequest::new(f.job_id, f.trigger_type);
                 req.log_id = Some(f.log_id);
                 req.fire_time = Some(f.fire_time);
-                req.preloaded = preloaded.get(&f.job_id).cloned();
+                req.preloaded = job.map(|job| Preloaded {
+                    group: groups.get(&job.job_group).cloned(),
+                    job,
+                });
                 shared.clone().dispatch(req).await;
             }
         })
     }
+}
+
+/// Claims `fires` (a shared database): answers the ones this node won, `None` when the claim
+/// failed (the rows stay pending; a later scan recovers them).
+async fn claim(db: &DatabaseConnection, shared: &Shared, fires: Vec<Fire>) -> Option<Vec<Fire>> {
+    let ids: Vec<i64> = fires.iter().map(|f| f.log_id).collect();
+    let claimed = match logs::claim(db, &ids).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, fires = ids.len(), "cannot claim fires; they stay pending");
+            return None;
+        }
+    };
+    let mine: std::collections::HashSet<i64> = claimed.into_iter().collect();
+    let lost = ids.len() - mine.len();
+    if lost > 0 {
+        shared.stats.lock().lost_claims += lost as u64;
+        tracing::debug!(lost, "fires already claimed by another node");
+    }
+    Some(
+        fires
+            .into_iter()
+            .filter(|f| mine.contains(&f.log_id))
+            .collect(),
+    )
 }
 
 impl Handler<TriggerJob> for TriggerPool {

@@ -213,6 +213,7 @@ impl Console {
     }
 
     async fn after_group_change(&self) -> Result<()> {
-        self.engine.registry().send(RefreshRegistry).await?
+        self.engine.registry().send(RefreshRegistry).await??;
+        self.engine.groups_edited().await
     }
 }

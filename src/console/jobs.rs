@@ -316,6 +316,7 @@ impl Console {
             jobs::reschedule_if_running(&txn, id, next).await?;
         }
         txn.commit().await?;
+        self.engine.job_edited(id);
         self.get_job(who, id).await
     }
 
@@ -327,6 +328,7 @@ impl Console {
         log_pages::delete_for_job(&txn, id).await?;
         glue::delete_for_job(&txn, id).await?;
         txn.commit().await?;
+        self.engine.job_edited(id);
         Ok(())
     }
 
@@ -467,6 +469,7 @@ impl Console {
         )
         .await?;
         txn.commit().await?;
+        self.engine.job_edited(id);
         self.get_glue(who, id).await
     }
 }

@@ -8,7 +8,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::Value;
 
-use crate::actors::complete::Callback;
+use crate::actors::complete::RecordResults;
 use crate::actors::registry::{Heartbeat, RemoveRegistration};
 use crate::engine::Engine;
 use crate::model::wire::{HandleCallbackParam, RegistryParam, ReturnT};
@@ -120,8 +120,9 @@ async fn handle(
             }
         }
         "callback" => match parse_callbacks(&body) {
-            Ok(items) => match api.engine.complete().send(Callback(items)).await {
-                Ok(()) => reply(ReturnT::success()),
+            Ok(items) => match api.engine.complete().send(RecordResults(items)).await {
+                Ok(Ok(())) => reply(ReturnT::success()),
+                Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
                 Err(e) => reply(ReturnT::fail(e.to_string())),
             },
             Err(e) => reply(ReturnT::fail(e)),

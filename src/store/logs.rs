@@ -40,6 +40,11 @@ pub struct Fire {
     pub fire_time: i64,
     /// CRON or MISFIRE.
     pub trigger_type: TriggerType,
+    /// The job as the scan read it (shared, not copied), so dispatch needs no read; `None`
+    /// for fires recovered from the database (dispatch reads the job).
+    pub job: Option<std::sync::Arc<entity::xxl_job_info::Model>>,
+    /// When `job` was read (epoch ms): an edit on this node after it makes dispatch read again.
+    pub read_ms: i64,
 }
 
 /// Records pending fires (duplicates of an existing (job, nominal time) are ignored) and
@@ -94,6 +99,8 @@ fn to_fire(m: (i64, i32, Option<i64>, Option<String>)) -> Fire {
             .3
             .and_then(|t| t.parse().ok())
             .unwrap_or(TriggerType::Cron),
+        job: None,
+        read_ms: 0,
     }
 }
 

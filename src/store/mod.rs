@@ -12,6 +12,7 @@ pub mod logs;
 pub mod registry;
 pub mod reports;
 pub mod users;
+pub mod writer;
 
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
