@@ -292,6 +292,7 @@ impl EngineBuilder {
             } else {
                 Recovery::EveryPass
             },
+            single_node.then(|| writer.clone()),
         )
         .start();
         tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, "scheduling center started");

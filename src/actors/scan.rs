@@ -26,9 +26,14 @@ use crate::model::{MisfireStrategy, TriggerType};
 use crate::schedule::Schedule;
 use crate::store::jobs::{self, ScheduleUpdate};
 use crate::store::logs::{self, Fire, PendingFire};
+use crate::store::writer::LogWriter;
+use futures::future::LocalBoxFuture;
 
 /// Parsed schedules by job id, with the (type, conf, zone) they were parsed from.
 type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Schedule)>;
+
+/// What a pass answers: its fires and report, and the schedule cache it borrowed.
+type PassOutput = (Result<(Vec<Fire>, ScanReport)>, ScheduleCache);
 
 /// Most stale pending fires one pass recovers.
 pub const RECOVER_BATCH: u64 = 10_000;
@@ -144,6 +149,113 @@ pub enum Recovery {
     Done,
 }
 
+/// Plans every due job of a pass at `now`: the fires to record and each job's new schedule
+/// state (a job whose schedule is invalid or ended is stopped); counts into `report`. Jobs in
+/// `compensated` already had their FIRE_ONCE_NOW fire this pass (from a recovered fire).
+fn plan_due(
+    due: &[entity::xxl_job_info::Model],
+    now: i64,
+    cfg: &SchedulerConfig,
+    compensated: &HashSet<i32>,
+    schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    report: &mut ScanReport,
+) -> (Vec<PendingFire>, Vec<ScheduleUpdate>) {
+    let mut pending = Vec::new();
+    let mut updates = Vec::with_capacity(due.len());
+    for job in due {
+        let schedule = match schedule_of(job) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(job_id = job.id, error = %e, "job stopped: its schedule is invalid");
+                report.stopped += 1;
+                updates.push(ScheduleUpdate {
+                    id: job.id,
+                    last: 0,
+                    next: 0,
+                    status: 0,
+                });
+                continue;
+            }
+        };
+        let misfire = if compensated.contains(&job.id) {
+            MisfireStrategy::DoNothing
+        } else {
+            job.misfire_strategy
+                .parse()
+                .unwrap_or(MisfireStrategy::DoNothing)
+        };
+        let plan = plan_job(
+            job.id,
+            job.trigger_next_time,
+            job.trigger_last_time,
+            &schedule,
+            misfire,
+            now,
+            cfg.pre_read_ms,
+            cfg.misfire_threshold_ms,
+            cfg.max_fires_per_job_scan,
+        );
+        if plan.misfired > 0 {
+            tracing::warn!(
+                job_id = job.id,
+                next = job.trigger_next_time,
+                "misfire: skipped by DO_NOTHING"
+            );
+        }
+        if plan.update.status == 0 {
+            tracing::warn!(
+                job_id = job.id,
+                "job stopped: its schedule has no next fire time"
+            );
+            report.stopped += 1;
+        }
+        report.misfired += plan.misfired;
+        pending.extend(plan.fires.iter().map(|&(t, tt)| PendingFire {
+            job_id: job.id,
+            job_group: job.job_group,
+            fire_time: t,
+            trigger_type: tt,
+        }));
+        updates.push(plan.update);
+    }
+    (pending, updates)
+}
+
+/// A pass on the single-node SQLite writer's own connection (after the first pass, which
+/// recovers through the pool): the same steps as the pooled pass without recovery, each
+/// statement a cached single-row one. Answers the fires, the report and the groups read.
+fn pass_sync(
+    conn: &mut rusqlite::Connection,
+    now: i64,
+    cfg: &SchedulerConfig,
+    pre_read_count: u64,
+    schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+) -> Result<(Vec<Fire>, ScanReport, Vec<entity::xxl_job_group::Model>)> {
+    use crate::store::sqlite_sync as sync;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut report = ScanReport::default();
+    let groups = sync::groups(&tx)?;
+    let orphans = sync::fail_orphaned_claims(&tx, now - cfg.claim_timeout_ms, now)?;
+    if orphans > 0 {
+        tracing::warn!(
+            orphans,
+            "fires claimed by a node that stopped mid-dispatch recorded as failed"
+        );
+    }
+    let due = sync::due(&tx, now + cfg.pre_read_ms, pre_read_count)?;
+    report.jobs = due.len();
+    let (pending, updates) = plan_due(&due, now, cfg, &HashSet::new(), schedule_of, &mut report);
+    let models: HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>> = due
+        .into_iter()
+        .map(|j| (j.id, std::sync::Arc::new(j)))
+        .collect();
+    let fires = sync::insert_pending(&tx, &pending, |id| models.get(&id).cloned(), now)?;
+    sync::update_schedules(&tx, &updates)?;
+    tx.commit()?;
+    report.fires = fires.len();
+    Ok((fires, report, groups))
+}
+
 /// The scan.
 pub struct ScanActor {
     db: DatabaseConnection,
@@ -157,6 +269,8 @@ pub struct ScanActor {
     schedules: ScheduleCache,
     directory: Directory,
     recovery: Recovery,
+    /// The single-node SQLite writer, whose connection runs the passes after the first.
+    writer: Option<LogWriter>,
     stopped: bool,
     running: bool,
     /// [`StopScan`] callers waiting for the pass in progress.
@@ -176,6 +290,7 @@ impl ScanActor {
         metrics: Metrics,
         directory: Directory,
         recovery: Recovery,
+        writer: Option<LogWriter>,
     ) -> Self {
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
@@ -190,6 +305,7 @@ impl ScanActor {
             schedules: HashMap::new(),
             directory,
             recovery,
+            writer,
             stopped: false,
             running: false,
             stop_waiters: Vec::new(),
@@ -261,64 +377,8 @@ impl ScanActor {
         // 2. Jobs due within the window.
         let due = jobs::due(&txn, now + cfg.pre_read_ms, pre_read_count).await?;
         report.jobs = due.len();
-        let mut pending = Vec::new();
-        let mut updates = Vec::with_capacity(due.len());
-        for job in &due {
-            let schedule = match schedule_of(job) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(job_id = job.id, error = %e, "job stopped: its schedule is invalid");
-                    report.stopped += 1;
-                    updates.push(ScheduleUpdate {
-                        id: job.id,
-                        last: 0,
-                        next: 0,
-                        status: 0,
-                    });
-                    continue;
-                }
-            };
-            let misfire = if compensated.contains(&job.id) {
-                MisfireStrategy::DoNothing
-            } else {
-                job.misfire_strategy
-                    .parse()
-                    .unwrap_or(MisfireStrategy::DoNothing)
-            };
-            let plan = plan_job(
-                job.id,
-                job.trigger_next_time,
-                job.trigger_last_time,
-                &schedule,
-                misfire,
-                now,
-                cfg.pre_read_ms,
-                cfg.misfire_threshold_ms,
-                cfg.max_fires_per_job_scan,
-            );
-            if plan.misfired > 0 {
-                tracing::warn!(
-                    job_id = job.id,
-                    next = job.trigger_next_time,
-                    "misfire: skipped by DO_NOTHING"
-                );
-            }
-            if plan.update.status == 0 {
-                tracing::warn!(
-                    job_id = job.id,
-                    "job stopped: its schedule has no next fire time"
-                );
-                report.stopped += 1;
-            }
-            report.misfired += plan.misfired;
-            pending.extend(plan.fires.iter().map(|&(t, tt)| PendingFire {
-                job_id: job.id,
-                job_group: job.job_group,
-                fire_time: t,
-                trigger_type: tt,
-            }));
-            updates.push(plan.update);
-        }
+        let (pending, updates) =
+            plan_due(&due, now, &cfg, &compensated, &mut schedule_of, &mut report);
         if !pending.is_empty() {
             logs::insert_pending(&txn, &pending).await?;
             let ids: Vec<i32> = due.iter().map(|j| j.id).collect();
@@ -398,11 +458,9 @@ impl ScanActor {
         }
     }
 
-    fn run_pass(&mut self, ctx: &mut Context<Self>, reschedule: bool) {
-        if self.running {
-            return;
-        }
-        self.running = true;
+    /// One pass, as a future answering its outcome and the schedule cache it borrowed: on the
+    /// single-node SQLite writer's connection once recovery is done, else through the pool.
+    fn pass_future(&mut self) -> (Recovery, LocalBoxFuture<'static, PassOutput>) {
         let (db, clock, cfg, n, tz) = (
             self.db.clone(),
             self.clock.clone(),
@@ -412,16 +470,56 @@ impl ScanActor {
         );
         let mut cache = std::mem::take(&mut self.schedules);
         let (directory, recovery) = (self.directory.clone(), self.take_recovery());
+        if let (Some(writer), Recovery::Done) = (self.writer.clone(), recovery) {
+            let now = clock.now_ms();
+            return (
+                recovery,
+                Box::pin(async move {
+                    let out = writer
+                        .exec(move |conn| {
+                            let r = pass_sync(conn, now, &cfg, n, &mut |job| {
+                                cached_schedule(&mut cache, job, tz)
+                            });
+                            (r, cache)
+                        })
+                        .await;
+                    match out {
+                        Ok((Ok((fires, report, groups)), cache)) => {
+                            directory.set_groups(groups);
+                            (Ok((fires, report)), cache)
+                        }
+                        Ok((Err(e), cache)) => (Err(e), cache),
+                        Err(e) => (Err(e), HashMap::new()),
+                    }
+                }),
+            );
+        }
+        (
+            recovery,
+            Box::pin(async move {
+                let res = Self::pass(db, clock, cfg, n, &directory, recovery, |job| {
+                    cached_schedule(&mut cache, job, tz)
+                })
+                .await;
+                (res, cache)
+            }),
+        )
+    }
+
+    fn run_pass(&mut self, ctx: &mut Context<Self>, reschedule: bool) {
+        if self.running {
+            return;
+        }
+        self.running = true;
+        let clock = self.clock.clone();
+        let (recovery, pass) = self.pass_future();
         let guard = self.activity.enter();
         ctx.spawn(
             async move {
                 let _guard = guard;
                 let started = clock.now_ms();
                 let wall = std::time::Instant::now();
-                let res = Self::pass(db, clock.clone(), cfg, n, &directory, recovery, |job| {
-                    cached_schedule(&mut cache, job, tz)
-                })
-                .await;
+                let (res, cache) = pass.await;
                 let wall_us = wall.elapsed().as_micros() as u64;
                 (res, cache, clock.now_ms() - started, wall_us)
             }
@@ -518,37 +616,19 @@ impl Handler<ScanNow> for ScanActor {
     type Result = ResponseActFuture<Self, Result<ScanReport>>;
 
     fn handle(&mut self, _: ScanNow, _ctx: &mut Self::Context) -> Self::Result {
-        let (db, clock, cfg, n, tz) = (
-            self.db.clone(),
-            self.clock.clone(),
-            self.cfg.clone(),
-            self.pre_read_count,
-            self.tz,
-        );
-        let mut cache = std::mem::take(&mut self.schedules);
-        let (directory, recovery) = (self.directory.clone(), self.take_recovery());
-        Box::pin(
-            async move {
-                let res = Self::pass(db, clock, cfg, n, &directory, recovery, |job| {
-                    cached_schedule(&mut cache, job, tz)
-                })
-                .await;
-                (res, cache)
+        let (recovery, pass) = self.pass_future();
+        Box::pin(pass.into_actor(self).map(move |(res, cache), act, _ctx| {
+            act.schedules = cache;
+            if res.is_err() {
+                act.restore_recovery(recovery);
             }
-            .into_actor(self)
-            .map(move |(res, cache), act, _ctx| {
-                act.schedules = cache;
-                if res.is_err() {
-                    act.restore_recovery(recovery);
-                }
-                let (fires, report) = res?;
-                act.metrics.scanned(report.fires, report.misfired);
-                if !fires.is_empty() {
-                    act.ring.do_send(PushRing(fires));
-                }
-                Ok(report)
-            }),
-        )
+            let (fires, report) = res?;
+            act.metrics.scanned(report.fires, report.misfired);
+            if !fires.is_empty() {
+                act.ring.do_send(PushRing(fires));
+            }
+            Ok(report)
+        }))
     }
 }
 

@@ -229,15 +229,16 @@ fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
         .filter(Expr::col(Column::FireState).add(0).eq(1))
 }
 
+/// The trigger message of a fire whose claimant died before recording it.
+pub const ORPHANED_MSG: &str =
+    "Trigger Fail：the node dispatching this fire stopped before recording it";
+
 fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
     Entity::update_many()
         .col_expr(Column::FireState, Expr::val(0i64))
         .col_expr(Column::TriggerCode, Expr::val(500))
         .col_expr(Column::TriggerTime, Expr::val(ms_to_naive(now_ms)))
-        .col_expr(
-            Column::TriggerMsg,
-            Expr::val("Trigger Fail：the node dispatching this fire stopped before recording it"),
-        )
+        .col_expr(Column::TriggerMsg, Expr::val(ORPHANED_MSG))
         // claim tokens are > 1: a range on i_fire_state over the claimed rows only (`<> 0 AND
         // <> 1` made SQLite scan the whole log table every pass)
         .filter(Column::FireState.gt(1))

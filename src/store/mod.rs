@@ -11,6 +11,7 @@ pub mod log_pages;
 pub mod logs;
 pub mod registry;
 pub mod reports;
+pub mod sqlite_sync;
 pub mod users;
 pub mod writer;
 

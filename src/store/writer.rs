@@ -32,7 +32,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::log_batches::{self, HandleResult};
 use super::logs::{HANDLE_MSG_MAX, TriggerRecord, cap_msg};
 use crate::activity::{Activity, ActivityGuard};
-use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
 
@@ -67,8 +66,12 @@ pub struct RunsFinished(pub Vec<FinishedRun>);
 /// Where [`RunsFinished`] goes (the completion actor's address, in the engine).
 pub type FinishedSink = Box<dyn Fn(RunsFinished) + Send + 'static>;
 
+/// Work run on the SQLite writer's own connection (the single-node scan pass).
+type Exec = Box<dyn FnOnce(&mut rusqlite::Connection) + Send + Sync>;
+
 enum Op {
     Outcome(TriggerRecord),
+    Exec(Exec),
     Results {
         items: Vec<HandleResult>,
         at_ms: i64,
@@ -79,7 +82,7 @@ enum Op {
 impl Op {
     fn len(&self) -> usize {
         match self {
-            Op::Outcome(_) => 1,
+            Op::Outcome(_) | Op::Exec(_) => 1,
             Op::Results { items, .. } => items.len().max(1),
         }
     }
@@ -228,7 +231,7 @@ impl LogWriter {
         };
         self.tx.try_send(q).map_err(|e| match e.into_inner().op {
             Op::Results { items, .. } => items,
-            Op::Outcome(_) => Vec::new(),
+            Op::Outcome(_) | Op::Exec(_) => Vec::new(),
         })
     }
 
@@ -255,6 +258,20 @@ impl LogWriter {
         done.await.map_err(|_| Error::Stopped("run-row writer"))
     }
 
+    /// Runs `f` on the SQLite writer's connection, between batches (single-node SQLite only;
+    /// elsewhere it fails with [`Error::Stopped`]).
+    pub async fn exec<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
+    ) -> Result<R> {
+        let (tx, rx) = oneshot::channel();
+        self.queue(Op::Exec(Box::new(move |c| {
+            let _ = tx.send(f(c));
+        })))
+        .await?;
+        rx.await.map_err(|_| Error::Stopped("run-row writer"))
+    }
+
     /// Answers once everything queued before this call is written.
     pub async fn flush(&self) -> Result<()> {
         self.results_written(Vec::new(), 0).await.map(|_| ())
@@ -279,6 +296,7 @@ fn split(ops: &[Queued]) -> (Vec<&TriggerRecord>, Vec<i64>, FirstResults<'_>) {
     for q in ops {
         match &q.op {
             Op::Outcome(r) => outcomes.push(r),
+            Op::Exec(_) => {}
             Op::Results { items, at_ms, .. } => {
                 for i in items {
                     if let std::collections::hash_map::Entry::Vacant(v) = results.entry(i.log_id) {
@@ -320,6 +338,7 @@ fn fill(first: Queued, rx: &mut mpsc::Receiver<Queued>) -> Vec<Queued> {
 /// The SQLite-file backend: one thread, one synchronous connection.
 mod sqlite {
     use super::*;
+    use crate::store::sqlite_sync::naive_text;
     use rusqlite::{Connection, OptionalExtension, params};
 
     /// The result columns, shared by the result-only and the combined update (parameters
@@ -374,7 +393,14 @@ mod sqlite {
             if let Some(f) = outcome.filter(|f| !f.is_empty()) {
                 sink(RunsFinished(f));
             }
-            acknowledge(ops, ok);
+            let mut rest = Vec::with_capacity(ops.len());
+            for q in ops {
+                match q.op {
+                    Op::Exec(f) => f(&mut conn),
+                    _ => rest.push(q),
+                }
+            }
+            acknowledge(rest, ok);
         }
     }
 
@@ -488,11 +514,6 @@ mod sqlite {
         }
         tx.commit()?;
         Ok(finished)
-    }
-
-    /// DATETIME text as sqlx writes it (`%F %T%.f`), so both connections read the same values.
-    fn naive_text(ms: i64) -> String {
-        ms_to_naive(ms).format("%F %T%.f").to_string()
     }
 }
 

@@ -1,0 +1,252 @@
+//! The scan's statements on the run-row writer's synchronous SQLite connection (single-node
+//! SQLite): the same reads and writes as [`super::jobs`], [`super::logs`] and [`super::groups`],
+//! as cached prepared single-row statements inside the writer thread's transaction, O(rows),
+//! with no thread hop per statement and no multi-row statement to parse or cache.
+
+use std::sync::Arc;
+
+use rusqlite::{Connection, params};
+
+use super::jobs::ScheduleUpdate;
+use super::logs::{Fire, PendingFire};
+use crate::clock::ms_to_naive;
+
+type Job = entity::xxl_job_info::Model;
+type Group = entity::xxl_job_group::Model;
+
+/// DATETIME text as sqlx writes it (`%F %T%.f`), so both connections read the same values.
+pub(crate) fn naive_text(ms: i64) -> String {
+    ms_to_naive(ms).format("%F %T%.f").to_string()
+}
+
+/// Reads a DATETIME column written by either connection.
+fn naive(text: Option<String>) -> Option<chrono::NaiveDateTime> {
+    let t = text?;
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| chrono::NaiveDateTime::parse_from_str(&t, f).ok())
+}
+
+const JOB_COLUMNS: &str = "id, job_group, job_desc, add_time, update_time, author, alarm_email, \
+    schedule_type, schedule_conf, misfire_strategy, executor_route_strategy, executor_handler, \
+    executor_param, executor_block_strategy, executor_timeout, executor_fail_retry_count, \
+    glue_type, glue_source, glue_remark, glue_updatetime, child_jobid, trigger_status, \
+    trigger_last_time, trigger_next_time, time_zone, retry_interval, alarm_webhook";
+
+fn job(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        id: r.get(0)?,
+        job_group: r.get(1)?,
+        job_desc: r.get(2)?,
+        add_time: naive(r.get(3)?),
+        update_time: naive(r.get(4)?),
+        author: r.get(5)?,
+        alarm_email: r.get(6)?,
+        schedule_type: r.get(7)?,
+        schedule_conf: r.get(8)?,
+        misfire_strategy: r.get(9)?,
+        executor_route_strategy: r.get(10)?,
+        executor_handler: r.get(11)?,
+        executor_param: r.get(12)?,
+        executor_block_strategy: r.get(13)?,
+        executor_timeout: r.get(14)?,
+        executor_fail_retry_count: r.get(15)?,
+        glue_type: r.get(16)?,
+        glue_source: r.get(17)?,
+        glue_remark: r.get(18)?,
+        glue_updatetime: naive(r.get(19)?),
+        child_jobid: r.get(20)?,
+        trigger_status: r.get(21)?,
+        trigger_last_time: r.get(22)?,
+        trigger_next_time: r.get(23)?,
+        time_zone: r.get(24)?,
+        retry_interval: r.get(25)?,
+        alarm_webhook: r.get(26)?,
+    })
+}
+
+/// The scan's read (as [`super::jobs::due`]): running jobs due by `max_next`, by id.
+pub(crate) fn due(c: &Connection, max_next: i64, limit: u64) -> rusqlite::Result<Vec<Job>> {
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM xxl_job_info \
+         WHERE trigger_status = 1 AND trigger_next_time <= ?1 ORDER BY id LIMIT ?2"
+    );
+    let mut s = c.prepare_cached(&sql)?;
+    let rows = s.query_map(params![max_next, limit as i64], job)?;
+    rows.collect()
+}
+
+/// Every group (the dispatch directory's snapshot).
+pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
+    let mut s = c.prepare_cached(
+        "SELECT id, app_name, title, address_type, address_list, update_time FROM xxl_job_group",
+    )?;
+    let rows = s.query_map([], |r| {
+        Ok(Group {
+            id: r.get(0)?,
+            app_name: r.get(1)?,
+            title: r.get(2)?,
+            address_type: r.get(3)?,
+            address_list: r.get(4)?,
+            update_time: naive(r.get(5)?),
+        })
+    })?;
+    rows.collect()
+}
+
+/// Records pending fires (as [`super::logs::insert_pending`]) and answers them with their log
+/// ids; a fire already recorded (same job and nominal time) is skipped.
+pub(crate) fn insert_pending(
+    c: &Connection,
+    fires: &[PendingFire],
+    job_of: impl Fn(i32) -> Option<Arc<Job>>,
+    read_ms: i64,
+) -> rusqlite::Result<Vec<Fire>> {
+    let mut s = c.prepare_cached(
+        "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
+         executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
+         VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4, 1, ?5, 0) \
+         ON CONFLICT (job_id, fire_time) DO NOTHING RETURNING id",
+    )?;
+    let mut out = Vec::with_capacity(fires.len());
+    for f in fires {
+        let mut rows = s.query(params![
+            f.job_group,
+            f.job_id,
+            naive_text(f.fire_time),
+            f.fire_time,
+            f.trigger_type.as_str()
+        ])?;
+        if let Some(r) = rows.next()? {
+            out.push(Fire {
+                log_id: r.get(0)?,
+                job_id: f.job_id,
+                fire_time: f.fire_time,
+                trigger_type: f.trigger_type,
+                job: job_of(f.job_id),
+                read_ms,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Writes schedule updates (as [`super::jobs::update_schedules`]): only rows still running.
+pub(crate) fn update_schedules(c: &Connection, updates: &[ScheduleUpdate]) -> rusqlite::Result<()> {
+    let mut s = c.prepare_cached(
+        "UPDATE xxl_job_info SET trigger_last_time = ?2, trigger_next_time = ?3, \
+         trigger_status = ?4 WHERE id = ?1 AND trigger_status = 1",
+    )?;
+    for u in updates {
+        s.execute(params![u.id, u.last, u.next, u.status])?;
+    }
+    Ok(())
+}
+
+/// Fires claimed by a node that died before recording them (as
+/// [`super::logs::fail_orphaned_claims`]).
+pub(crate) fn fail_orphaned_claims(
+    c: &Connection,
+    before: i64,
+    now_ms: i64,
+) -> rusqlite::Result<u64> {
+    let mut s = c.prepare_cached(
+        "UPDATE xxl_job_log SET fire_state = 0, trigger_code = 500, trigger_time = ?2, \
+         trigger_msg = ?3 WHERE fire_state > 1 AND trigger_code = 0 AND fire_time <= ?1",
+    )?;
+    Ok(s.execute(params![
+        before,
+        naive_text(now_ms),
+        super::logs::ORPHANED_MSG
+    ])? as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+
+    /// The synchronous statements read and write what the sea-orm ones do.
+    #[tokio::test]
+    async fn sync_scan_statements_match_the_pool_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let db = crate::store::connect(&crate::config::DatabaseConfig {
+            url,
+            max_connections: 1,
+        })
+        .await
+        .unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let now = ms_to_naive(1_000);
+        let g = crate::store::groups::insert(&db, "app", "App", 1, Some("http://a/".into()), now)
+            .await
+            .unwrap();
+        let spec = crate::JobSpec::cron(g, "j", "* * * * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .unwrap();
+        let id = crate::store::jobs::insert(&db, spec).await.unwrap();
+        crate::store::jobs::set_running(&db, id, 5_000)
+            .await
+            .unwrap();
+        let pooled = crate::store::jobs::get(&db, id).await.unwrap();
+
+        let conn = Connection::open(dir.path().join("t.db")).unwrap();
+        let due = due(&conn, 5_000, 10).unwrap();
+        assert_eq!(due, vec![pooled.clone()], "same job, every column");
+        assert!(super::due(&conn, 4_999, 10).unwrap().is_empty());
+        assert_eq!(
+            groups(&conn).unwrap()[0].address_list.as_deref(),
+            Some("http://a/")
+        );
+
+        let job = Arc::new(pooled);
+        let p = |t: i64| PendingFire {
+            job_id: id,
+            job_group: g,
+            fire_time: t,
+            trigger_type: TriggerType::Cron,
+        };
+        let fires = insert_pending(&conn, &[p(5_000), p(6_000)], |_| Some(job.clone()), 9).unwrap();
+        assert_eq!(fires.len(), 2);
+        assert_eq!((fires[0].read_ms, fires[0].job.is_some()), (9, true));
+        let again = insert_pending(&conn, &[p(6_000), p(7_000)], |_| None, 9).unwrap();
+        assert_eq!(again.len(), 1, "an already recorded fire is skipped");
+        let pending = crate::store::logs::all_pending(&db).await.unwrap();
+        let ids: Vec<i64> = pending.iter().map(|f| f.log_id).collect();
+        assert_eq!(ids, vec![fires[0].log_id, fires[1].log_id, again[0].log_id]);
+        let row = crate::store::logs::get(&db, fires[0].log_id).await.unwrap();
+        assert_eq!(
+            row.trigger_time,
+            Some(ms_to_naive(5_000)),
+            "DATETIME readable by sqlx"
+        );
+
+        update_schedules(
+            &conn,
+            &[ScheduleUpdate {
+                id,
+                last: 7_000,
+                next: 8_000,
+                status: 1,
+            }],
+        )
+        .unwrap();
+        let j = crate::store::jobs::get(&db, id).await.unwrap();
+        assert_eq!((j.trigger_last_time, j.trigger_next_time), (7_000, 8_000));
+        crate::store::jobs::set_stopped(&db, id).await.unwrap();
+        update_schedules(
+            &conn,
+            &[ScheduleUpdate {
+                id,
+                last: 9_000,
+                next: 10_000,
+                status: 1,
+            }],
+        )
+        .unwrap();
+        let j = crate::store::jobs::get(&db, id).await.unwrap();
+        assert_eq!(j.trigger_status, 0, "a job stopped meanwhile stays stopped");
+        db.close().await.unwrap();
+    }
+}
