@@ -8,6 +8,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261121_000001_create_tables;
 mod m20261121_000002_create_xjob_session;
 mod m20261121_000003_index_alarm_scan;
+mod m20261123_000004_drop_redundant_log_indexes;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_create_tables::Migration),
             Box::new(m20261121_000002_create_xjob_session::Migration),
             Box::new(m20261121_000003_index_alarm_scan::Migration),
+            Box::new(m20261123_000004_drop_redundant_log_indexes::Migration),
         ]
     }
 }

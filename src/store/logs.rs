@@ -384,6 +384,9 @@ pub async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -> Resul
         .column(Column::Id)
         .filter(Column::TriggerCode.eq(200))
         .filter(Column::HandleCode.eq(0))
+        // through i_alarm_fire: a run in flight has alarm_status 0 and fire_state 0
+        .filter(Column::AlarmStatus.eq(0))
+        .filter(Column::FireState.eq(0))
         .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
         .into_tuple()
         .all(c)
@@ -395,17 +398,21 @@ pub async fn running_since(
     c: &impl ConnectionTrait,
     before: chrono::NaiveDateTime,
 ) -> Result<Vec<(i64, Option<String>)>> {
-    Ok(Entity::find()
+    Ok(running_since_query(before).into_tuple().all(c).await?)
+}
+
+/// Through i_alarm_fire (runs in flight and unhandled failures), not every old row.
+fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity> {
+    Entity::find()
         .select_only()
         .columns([Column::Id, Column::ExecutorAddress])
+        .filter(Column::AlarmStatus.eq(0))
+        .filter(Column::FireState.eq(0))
         .filter(Column::TriggerCode.eq(200))
         .filter(Column::HandleCode.eq(0))
         .filter(Column::TriggerTime.lte(before))
         .order_by_asc(Column::Id)
         .limit(1000)
-        .into_tuple()
-        .all(c)
-        .await?)
 }
 
 /// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
@@ -499,6 +506,12 @@ mod tests {
         assert!(of_jobs.contains("uk_job_fire"), "{of_jobs}");
         let alarms = plan(&db, failed_unalarmed_query(10).build(DbBackend::Sqlite)).await;
         assert!(alarms.contains("i_alarm_fire"), "{alarms}");
+        let running = plan(
+            &db,
+            running_since_query(ms_to_naive(5)).build(DbBackend::Sqlite),
+        )
+        .await;
+        assert!(running.contains("i_alarm_fire"), "{running}");
         let stale = plan(
             &db,
             pending_select()
@@ -507,7 +520,7 @@ mod tests {
         )
         .await;
         assert!(stale.contains("i_fire_state"), "{stale}");
-        for p in [&claim, &orphans, &of_jobs, &alarms, &stale] {
+        for p in [&claim, &orphans, &of_jobs, &alarms, &stale, &running] {
             assert!(!p.contains("SCAN xxl_job_log"), "{p}");
         }
         db.close().await.unwrap();

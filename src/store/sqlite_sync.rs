@@ -103,10 +103,10 @@ pub(crate) fn insert_pending(
     read_ms: i64,
 ) -> rusqlite::Result<Vec<Fire>> {
     let mut s = c.prepare_cached(
-        "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
+        "INSERT OR IGNORE INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
          executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
          VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4, 1, ?5, 0) \
-         ON CONFLICT (job_id, fire_time) DO NOTHING RETURNING id",
+         RETURNING id",
     )?;
     let mut out = Vec::with_capacity(fires.len());
     for f in fires {
@@ -134,7 +134,7 @@ pub(crate) fn insert_pending(
 /// Writes schedule updates (as [`super::jobs::update_schedules`]): only rows still running.
 pub(crate) fn update_schedules(c: &Connection, updates: &[ScheduleUpdate]) -> rusqlite::Result<()> {
     let mut s = c.prepare_cached(
-        "UPDATE xxl_job_info SET trigger_last_time = ?2, trigger_next_time = ?3, \
+        "UPDATE OR IGNORE xxl_job_info SET trigger_last_time = ?2, trigger_next_time = ?3, \
          trigger_status = ?4 WHERE id = ?1 AND trigger_status = 1",
     )?;
     for u in updates {

@@ -360,6 +360,11 @@ mod sqlite {
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // statement journals (every UPSERT / RETURNING statement keeps one) in memory, not in
+        // a temporary file: they were a third of the writer's time as pwrite calls
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        // the log table's indexes are walked by every write: 16 MiB of page cache (default 2)
+        conn.pragma_update(None, "cache_size", -16_384)?;
         conn.set_prepared_statement_cache_capacity(16);
         Ok(conn)
     }
@@ -448,14 +453,15 @@ mod sqlite {
         let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
         {
             let combined_sql = format!(
-                "UPDATE xxl_job_log SET {OUTCOME_SET}, {RESULT_SET} \
+                "UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET}, {RESULT_SET} \
                  WHERE id = ?1 AND handle_code = 0 RETURNING job_id, chain_depth"
             );
             let result_sql = format!(
-                "UPDATE xxl_job_log SET {RESULT_SET} \
+                "UPDATE OR IGNORE xxl_job_log SET {RESULT_SET} \
                  WHERE id = ?1 AND handle_code = 0 RETURNING job_id, chain_depth"
             );
-            let outcome_sql = format!("UPDATE xxl_job_log SET {OUTCOME_SET} WHERE id = ?1");
+            let outcome_sql =
+                format!("UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET} WHERE id = ?1");
             for r in outcomes {
                 if let Some((item, at)) = results.remove(&r.log_id) {
                     let mut s = tx.prepare_cached(&combined_sql)?;
