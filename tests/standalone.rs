@@ -353,3 +353,72 @@ fn results_survive_an_admin_outage_and_an_executor_restart() {
         handle.stop(false).await;
     });
 }
+
+/// While one callback request is in flight, the results that arrive wait and all go in the
+/// next request (not one request per result); a flush answers once everything is delivered.
+#[test]
+fn results_queued_during_a_callback_go_in_one_batch() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        use actix::Actor;
+        use xjob::actors::complete::Callback;
+        use xjob::executor::callback::{CallbackActor, FlushCallbacks};
+        use xjob::model::wire::HandleCallbackParam;
+        let sizes: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = format!("http://{}/", listener.local_addr().unwrap());
+        let (s, g) = (sizes.clone(), gate.clone());
+        let server = HttpServer::new(move || {
+            let (s, g) = (s.clone(), g.clone());
+            App::new().route(
+                "/api/callback",
+                web::post().to(move |body: web::Json<Vec<Value>>| {
+                    let (s, g) = (s.clone(), g.clone());
+                    async move {
+                        s.lock().push(body.len());
+                        // the first request is held until the test lets it go
+                        g.acquire().await.unwrap().forget();
+                        HttpResponse::Ok().json(json!({"code": 200}))
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .listen(listener)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        let sender = CallbackActor::new(
+            vec![admin],
+            HttpExecutorClient::new(None, Duration::from_secs(10)),
+            dir.path().join("spool"),
+            Duration::from_secs(3600),
+        )
+        .start();
+        let result = |log_id: i64| HandleCallbackParam {
+            log_id,
+            log_date_tim: 0,
+            handle_code: 200,
+            handle_msg: None,
+        };
+        sender.do_send(Callback(vec![result(1)]));
+        eventually("first request arrives", 10, || async {
+            sizes.lock().len() == 1
+        })
+        .await;
+        for id in 2..=6 {
+            sender.do_send(Callback(vec![result(id)]));
+        }
+        gate.add_permits(10);
+        sender.send(FlushCallbacks).await.unwrap();
+        assert_eq!(
+            *sizes.lock(),
+            vec![1, 5],
+            "one request for what queued meanwhile"
+        );
+        handle.stop(false).await;
+    });
+}

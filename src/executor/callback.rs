@@ -1,7 +1,9 @@
 //! CallbackActor: delivers a standalone executor's results to the admin (spec §7.6).
 //!
 //! Receives [`Callback`] from the job threads and sends what has accumulated as one JSON array
-//! to the admin addresses in order; the first to answer code 200 takes the batch. A batch no
+//! to the admin addresses in order; the first to answer code 200 takes the batch. One batch is
+//! in flight at a time; results arriving meanwhile wait in the queue and all go in the next
+//! batch (one request for everything queued, as XXL-JOB drains its whole queue). A batch no
 //! admin took is written to the spool directory (one JSON file per batch, written atomically)
 //! and retried every retry period, also right after a restart, so results survive an admin
 //! outage and an executor restart. [`FlushCallbacks`] drains everything (sent or spooled) on
@@ -16,7 +18,7 @@ use super::HttpExecutorClient;
 use crate::actors::complete::Callback;
 use crate::model::wire::HandleCallbackParam;
 
-/// Sends or spools everything queued, then stops the sender (shutdown).
+/// Sends or spools everything queued, then stops the sender (shutdown); answers once done.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct FlushCallbacks;
@@ -33,6 +35,12 @@ pub struct CallbackActor {
     spool: PathBuf,
     retry_every: Duration,
     queue: Vec<HandleCallbackParam>,
+    /// A batch is being delivered (or spooled).
+    sending: bool,
+    /// [`FlushCallbacks`] arrived: stop once the queue is empty.
+    stopping: bool,
+    /// [`FlushCallbacks`] callers, answered once everything was sent or spooled.
+    flushed: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Tries the admins in order; true when one answered 200.
@@ -122,17 +130,32 @@ impl CallbackActor {
             spool,
             retry_every,
             queue: Vec::new(),
+            sending: false,
+            stopping: false,
+            flushed: Vec::new(),
         }
     }
 
+    /// Sends everything queued as one batch unless a batch is in flight (then the queue goes
+    /// when it is done); stops after the last batch once flushing.
     fn send_batch(&mut self, ctx: &mut Context<Self>) {
-        if self.queue.is_empty() {
+        if self.sending {
             return;
         }
+        if self.queue.is_empty() {
+            if self.stopping {
+                for w in self.flushed.drain(..) {
+                    let _ = w.send(());
+                }
+                ctx.stop();
+            }
+            return;
+        }
+        self.sending = true;
         let batch = std::mem::take(&mut self.queue);
         let (client, admins, dir) = (self.client.clone(), self.admins.clone(), self.spool.clone());
-        // one batch at a time, in order
-        ctx.wait(
+        // one batch at a time, in order; the mailbox keeps filling the queue meanwhile
+        ctx.spawn(
             async move {
                 if !deliver(&client, &admins, &batch).await {
                     match spool(&dir, &batch) {
@@ -141,7 +164,11 @@ impl CallbackActor {
                     }
                 }
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.sending = false;
+                act.send_batch(ctx);
+            }),
         );
     }
 }
@@ -178,12 +205,17 @@ impl Handler<Callback> for CallbackActor {
 }
 
 impl Handler<FlushCallbacks> for CallbackActor {
-    type Result = ();
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: FlushCallbacks, ctx: &mut Self::Context) {
-        // runs after every batch already waiting (ctx.wait queues in order), then stops
+    fn handle(&mut self, _: FlushCallbacks, ctx: &mut Self::Context) -> Self::Result {
+        // sends what is queued after the batch in flight, then stops
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.flushed.push(tx);
+        self.stopping = true;
         self.send_batch(ctx);
-        ctx.wait(actix::fut::ready(()).map(|_, _, ctx: &mut Context<Self>| ctx.stop()));
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 
