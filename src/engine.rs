@@ -26,7 +26,7 @@ use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
-use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
+use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -223,6 +223,7 @@ impl EngineBuilder {
         )
         .start();
 
+        let backlog = Backlog::default();
         let pool = TriggerPool::new(
             db.clone(),
             trigger.clone(),
@@ -231,6 +232,7 @@ impl EngineBuilder {
             activity.clone(),
             directory.clone(),
             single_node,
+            backlog.clone(),
         )
         .start();
         complete.do_send(ConnectPool(pool.clone().recipient()));
@@ -293,6 +295,7 @@ impl EngineBuilder {
                 Recovery::EveryPass
             },
             single_node.then(|| writer.clone()),
+            backlog,
         )
         .start();
         tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, "scheduling center started");
@@ -407,6 +410,15 @@ impl Engine {
     /// Starts a job: its first fire is the schedule's next time after now.
     pub async fn start_job(&self, job_id: i32) -> Result<()> {
         let job = jobs::get(&self.db, job_id).await?;
+        self.start_loaded(&job).await.map(|_| ())
+    }
+
+    /// [`Engine::start_job`] for a job the caller has just read; answers it as stored.
+    pub(crate) async fn start_loaded(
+        &self,
+        job: &entity::xxl_job_info::Model,
+    ) -> Result<entity::xxl_job_info::Model> {
+        let job_id = job.id;
         let schedule = Schedule::for_job(
             &job.schedule_type,
             job.schedule_conf.as_deref(),

@@ -209,3 +209,71 @@ fn a_job_slow_more_than_ten_times_a_minute_moves_to_the_slow_lane() {
         engine.db().clone().close().await.unwrap();
     });
 }
+
+/// Past the dispatch ceiling the scan stops recording new fires (back-pressure): while more
+/// fires wait for a lane than one pass may read, a pass reads no job, so fires get late but
+/// memory does not grow; once dispatch catches up the scan records again.
+#[test]
+fn a_scan_records_nothing_while_dispatch_is_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = GatedClient::default();
+    run_paused(|| async {
+        let mut cfg = test_config(dir.path());
+        cfg.executor.app_name = String::new();
+        cfg.trigger_pool.fast_max = 2;
+        cfg.trigger_pool.slow_max = 1;
+        cfg.scheduler.pre_read_count = 10;
+        let engine = Engine::builder(cfg)
+            .clock(Clock::tokio_at(T0))
+            .remote_client(Arc::new(client.clone()))
+            .start()
+            .await
+            .unwrap();
+        let group = xjob::store::groups::insert(
+            engine.db(),
+            "remote-app",
+            "remote",
+            1,
+            Some("http://10.9.9.9:9999/".into()),
+            engine.clock().now_naive(),
+        )
+        .await
+        .unwrap();
+        for i in 0..10 {
+            let spec = JobSpec::cron(group, &format!("every second {i}"), "* * * * * ?", "x");
+            let id = engine.add_job(spec).await.unwrap();
+            engine.start_job(id).await.unwrap();
+        }
+        let first = engine.scan_now().await.unwrap();
+        assert_eq!(first.jobs, 10);
+        // two seconds of fires come due; three lane places, the executor never answers
+        tokio::time::advance(Duration::from_millis(2_100)).await;
+        wait_until(&engine, "dispatch is behind", |s| {
+            s.fast_in_flight == 2 && s.slow_in_flight == 0 && s.fast_waiting + s.backlog > 10
+        })
+        .await;
+        // a second later every job is due again (its next fire is within the window)
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+        wait_until(&engine, "still behind", |s| s.fast_waiting + s.backlog > 10).await;
+        let window = engine.clock().now_ms() + 5_000;
+        let (_, jobs) = xjob::store::jobs::page(engine.db(), &Default::default(), 0, 10)
+            .await
+            .unwrap();
+        assert!(jobs.iter().all(|j| j.trigger_next_time <= window));
+        let behind = engine.scan_now().await.unwrap();
+        assert_eq!(
+            (behind.jobs, behind.fires),
+            (0, 0),
+            "no job read while dispatch trails"
+        );
+        client.gate.add_permits(10_000);
+        wait_until(&engine, "caught up", |s| {
+            s.fast_in_flight + s.fast_waiting + s.backlog == 0
+        })
+        .await;
+        let again = engine.scan_now().await.unwrap();
+        assert_eq!(again.jobs, 10, "recording resumes");
+        settle(engine.activity()).await;
+        engine.db().clone().close().await.unwrap();
+    });
+}

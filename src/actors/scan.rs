@@ -17,6 +17,7 @@ use sea_orm::{DatabaseConnection, TransactionTrait};
 
 use crate::activity::Activity;
 use crate::actors::ring::PushRing;
+use crate::actors::trigger_pool::Backlog;
 use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
@@ -271,6 +272,8 @@ pub struct ScanActor {
     recovery: Recovery,
     /// The single-node SQLite writer, whose connection runs the passes after the first.
     writer: Option<LogWriter>,
+    /// Fires due but not yet on a lane: no new fires are recorded while it is over the limit.
+    backlog: Backlog,
     stopped: bool,
     running: bool,
     /// [`StopScan`] callers waiting for the pass in progress.
@@ -291,6 +294,7 @@ impl ScanActor {
         directory: Directory,
         recovery: Recovery,
         writer: Option<LogWriter>,
+        backlog: Backlog,
     ) -> Self {
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
@@ -306,6 +310,7 @@ impl ScanActor {
             directory,
             recovery,
             writer,
+            backlog,
             stopped: false,
             running: false,
             stop_waiters: Vec::new(),
@@ -461,11 +466,24 @@ impl ScanActor {
     /// One pass, as a future answering its outcome and the schedule cache it borrowed: on the
     /// single-node SQLite writer's connection once recovery is done, else through the pool.
     fn pass_future(&mut self) -> (Recovery, LocalBoxFuture<'static, PassOutput>) {
-        let (db, clock, cfg, n, tz) = (
+        // back-pressure: while dispatch trails by more than a pass's worth of fires, record
+        // none (jobs wait, later the misfire policy applies), so memory stays bounded
+        let limit = self.pre_read_count as usize;
+        let behind = self.backlog.get();
+        let n = if behind > limit {
+            tracing::warn!(
+                behind,
+                limit,
+                "dispatch is behind; this scan pass records no fires"
+            );
+            0
+        } else {
+            self.pre_read_count
+        };
+        let (db, clock, cfg, tz) = (
             self.db.clone(),
             self.clock.clone(),
             self.cfg.clone(),
-            self.pre_read_count,
             self.tz,
         );
         let mut cache = std::mem::take(&mut self.schedules);

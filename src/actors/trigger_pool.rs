@@ -25,6 +25,27 @@ use crate::error::Result;
 use crate::store::logs::{self, Fire};
 use crate::trigger::{Preloaded, Trigger, TriggerRequest};
 
+/// Fires handed to the pool that have not yet got a lane place: how far dispatch trails. The
+/// scan reads it to stop recording new fires while dispatch is behind (back-pressure: past the
+/// ceiling fires get late, memory does not grow).
+#[derive(Clone, Debug, Default)]
+pub struct Backlog(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Backlog {
+    /// Fires waiting for a lane place now.
+    pub fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(&self, n: usize) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn done(&self, n: usize) {
+        self.0.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Recorded fires due now: claim them and dispatch the ones this node won.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -201,6 +222,7 @@ pub struct TriggerPool {
     directory: Directory,
     /// The database serves only this node: fires need no claim.
     single_node: bool,
+    backlog: Backlog,
 }
 
 impl TriggerPool {
@@ -213,11 +235,13 @@ impl TriggerPool {
         activity: Activity,
         directory: Directory,
         single_node: bool,
+        backlog: Backlog,
     ) -> Self {
         TriggerPool {
             db,
             directory,
             single_node,
+            backlog,
             shared: Arc::new(Shared {
                 trigger,
                 clock,
@@ -248,6 +272,9 @@ impl Handler<FireBatch> for TriggerPool {
         let shared = self.shared.clone();
         let guard = shared.activity.enter();
         let (directory, single_node) = (self.directory.clone(), self.single_node);
+        let backlog = self.backlog.clone();
+        let handed = msg.0.len();
+        backlog.add(handed);
         Box::pin(async move {
             let _guard = guard;
             let fires = if single_node {
@@ -255,9 +282,13 @@ impl Handler<FireBatch> for TriggerPool {
             } else {
                 match claim(&db, &shared, msg.0).await {
                     Some(f) => f,
-                    None => return,
+                    None => {
+                        backlog.done(handed);
+                        return;
+                    }
                 }
             };
+            backlog.done(handed - fires.len());
             // jobs as the scan read them; only fires without one (or edited since) read theirs
             let (ready, unread): (Vec<Fire>, Vec<Fire>) = fires
                 .into_iter()
@@ -285,6 +316,7 @@ impl Handler<FireBatch> for TriggerPool {
                     job,
                 });
                 shared.clone().dispatch(req).await;
+                backlog.done(1);
             }
         })
     }

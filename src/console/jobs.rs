@@ -279,8 +279,7 @@ impl Console {
             .check_children(who, None, spec.child_job_id.as_deref())
             .await?;
         let model = spec.validate(self.tz(), self.now())?;
-        let id = jobs::insert(self.db(), model).await?;
-        self.get_job(who, id).await
+        Ok(jobs::insert_model(self.db(), model).await?.into())
     }
 
     /// Edits a job's definition (not its GLUE type or source).
@@ -334,9 +333,8 @@ impl Console {
 
     /// Starts a job.
     pub async fn start_job(&self, who: &Principal, id: i32) -> Result<JobView> {
-        self.visible_job(who, id).await?;
-        self.engine.start_job(id).await?;
-        self.get_job(who, id).await
+        let job = self.visible_job(who, id).await?;
+        Ok(self.engine.start_loaded(&job).await?.into())
     }
 
     /// Stops a job.

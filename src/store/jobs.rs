@@ -89,17 +89,22 @@ pub async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model
 }
 
 /// Inserts a job (created stopped, as XXL-JOB does) and returns its id.
-pub async fn insert(c: &impl ConnectionTrait, mut job: Model) -> Result<i32> {
+pub async fn insert(c: &impl ConnectionTrait, job: Model) -> Result<i32> {
+    Ok(insert_model(c, job).await?.id)
+}
+
+/// Inserts a job (created stopped) and returns it as stored, in one statement.
+pub async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Result<Model> {
     job.trigger_status = 0;
     job.trigger_last_time = 0;
     job.trigger_next_time = 0;
     let mut am: ActiveModel = job.into();
     am.id = sea_orm::ActiveValue::NotSet;
-    Ok(am.insert(c).await?.id)
+    Ok(am.insert(c).await?)
 }
 
-/// Marks a job running with its first fire time.
-pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<()> {
+/// Marks a job running with its first fire time; answers the job as stored.
+pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<Model> {
     let am = ActiveModel {
         id: Set(id),
         trigger_status: Set(1),
@@ -107,8 +112,7 @@ pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result
         trigger_next_time: Set(next),
         ..Default::default()
     };
-    am.update(c).await?;
-    Ok(())
+    Ok(am.update(c).await?)
 }
 
 /// Stops a job (status 0, last 0, next 0).
