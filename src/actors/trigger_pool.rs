@@ -227,6 +227,7 @@ pub struct TriggerPool {
 
 impl TriggerPool {
     /// A pool running `trigger` under `cfg`'s lane bounds; `single_node` skips the claims.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         db: DatabaseConnection,
         trigger: Arc<Trigger>,
