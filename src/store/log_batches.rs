@@ -190,13 +190,18 @@ pub async fn record_handles(
                 case(&shaped, id, |w| Expr::val(w.2.clone())),
             )
             // a success needs no alarm (XXL-JOB's 1): the fail monitor's index then holds only
-            // runs in flight and unhandled failures
+            // runs in flight and unhandled failures. An alarm state the fail monitor already
+            // set (locked, sent, failed) never moves back.
             .value(
                 Column::AlarmStatus,
                 case(&shaped, id, |w| {
-                    Expr::val(i16::from(
-                        items[w.0].code == crate::model::wire::SUCCESS_CODE,
-                    ))
+                    if items[w.0].code == crate::model::wire::SUCCESS_CODE {
+                        Expr::case(Column::AlarmStatus.eq(0), 1)
+                            .finally(Expr::col(Column::AlarmStatus))
+                            .into()
+                    } else {
+                        Expr::col(Column::AlarmStatus)
+                    }
                 }),
             )
             .value(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
@@ -304,10 +309,40 @@ mod tests {
         assert_eq!(rows[1].handle_code, 500, "first result wins");
         // a success needs no alarm; a failure stays for the fail monitor
         assert_eq!((rows[0].alarm_status, rows[1].alarm_status), (1, 0));
+
         assert_eq!(rows[2].handle_msg.as_deref(), Some("earlier<br>done"));
         // the batch is padded to 4 and 8 rows: the repeats change nothing
         let again = record_handles(&db, &items, 3_000).await.unwrap();
         assert!(again.iter().all(Option::is_none));
+        db.close().await.unwrap();
+    }
+
+    /// A result never moves an alarm state back: a run whose trigger failed and was already
+    /// alarmed keeps its state when a late failure (or success) result arrives.
+    #[tokio::test]
+    async fn results_never_reset_an_alarm_state() {
+        let db = db().await;
+        let mut ids = vec![];
+        for _ in 0..2 {
+            let id = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                .await
+                .unwrap();
+            logs::set_alarm_status(&db, id, 2).await.unwrap();
+            ids.push(id);
+        }
+        let out = record_handles(
+            &db,
+            &[
+                result(ids[0], 500, "late failure"),
+                result(ids[1], 200, "late"),
+            ],
+            2_000,
+        )
+        .await
+        .unwrap();
+        assert!(out.iter().all(Option::is_some), "the results are recorded");
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!((rows[0].alarm_status, rows[1].alarm_status), (2, 2));
         db.close().await.unwrap();
     }
 

@@ -584,3 +584,111 @@ mod pool {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+    use crate::store::logs;
+
+    /// The SQLite writer: an outcome and its result queued together land in one row; first
+    /// result wins; a result never moves an alarm state back; successes with child jobs come
+    /// back; a second writer target on the same file is refused.
+    #[tokio::test]
+    async fn the_sqlite_writer_keeps_the_result_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+        let db = crate::store::connect(&crate::config::DatabaseConfig {
+            url,
+            max_connections: 2,
+        })
+        .await
+        .unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let target = Target::of(&db).await.unwrap();
+        assert!(target.single_node());
+        assert!(matches!(
+            Target::of(&db).await,
+            Err(Error::DatabaseInUse { .. })
+        ));
+        let now = crate::clock::ms_to_naive(1_000);
+        let g = crate::store::groups::insert(&db, "app", "App", 1, None, now)
+            .await
+            .unwrap();
+        let mut spec = crate::JobSpec::cron(g, "parent", "* * * * * ?", "h");
+        spec.child_job_id = Some("2".into());
+        let parent = crate::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+            .await
+            .unwrap();
+        let mut ids = vec![];
+        for _ in 0..3 {
+            ids.push(
+                logs::insert_run(&db, g, parent, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap(),
+            );
+        }
+        logs::set_alarm_status(&db, ids[2], 2).await.unwrap();
+        let (tx, mut finished) = tokio::sync::mpsc::unbounded_channel();
+        let writer = LogWriter::start(
+            target,
+            Activity::default(),
+            Box::new(move |f| {
+                let _ = tx.send(f);
+            }),
+        );
+        let result = |log_id: i64, code: i32, msg: &str| HandleResult {
+            log_id,
+            code,
+            msg: Some(msg.into()),
+        };
+        writer
+            .outcome(TriggerRecord {
+                log_id: ids[0],
+                trigger_ms: 1_500,
+                trigger_code: 200,
+                trigger_msg: "triggered".into(),
+                trigger_type: TriggerType::Manual,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        writer
+            .results(
+                vec![
+                    result(ids[0], 200, "ok"),
+                    result(ids[0], 500, "second"),
+                    result(ids[1], 500, "failed"),
+                    result(ids[2], 500, "late failure"),
+                ],
+                2_000,
+            )
+            .await
+            .unwrap();
+        writer.flush().await.unwrap();
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!(
+            (
+                rows[0].trigger_code,
+                rows[0].handle_code,
+                rows[0].fire_state
+            ),
+            (200, 200, 0)
+        );
+        assert_eq!(
+            rows[0].handle_msg.as_deref(),
+            Some("ok"),
+            "first result wins"
+        );
+        assert_eq!(rows[0].alarm_status, 1, "a success needs no alarm");
+        assert_eq!((rows[1].handle_code, rows[1].alarm_status), (500, 0));
+        assert_eq!(rows[2].alarm_status, 2, "an alarm state never moves back");
+        assert_eq!(rows[0].handle_time, Some(crate::clock::ms_to_naive(2_000)));
+        let f = finished.recv().await.unwrap();
+        assert_eq!(f.0.len(), 1);
+        assert_eq!((f.0[0].id, f.0[0].children.as_str()), (ids[0], "2"));
+        writer.release_lock();
+        assert!(Target::of(&db).await.is_ok(), "released");
+        db.close().await.unwrap();
+    }
+}
