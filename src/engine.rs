@@ -4,13 +4,16 @@
 //! ScanActor ──PushRing──▶ RingActor ──FireBatch──▶ TriggerPool ──▶ Trigger ──▶ ExecutorClient
 //!                                                                   (NodeClient: in-process or remote)
 //! InProcessExecutor ──Callback──▶ CompleteActor          RegistryActor (heartbeats, address lists)
+//! Trigger outcomes, results ──▶ LogWriter ──RunsFinished──▶ CompleteActor (child jobs)
 //! ```
 //!
 //! [`Engine::builder`] takes a [`Config`], optionally a database, a clock, handlers for the
 //! in-process executor and a remote client; [`EngineBuilder::start`] migrates, verifies the lock
-//! row, adopts fires left pending by an earlier run, and starts the actors on the current actix
-//! system. [`Engine::stop`] stops scanning, hands the ring's fires back to the database (they
-//! stay pending for whichever node scans next) and lets in-flight triggers finish.
+//! row, locks a SQLite file for this node (a second node on it is refused), starts the run-row
+//! writer, adopts fires left pending by an earlier run, and starts the actors on the current
+//! actix system. [`Engine::stop`] stops scanning, hands the ring's fires back to the database
+//! (they stay pending for whichever node scans next), lets in-flight triggers finish, waits for
+//! the writer to write what it was given, and releases the SQLite lock.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -239,8 +242,10 @@ impl EngineBuilder {
         let ring = RingActor::new(clock.clone(), pool.clone().recipient()).start();
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
-        // back into the ring; the claim at dispatch makes sure each runs once whoever else holds
-        // it. Overdue ones are the scan's to recover, under the misfire policy.
+        // back into the ring; on a shared database the claim at dispatch makes sure each runs
+        // once whoever else holds it (a locked SQLite file has no one else). Overdue ones are the
+        // scan's to recover, under the misfire policy (on SQLite only in its first pass, and only
+        // those older than the adopted ones).
         let now = clock.now_ms();
         let horizon = now + cfg.scheduler.pre_read_ms;
         let adopted =

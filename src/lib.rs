@@ -5,9 +5,12 @@
 //!
 //! A scan pre-reads due jobs under the schedule lock and records each fire durably (a pending
 //! log row, unique per job and nominal time) in the same transaction that advances the job's
-//! next time; a one-second ring holds the fires until their second; the trigger pool claims each
-//! fire (exactly one node wins it), routes it and calls the executor; results come back to the
-//! completion actor. See `DESIGN.md` beside the repository for the whole picture.
+//! next time; a one-second ring holds the fires (each with the job the scan read) until their
+//! second; the trigger pool claims each fire on a shared database (exactly one node wins it; a
+//! SQLite file serves one node and needs no claim), routes it and calls the executor; trigger
+//! outcomes and results go to one run-row writer (on SQLite a dedicated thread with its own
+//! connection) and finished runs with child jobs come back to the completion actor. See
+//! `DESIGN.md` beside the repository for the whole picture.
 //!
 //! ```no_run
 //! # async fn demo() -> xjob::Result<()> {

@@ -33,8 +33,41 @@ use futures::future::LocalBoxFuture;
 /// Parsed schedules by job id, with the (type, conf, zone) they were parsed from.
 type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Schedule)>;
 
+/// Jobs as fires carry them, one shared copy per job definition.
+type JobArcs = HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>>;
+
+/// What a pass borrows from the actor and gives back.
+#[derive(Default)]
+struct ScanCache {
+    schedules: ScheduleCache,
+    jobs: JobArcs,
+}
+
+/// The shared copy of `job` for fires: the one already held when its definition is unchanged
+/// (fires of every pass in the ring then share one copy per job instead of one per pass).
+fn shared_job(
+    cache: &mut JobArcs,
+    job: entity::xxl_job_info::Model,
+) -> std::sync::Arc<entity::xxl_job_info::Model> {
+    if let Some(old) = cache.get(&job.id) {
+        let mut same = job.clone();
+        same.trigger_status = old.trigger_status;
+        same.trigger_last_time = old.trigger_last_time;
+        same.trigger_next_time = old.trigger_next_time;
+        if **old == same {
+            return old.clone();
+        }
+    }
+    if cache.len() > 1_000_000 {
+        cache.clear();
+    }
+    let a = std::sync::Arc::new(job);
+    cache.insert(a.id, a.clone());
+    a
+}
+
 /// What a pass answers: its fires and report, and the schedule cache it borrowed.
-type PassOutput = (Result<(Vec<Fire>, ScanReport)>, ScheduleCache);
+type PassOutput = (Result<(Vec<Fire>, ScanReport)>, ScanCache);
 
 /// Most stale pending fires one pass recovers.
 pub const RECOVER_BATCH: u64 = 10_000;
@@ -230,6 +263,7 @@ fn pass_sync(
     now: i64,
     cfg: &SchedulerConfig,
     pre_read_count: u64,
+    jobs: &mut JobArcs,
     schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
 ) -> Result<(Vec<Fire>, ScanReport, Vec<entity::xxl_job_group::Model>)> {
     use crate::store::sqlite_sync as sync;
@@ -246,9 +280,9 @@ fn pass_sync(
     let due = sync::due(&tx, now + cfg.pre_read_ms, pre_read_count)?;
     report.jobs = due.len();
     let (pending, updates) = plan_due(&due, now, cfg, &HashSet::new(), schedule_of, &mut report);
-    let models: HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>> = due
+    let models: JobArcs = due
         .into_iter()
-        .map(|j| (j.id, std::sync::Arc::new(j)))
+        .map(|j| (j.id, shared_job(jobs, j)))
         .collect();
     let fires = sync::insert_pending(&tx, &pending, |id| models.get(&id).cloned(), now)?;
     sync::update_schedules(&tx, &updates)?;
@@ -267,7 +301,7 @@ pub struct ScanActor {
     ring: Recipient<PushRing>,
     activity: Activity,
     metrics: Metrics,
-    schedules: ScheduleCache,
+    cache: ScanCache,
     directory: Directory,
     recovery: Recovery,
     /// The single-node SQLite writer, whose connection runs the passes after the first.
@@ -306,7 +340,7 @@ impl ScanActor {
             ring,
             activity,
             metrics,
-            schedules: HashMap::new(),
+            cache: ScanCache::default(),
             directory,
             recovery,
             writer,
@@ -318,6 +352,7 @@ impl ScanActor {
     }
 
     /// One pass; returns the fires to push and a report.
+    #[allow(clippy::too_many_arguments)]
     async fn pass(
         db: DatabaseConnection,
         clock: Clock,
@@ -325,6 +360,7 @@ impl ScanActor {
         pre_read_count: u64,
         directory: &Directory,
         recovery: Recovery,
+        jobs: &mut JobArcs,
         mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     ) -> Result<(Vec<Fire>, ScanReport)> {
         let txn = db.begin().await?;
@@ -393,9 +429,9 @@ impl ScanActor {
                 pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
             let recorded = logs::pending_for_jobs(&txn, &ids, lo, hi).await?;
             // each fire carries its job as read now (shared), so dispatch reads nothing
-            let models: HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>> = due
+            let models: JobArcs = due
                 .into_iter()
-                .map(|j| (j.id, std::sync::Arc::new(j)))
+                .map(|j| (j.id, shared_job(jobs, j)))
                 .collect();
             to_ring.extend(
                 recorded
@@ -486,7 +522,7 @@ impl ScanActor {
             self.cfg.clone(),
             self.tz,
         );
-        let mut cache = std::mem::take(&mut self.schedules);
+        let mut cache = std::mem::take(&mut self.cache);
         let (directory, recovery) = (self.directory.clone(), self.take_recovery());
         if let (Some(writer), Recovery::Done) = (self.writer.clone(), recovery) {
             let now = clock.now_ms();
@@ -495,8 +531,8 @@ impl ScanActor {
                 Box::pin(async move {
                     let out = writer
                         .exec(move |conn| {
-                            let r = pass_sync(conn, now, &cfg, n, &mut |job| {
-                                cached_schedule(&mut cache, job, tz)
+                            let r = pass_sync(conn, now, &cfg, n, &mut cache.jobs, &mut |job| {
+                                cached_schedule(&mut cache.schedules, job, tz)
                             });
                             (r, cache)
                         })
@@ -507,7 +543,7 @@ impl ScanActor {
                             (Ok((fires, report)), cache)
                         }
                         Ok((Err(e), cache)) => (Err(e), cache),
-                        Err(e) => (Err(e), HashMap::new()),
+                        Err(e) => (Err(e), ScanCache::default()),
                     }
                 }),
             );
@@ -515,9 +551,16 @@ impl ScanActor {
         (
             recovery,
             Box::pin(async move {
-                let res = Self::pass(db, clock, cfg, n, &directory, recovery, |job| {
-                    cached_schedule(&mut cache, job, tz)
-                })
+                let res = Self::pass(
+                    db,
+                    clock,
+                    cfg,
+                    n,
+                    &directory,
+                    recovery,
+                    &mut cache.jobs,
+                    |job| cached_schedule(&mut cache.schedules, job, tz),
+                )
                 .await;
                 (res, cache)
             }),
@@ -544,7 +587,7 @@ impl ScanActor {
             .into_actor(self)
             .map(move |(res, cache, took, wall_us), act, ctx| {
                 act.metrics.scan_pass(wall_us);
-                act.schedules = cache;
+                act.cache = cache;
                 if res.is_err() {
                     act.restore_recovery(recovery);
                 }
@@ -636,7 +679,7 @@ impl Handler<ScanNow> for ScanActor {
     fn handle(&mut self, _: ScanNow, _ctx: &mut Self::Context) -> Self::Result {
         let (recovery, pass) = self.pass_future();
         Box::pin(pass.into_actor(self).map(move |(res, cache), act, _ctx| {
-            act.schedules = cache;
+            act.cache = cache;
             if res.is_err() {
                 act.restore_recovery(recovery);
             }
@@ -701,6 +744,34 @@ mod tests {
                 status: 1
             }
         );
+    }
+
+    /// Fires of successive passes share one copy of a job until its definition changes.
+    #[test]
+    fn fires_share_a_job_until_its_definition_changes() {
+        let now = chrono::NaiveDate::from_ymd_opt(2026, 11, 23)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .expect("date");
+        let mut job = crate::JobSpec::cron(1, "j", "* * * * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .expect("job");
+        job.id = 7;
+        let mut cache = JobArcs::new();
+        let a = shared_job(&mut cache, job.clone());
+        job.trigger_next_time += 5_000;
+        job.trigger_last_time += 5_000;
+        let b = shared_job(&mut cache, job.clone());
+        assert!(
+            std::sync::Arc::ptr_eq(&a, &b),
+            "only the schedule state moved"
+        );
+        job.executor_handler = Some("other".into());
+        let c = shared_job(&mut cache, job);
+        assert!(
+            !std::sync::Arc::ptr_eq(&a, &c),
+            "an edited job is a new copy"
+        );
+        assert_eq!(c.executor_handler.as_deref(), Some("other"));
     }
 
     #[test]
