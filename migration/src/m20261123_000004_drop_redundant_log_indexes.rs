@@ -22,14 +22,11 @@ const DROPPED: [(&str, &str); 2] = [("I_jobid", "job_id"), ("I_handle_code", "ha
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         for (name, _) in DROPPED {
-            m.drop_index(
-                Index::drop()
-                    .name(name)
-                    .table(t("xxl_job_log"))
-                    .if_exists()
-                    .to_owned(),
-            )
-            .await?;
+            // a taken-over XXL-JOB database may lack them; MySQL has no DROP INDEX IF EXISTS
+            if m.has_index("xxl_job_log", name).await? {
+                m.drop_index(Index::drop().name(name).table(t("xxl_job_log")).to_owned())
+                    .await?;
+            }
         }
         Ok(())
     }

@@ -230,7 +230,8 @@ fn plan_due(
             cfg.max_fires_per_job_scan,
         );
         if plan.misfired > 0 {
-            tracing::warn!(
+            // one line per job only at debug: a node far behind misfires every job at once
+            tracing::debug!(
                 job_id = job.id,
                 next = job.trigger_next_time,
                 "misfire: skipped by DO_NOTHING"
@@ -612,6 +613,12 @@ impl ScanActor {
                 self.metrics.scanned(report.fires, report.misfired);
                 if !fires.is_empty() {
                     self.ring.do_send(PushRing(fires));
+                }
+                if report.misfired > 0 {
+                    tracing::warn!(
+                        misfired = report.misfired,
+                        "misfire: fires later than the threshold skipped by DO_NOTHING this pass"
+                    );
                 }
                 if report.jobs > 0 || report.recovered > 0 {
                     tracing::debug!(?report, took_ms, "scan pass");
