@@ -97,11 +97,18 @@ async fn wait_calls(client: &GatedClient, n: usize) {
     }
 }
 
-async fn start(dir: &std::path::Path, client: GatedClient) -> (Engine, i32) {
+/// An engine with lanes of 2 + 1 places whose only executor is `client`, and a manual group
+/// for it; `tweak` adjusts the config. Answers the engine and the group.
+async fn engine_with(
+    dir: &std::path::Path,
+    client: GatedClient,
+    tweak: impl FnOnce(&mut Config),
+) -> (Engine, i32) {
     let mut cfg = test_config(dir);
     cfg.executor.app_name = String::new();
     cfg.trigger_pool.fast_max = 2;
     cfg.trigger_pool.slow_max = 1;
+    tweak(&mut cfg);
     let engine = Engine::builder(cfg)
         .clock(Clock::tokio_at(T0))
         .remote_client(Arc::new(client))
@@ -118,6 +125,12 @@ async fn start(dir: &std::path::Path, client: GatedClient) -> (Engine, i32) {
     )
     .await
     .unwrap();
+    (engine, group)
+}
+
+/// [`engine_with`] and one job that fires once a day (triggered by hand in the tests).
+async fn start(dir: &std::path::Path, client: GatedClient) -> (Engine, i32) {
+    let (engine, group) = engine_with(dir, client, |_| {}).await;
     let job = engine
         .add_job(JobSpec::cron(group, "gated", "0 0 0 * * ?", "anything"))
         .await
@@ -218,27 +231,10 @@ fn a_scan_records_nothing_while_dispatch_is_behind() {
     let dir = tempfile::tempdir().unwrap();
     let client = GatedClient::default();
     run_paused(|| async {
-        let mut cfg = test_config(dir.path());
-        cfg.executor.app_name = String::new();
-        cfg.trigger_pool.fast_max = 2;
-        cfg.trigger_pool.slow_max = 1;
-        cfg.scheduler.pre_read_count = 10;
-        let engine = Engine::builder(cfg)
-            .clock(Clock::tokio_at(T0))
-            .remote_client(Arc::new(client.clone()))
-            .start()
-            .await
-            .unwrap();
-        let group = xjob::store::groups::insert(
-            engine.db(),
-            "remote-app",
-            "remote",
-            1,
-            Some("http://10.9.9.9:9999/".into()),
-            engine.clock().now_naive(),
-        )
-        .await
-        .unwrap();
+        let (engine, group) = engine_with(dir.path(), client.clone(), |c| {
+            c.scheduler.pre_read_count = 10
+        })
+        .await;
         for i in 0..10 {
             let spec = JobSpec::cron(group, &format!("every second {i}"), "* * * * * ?", "x");
             let id = engine.add_job(spec).await.unwrap();
