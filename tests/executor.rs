@@ -385,6 +385,21 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
             .parse()
             .unwrap();
         assert!(std::path::Path::new(&format!("/proc/{child}")).exists());
+        // and until its output reached the run log (the pidfile is written before the echo)
+        let log_path = dir.path().join(format!(
+            "{}/1.log",
+            xjob::clock::ms_to_naive(T0).format("%Y-%m-%d")
+        ));
+        while !std::fs::read_to_string(&log_path)
+            .unwrap_or_default()
+            .contains("started P 0 1")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "script output never logged"
+            );
+            yields(16).await;
+        }
         tokio::time::advance(Duration::from_millis(1_100)).await;
         yields(64).await;
         let r = results.lock().clone();
@@ -404,12 +419,9 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
         }
         let source = dir.path().join("gluesource/9_42.sh");
         assert!(source.exists(), "source cached by version");
-        let log = std::fs::read_to_string(dir.path().join(format!(
-            "{}/1.log",
-            xjob::clock::ms_to_naive(T0).format("%Y-%m-%d")
-        )))
-        .unwrap();
+        let log = std::fs::read_to_string(&log_path).unwrap();
         assert!(log.contains("started P 0 1"), "{log}");
+        assert!(log.contains("handleCode=502"), "{log}");
     });
 }
 
