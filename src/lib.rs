@@ -40,7 +40,6 @@
 //! - `executor`: handlers, [`JobContext`], the in-process executor and [`ExecutorClient`].
 //! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
 //! - `alarm`: alarms for failed runs (e-mail, webhook).
-//! - `group_commit`: one statement per batch of concurrent writes.
 //! - `engine`: wiring ([`Engine`]).
 //! - `metrics`: Prometheus counters and histograms.
 //! - `console`: the console's operations with authentication and per-group permissions.
@@ -60,7 +59,6 @@ pub mod directory;
 pub mod engine;
 pub mod error;
 pub mod executor;
-pub mod group_commit;
 pub mod jobs;
 pub mod metrics;
 pub mod model;

@@ -1,7 +1,7 @@
 //! Batched writes of the hot path: many runs' trigger outcomes or results in one statement
 //! (a multi-row `UPDATE … SET col = CASE id WHEN … END`, portable across SQLite, PostgreSQL
-//! and MySQL). Called through [`crate::group_commit`], so a batch is whatever arrived while the
-//! previous write ran.
+//! and MySQL). Called by the run-row writer's pool backend ([`super::writer`]), so a batch is
+//! whatever arrived while the previous write ran.
 
 use entity::xxl_job_info::{Column as J, Entity as Job};
 use entity::xxl_job_log::{Column, Entity, Model};

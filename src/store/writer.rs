@@ -15,7 +15,11 @@
 //!   start it takes an exclusive lock on the database file, so a second node on the same file
 //!   refuses to start ([`crate::Error::DatabaseInUse`]).
 //! - **Pool** (PostgreSQL, MySQL, in-memory SQLite): a task writing each batch through sea-orm
-//!   with the batched statements of [`super::log_batches`] (outcome and result as two updates).
+//!   with the batched statements of [`super::log_batches`] (outcome and result as two updates),
+//!   one transaction per batch.
+//!
+//! Either backend retries a failed batch a few times before giving up on it (logged as an
+//! error; a waiting `/api/callback` then answers a failure, so the executor sends it again).
 //!
 //! Every queued item holds one unit of the engine's [`Activity`] until it is written, so a
 //! graceful stop (and a test on paused time) waits for the writes it has handed over.
@@ -26,7 +30,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use parking_lot::Mutex;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use super::log_batches::{self, HandleResult};
@@ -534,24 +538,39 @@ mod pool {
     ) {
         while let Some(first) = rx.recv().await {
             let ops = fill(first, &mut rx);
-            let res = write(&db, &ops).await;
-            let ok = match res {
-                Ok(f) => {
-                    if !f.is_empty() {
-                        sink(RunsFinished(f));
+            let mut attempt = 0;
+            let ok = loop {
+                attempt += 1;
+                // one transaction per batch, so a failed batch can be written again whole
+                let res = match db.begin().await {
+                    Ok(txn) => match write(&txn, &ops).await {
+                        Ok(f) => txn.commit().await.map(|_| f).map_err(Error::from),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e.into()),
+                };
+                match res {
+                    Ok(f) => {
+                        if !f.is_empty() {
+                            sink(RunsFinished(f));
+                        }
+                        break true;
                     }
-                    true
-                }
-                Err(e) => {
-                    tracing::error!(items = ops.len(), error = %e, "run-row batch failed");
-                    false
+                    Err(e) if attempt < ATTEMPTS => {
+                        tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(items = ops.len(), error = %e, "run-row batch given up");
+                        break false;
+                    }
                 }
             };
             acknowledge(ops, ok);
         }
     }
 
-    async fn write(db: &DatabaseConnection, ops: &[Queued]) -> Result<Vec<FinishedRun>> {
+    async fn write(db: &impl ConnectionTrait, ops: &[Queued]) -> Result<Vec<FinishedRun>> {
         let (outcomes, order, results) = split(ops);
         let outcomes: Vec<TriggerRecord> = outcomes.into_iter().cloned().collect();
         log_batches::record_triggers(db, &outcomes).await?;
