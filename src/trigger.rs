@@ -367,6 +367,8 @@ impl Trigger {
             }
             records.push(TriggerRecord {
                 log_id,
+                job_id: job.id,
+                chain_depth: req.chain_depth,
                 trigger_ms: now,
                 executor_address: address.clone(),
                 executor_handler: job.executor_handler.clone(),
@@ -398,6 +400,8 @@ impl Trigger {
         self.writer
             .outcome(TriggerRecord {
                 log_id,
+                job_id: req.job_id,
+                chain_depth: req.chain_depth,
                 trigger_ms: self.clock.now_ms(),
                 trigger_code: FAIL_CODE,
                 trigger_msg: format!("Trigger type：{}<br>{why}", req.trigger_type.title()),

@@ -290,6 +290,10 @@ pub async fn insert_run(
 pub struct TriggerRecord {
     /// Log id.
     pub log_id: i64,
+    /// The run's job (as on its row; lets the writer skip reading it back).
+    pub job_id: i32,
+    /// The run's chain depth (as on its row).
+    pub chain_depth: i16,
     /// When it was dispatched, epoch ms.
     pub trigger_ms: i64,
     /// Chosen executor address.

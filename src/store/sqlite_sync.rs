@@ -105,21 +105,22 @@ pub(crate) fn insert_pending(
     let mut s = c.prepare_cached(
         "INSERT OR IGNORE INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
          executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
-         VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4, 1, ?5, 0) \
-         RETURNING id",
+         VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4, 1, ?5, 0)",
     )?;
     let mut out = Vec::with_capacity(fires.len());
     for f in fires {
-        let mut rows = s.query(params![
+        // no RETURNING (it builds an ephemeral table per row): a row was inserted when one
+        // changed, and its id is the connection's last rowid
+        let changed = s.execute(params![
             f.job_group,
             f.job_id,
             naive_text(f.fire_time),
             f.fire_time,
             f.trigger_type.as_str()
         ])?;
-        if let Some(r) = rows.next()? {
+        if changed == 1 {
             out.push(Fire {
-                log_id: r.get(0)?,
+                log_id: c.last_insert_rowid(),
                 job_id: f.job_id,
                 fire_time: f.fire_time,
                 trigger_type: f.trigger_type,

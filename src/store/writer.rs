@@ -441,13 +441,12 @@ mod sqlite {
         s.raw_bind_parameter(14, HANDLE_MSG_MAX as i64)
     }
 
-    /// Runs a bound `… RETURNING job_id, chain_depth` statement: the run when it was updated.
-    fn returning(s: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<Option<(i32, i16)>> {
-        let mut rows = s.raw_query();
-        match rows.next()? {
-            Some(r) => Ok(Some((r.get(0)?, r.get(1)?))),
-            None => Ok(None),
-        }
+    /// The run of an updated row (its job and chain depth), read back by row id: cheaper than a
+    /// `RETURNING` clause, which builds an ephemeral table per statement.
+    fn run_of(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<Option<(i32, i16)>> {
+        tx.prepare_cached("SELECT job_id, chain_depth FROM xxl_job_log WHERE id = ?1")?
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
     }
 
     /// Writes one batch in one transaction; answers the successful runs with child jobs.
@@ -458,11 +457,10 @@ mod sqlite {
         {
             let combined_sql = format!(
                 "UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET}, {RESULT_SET} \
-                 WHERE id = ?1 AND handle_code = 0 RETURNING job_id, chain_depth"
+                 WHERE id = ?1 AND handle_code = 0"
             );
             let result_sql = format!(
-                "UPDATE OR IGNORE xxl_job_log SET {RESULT_SET} \
-                 WHERE id = ?1 AND handle_code = 0 RETURNING job_id, chain_depth"
+                "UPDATE OR IGNORE xxl_job_log SET {RESULT_SET} WHERE id = ?1 AND handle_code = 0"
             );
             let outcome_sql =
                 format!("UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET} WHERE id = ?1");
@@ -471,8 +469,8 @@ mod sqlite {
                     let mut s = tx.prepare_cached(&combined_sql)?;
                     bind_outcome(&mut s, r)?;
                     bind_result(&mut s, item, at)?;
-                    if let Some((job, depth)) = returning(&mut s)? {
-                        done.push((r.log_id, job, depth, item.code));
+                    if s.raw_execute()? == 1 {
+                        done.push((r.log_id, r.job_id, r.chain_depth, item.code));
                         continue;
                     }
                     // the run already had a result (a kill): its outcome still counts
@@ -487,7 +485,10 @@ mod sqlite {
                 };
                 let mut s = tx.prepare_cached(&result_sql)?;
                 bind_result(&mut s, item, at)?;
-                if let Some((job, depth)) = returning(&mut s)? {
+                if s.raw_execute()? == 1
+                    && item.code == SUCCESS_CODE
+                    && let Some((job, depth)) = run_of(&tx, id)?
+                {
                     done.push((id, job, depth, item.code));
                 }
             }
@@ -640,7 +641,7 @@ mod tests {
             .await
             .unwrap();
         let mut ids = vec![];
-        for _ in 0..3 {
+        for _ in 0..4 {
             ids.push(
                 logs::insert_run(&db, g, parent, 1_000, TriggerType::Manual, 0)
                     .await
@@ -664,6 +665,7 @@ mod tests {
         writer
             .outcome(TriggerRecord {
                 log_id: ids[0],
+                job_id: parent,
                 trigger_ms: 1_500,
                 trigger_code: 200,
                 trigger_msg: "triggered".into(),
@@ -679,6 +681,7 @@ mod tests {
                     result(ids[0], 500, "second"),
                     result(ids[1], 500, "failed"),
                     result(ids[2], 500, "late failure"),
+                    result(ids[3], 200, "a result without its outcome in the batch"),
                 ],
                 2_000,
             )
@@ -703,9 +706,16 @@ mod tests {
         assert_eq!((rows[1].handle_code, rows[1].alarm_status), (500, 0));
         assert_eq!(rows[2].alarm_status, 2, "an alarm state never moves back");
         assert_eq!(rows[0].handle_time, Some(crate::clock::ms_to_naive(2_000)));
-        let f = finished.recv().await.unwrap();
-        assert_eq!(f.0.len(), 1);
-        assert_eq!((f.0[0].id, f.0[0].children.as_str()), (ids[0], "2"));
+        let mut done = Vec::new();
+        while let Ok(f) = finished.try_recv() {
+            done.extend(f.0.into_iter().map(|r| (r.id, r.job_id, r.children)));
+        }
+        done.sort();
+        assert_eq!(
+            done,
+            vec![(ids[0], parent, "2".into()), (ids[3], parent, "2".into())],
+            "successes with children come back, with or without their outcome in the batch"
+        );
         writer.release_lock();
         assert!(Target::of(&db).await.is_ok(), "released");
         db.close().await.unwrap();
