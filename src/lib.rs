@@ -68,6 +68,7 @@ pub mod schedule;
 pub mod store;
 pub mod token;
 pub mod trigger;
+pub(crate) mod trigger_msg;
 
 pub use clock::Clock;
 pub use config::Config;

@@ -109,30 +109,6 @@ fn parse_shard(s: Option<&str>) -> Option<(i32, i32)> {
     Some((i.trim().parse().ok()?, n.trim().parse().ok()?))
 }
 
-fn route_title(r: Option<RouteStrategy>) -> &'static str {
-    match r {
-        Some(RouteStrategy::First) => "First",
-        Some(RouteStrategy::Last) => "Last",
-        Some(RouteStrategy::Round) => "Round",
-        Some(RouteStrategy::Random) => "Random",
-        Some(RouteStrategy::ConsistentHash) => "Consistent Hash",
-        Some(RouteStrategy::LeastFrequentlyUsed) => "Least Frequently Used",
-        Some(RouteStrategy::LeastRecentlyUsed) => "Least Recently Used",
-        Some(RouteStrategy::Failover) => "Failover",
-        Some(RouteStrategy::Busyover) => "Busyover",
-        Some(RouteStrategy::ShardingBroadcast) => "Sharding Broadcast",
-        None => "null",
-    }
-}
-
-fn block_title(b: Option<BlockStrategy>) -> &'static str {
-    match b {
-        Some(BlockStrategy::SerialExecution) | None => "Serial execution",
-        Some(BlockStrategy::DiscardLater) => "Discard Later",
-        Some(BlockStrategy::CoverEarly) => "Cover Early",
-    }
-}
-
 impl Trigger {
     /// A trigger service writing outcomes through `writer`. `admin_address` is written into
     /// `trigger_msg`.
@@ -260,11 +236,7 @@ impl Trigger {
             }
             _ => vec![given_shard.unwrap_or((0, 1))],
         };
-        let registry_type = if manual || group.is_some_and(|g| g.address_type == 1) {
-            "Manual registration"
-        } else {
-            "Automatic registration"
-        };
+        let manual_registration = manual || group.is_some_and(|g| g.address_type == 1);
         let now = self.clock.now_ms();
         let mut records = Vec::with_capacity(shards.len());
         for (k, &(index, total)) in shards.iter().enumerate() {
@@ -332,39 +304,21 @@ impl Trigger {
                 req.fire_time.map(|f| now - f),
                 started.elapsed().as_micros() as u64,
             );
-            let shard_suffix = if broadcast {
-                format!("({index}/{total})")
-            } else {
-                String::new()
-            };
-            let mut msg = format!(
-                "Trigger type：{}<br>Trigger admin address：{}<br>Executor registration type：{}<br>Executor address list：{}<br>Route strategy：{}{}<br>Block strategy：{}<br>Task timeout：{}<br>Retry count on failure：{}",
-                req.trigger_type.title(),
-                self.admin_address,
-                registry_type,
-                if addresses.is_empty() {
-                    "null".to_string()
-                } else {
-                    addresses.join(",")
-                },
-                route_title(route),
-                shard_suffix,
-                block_title(block),
-                job.executor_timeout,
+            let summary = crate::trigger_msg::Summary {
+                trigger_type: req.trigger_type,
+                admin_address: &self.admin_address,
+                manual_registration,
+                addresses: &addresses,
+                route,
+                shard: broadcast.then_some((index, total)),
+                block,
+                timeout: job.executor_timeout,
                 retry,
-            );
-            msg.push_str("<br><br><span style=\"color:#00c0ef;\" > >>>>>>>>>>>Trigger<<<<<<<<<<< </span><br>");
-            if !route_msg.is_empty() {
-                msg.push_str(&route_msg);
-                msg.push_str("<br><br>");
-            }
-            if let Some(a) = &address {
-                msg.push_str(&format!(
-                    "Trigger Job：<br>address：{a}<br>code：{}<br>msg：{}",
-                    result.code,
-                    result.msg.as_deref().unwrap_or("null")
-                ));
-            }
+                route_msg: &route_msg,
+                run: address
+                    .as_deref()
+                    .map(|a| (a, result.code, result.msg.as_deref())),
+            };
             records.push(TriggerRecord {
                 log_id,
                 job_id: job.id,
@@ -376,7 +330,7 @@ impl Trigger {
                 executor_sharding_param: broadcast.then(|| format!("{index}/{total}")),
                 executor_fail_retry_count: retry,
                 trigger_code: result.code,
-                trigger_msg: msg,
+                trigger_msg: summary.compact(),
                 trigger_type: req.trigger_type,
             });
         }

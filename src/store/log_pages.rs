@@ -121,7 +121,7 @@ pub async fn page(
         .limit(limit)
         .all(c)
         .await?;
-    Ok((total, items))
+    Ok((total, super::logs::shown(items)))
 }
 
 /// What a clear removes (spec §10 `clearLog` types 1–9).

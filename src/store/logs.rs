@@ -366,7 +366,8 @@ pub async fn append_handle_msg(c: &impl ConnectionTrait, log_id: i64, extra: &st
     Ok(())
 }
 
-/// Appends text to a run's trigger message (the fail-retry marker).
+/// Appends text to a run's trigger message (the fail-retry marker); the row then holds the
+/// rendered text.
 pub async fn append_trigger_msg(c: &impl ConnectionTrait, log_id: i64, extra: &str) -> Result<()> {
     let row = get(c, log_id).await?;
     let text = format!("{}{extra}", row.trigger_msg.unwrap_or_default());
@@ -421,7 +422,18 @@ fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity>
 
 /// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
 pub async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
-    Ok(failed_unalarmed_query(limit).all(c).await?)
+    Ok(shown(failed_unalarmed_query(limit).all(c).await?))
+}
+
+/// A run row as read: its trigger summary rendered ([`crate::trigger_msg`]).
+pub(crate) fn shown_row(mut row: Model) -> Model {
+    crate::trigger_msg::render_in_place(&mut row.trigger_msg);
+    row
+}
+
+/// Run rows as read ([`shown_row`]).
+pub(crate) fn shown(rows: Vec<Model>) -> Vec<Model> {
+    rows.into_iter().map(shown_row).collect()
 }
 
 /// Through i_alarm_fire: rows still at `alarm_status = 0` are runs in flight and unhandled
@@ -472,22 +484,25 @@ pub async fn get(c: &impl ConnectionTrait, id: i64) -> Result<Model> {
     Entity::find_by_id(id)
         .one(c)
         .await?
+        .map(shown_row)
         .ok_or(Error::LogNotFound { log_id: id })
 }
 
 /// Every log row of a job, oldest nominal time first (tests and tools).
 pub async fn for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>> {
-    Ok(Entity::find()
-        .filter(Column::JobId.eq(job_id))
-        .order_by_asc(Column::FireTime)
-        .order_by_asc(Column::Id)
-        .all(c)
-        .await?)
+    Ok(shown(
+        Entity::find()
+            .filter(Column::JobId.eq(job_id))
+            .order_by_asc(Column::FireTime)
+            .order_by_asc(Column::Id)
+            .all(c)
+            .await?,
+    ))
 }
 
 /// All log rows, by id (tests and tools).
 pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
-    Ok(Entity::find().order_by_asc(Column::Id).all(c).await?)
+    Ok(shown(Entity::find().order_by_asc(Column::Id).all(c).await?))
 }
 
 #[cfg(test)]

@@ -1,0 +1,278 @@
+//! The trigger summary of a run (`xxl_job_log.trigger_msg`): stored compactly, shown as
+//! XXL-JOB's HTML.
+//!
+//! Most of XXL-JOB's summary is the same ~400 bytes of labels and markup on every run. Writing it
+//! into every row made the log table three times larger and every run's final update slower, so
+//! a trigger stores only the variable parts, behind a marker ([`Summary::compact`]), and every
+//! read of a run row renders the text ([`render`]). Rows written by XXL-JOB itself, or by
+//! older xjob versions, carry the full text and are shown as stored.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
+
+/// Starts a compact summary (format version 1). No text XXL-JOB writes starts with a control
+/// character.
+const MARK: &str = "\u{1}1";
+/// Separates the fields of a compact summary.
+const SEP: char = '\u{1f}';
+/// Fields of a version-1 summary.
+const FIELDS: usize = 13;
+
+/// What a trigger knows about one dispatched shard.
+#[derive(Clone, Debug)]
+pub(crate) struct Summary<'a> {
+    /// Why it fired.
+    pub trigger_type: TriggerType,
+    /// The admin address of the node that fired it.
+    pub admin_address: &'a str,
+    /// Addresses given by hand (a manual list or a manually registered group).
+    pub manual_registration: bool,
+    /// The addresses it could route to.
+    pub addresses: &'a [String],
+    /// The job's route strategy (`None`: not a known one).
+    pub route: Option<RouteStrategy>,
+    /// `(index, total)` of a broadcast shard.
+    pub shard: Option<(i32, i32)>,
+    /// The job's block strategy.
+    pub block: Option<BlockStrategy>,
+    /// Task timeout, seconds.
+    pub timeout: i32,
+    /// Retries left on failure.
+    pub retry: i32,
+    /// The routing transcript (failover / busyover probes, or why routing failed).
+    pub route_msg: &'a str,
+    /// The `/run` call made: address, answer code and message.
+    pub run: Option<(&'a str, i32, Option<&'a str>)>,
+}
+
+fn push_field(out: &mut String, text: &str) {
+    out.push(SEP);
+    if text.contains([SEP, '\u{1}']) {
+        out.extend(
+            text.chars()
+                .map(|c| if c == SEP || c == '\u{1}' { ' ' } else { c }),
+        );
+    } else {
+        out.push_str(text);
+    }
+}
+
+impl Summary<'_> {
+    /// The stored form: the variable parts only.
+    pub fn compact(&self) -> String {
+        let mut s = String::with_capacity(64 + self.admin_address.len() + self.route_msg.len());
+        s.push_str(MARK);
+        push_field(&mut s, self.trigger_type.as_str());
+        push_field(&mut s, self.admin_address);
+        push_field(&mut s, if self.manual_registration { "M" } else { "A" });
+        s.push(SEP);
+        for (i, a) in self.addresses.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&a.replace([SEP, '\u{1}'], " "));
+        }
+        push_field(&mut s, self.route.map_or("", RouteStrategy::as_str));
+        s.push(SEP);
+        if let Some((i, n)) = self.shard {
+            let _ = write!(s, "{i}/{n}");
+        }
+        push_field(&mut s, self.block.map_or("", BlockStrategy::as_str));
+        let _ = write!(s, "{SEP}{}{SEP}{}", self.timeout, self.retry);
+        push_field(&mut s, self.route_msg);
+        match self.run {
+            Some((address, code, msg)) => {
+                push_field(&mut s, address);
+                let _ = write!(s, "{SEP}{code}");
+                push_field(&mut s, msg.unwrap_or("null"));
+            }
+            None => {
+                s.push(SEP);
+                s.push(SEP);
+                s.push(SEP);
+            }
+        }
+        s
+    }
+}
+
+fn route_title(r: Option<RouteStrategy>) -> &'static str {
+    match r {
+        Some(RouteStrategy::First) => "First",
+        Some(RouteStrategy::Last) => "Last",
+        Some(RouteStrategy::Round) => "Round",
+        Some(RouteStrategy::Random) => "Random",
+        Some(RouteStrategy::ConsistentHash) => "Consistent Hash",
+        Some(RouteStrategy::LeastFrequentlyUsed) => "Least Frequently Used",
+        Some(RouteStrategy::LeastRecentlyUsed) => "Least Recently Used",
+        Some(RouteStrategy::Failover) => "Failover",
+        Some(RouteStrategy::Busyover) => "Busyover",
+        Some(RouteStrategy::ShardingBroadcast) => "Sharding Broadcast",
+        None => "null",
+    }
+}
+
+fn block_title(b: Option<BlockStrategy>) -> &'static str {
+    match b {
+        Some(BlockStrategy::SerialExecution) | None => "Serial execution",
+        Some(BlockStrategy::DiscardLater) => "Discard Later",
+        Some(BlockStrategy::CoverEarly) => "Cover Early",
+    }
+}
+
+/// The text to show for a stored `trigger_msg`: a compact summary rendered as XXL-JOB's HTML,
+/// anything else as stored.
+pub(crate) fn render(stored: &str) -> Cow<'_, str> {
+    let Some(rest) = stored.strip_prefix(MARK) else {
+        return Cow::Borrowed(stored);
+    };
+    let f: Vec<&str> = rest.split(SEP).skip(1).collect();
+    if f.len() != FIELDS {
+        return Cow::Borrowed(stored);
+    }
+    let title: &str = match f[0].parse::<TriggerType>() {
+        Ok(t) => t.title(),
+        Err(_) => f[0],
+    };
+    let mut s = String::with_capacity(480 + stored.len());
+    let _ = write!(
+        s,
+        "Trigger type：{title}<br>Trigger admin address：{}<br>Executor registration type：{}\
+         <br>Executor address list：{}<br>Route strategy：{}{}<br>Block strategy：{}\
+         <br>Task timeout：{}<br>Retry count on failure：{}",
+        f[1],
+        if f[2] == "M" {
+            "Manual registration"
+        } else {
+            "Automatic registration"
+        },
+        if f[3].is_empty() { "null" } else { f[3] },
+        route_title(f[4].parse().ok()),
+        if f[5].is_empty() {
+            String::new()
+        } else {
+            format!("({})", f[5])
+        },
+        block_title(f[6].parse().ok()),
+        f[7],
+        f[8],
+    );
+    s.push_str(
+        "<br><br><span style=\"color:#00c0ef;\" > >>>>>>>>>>>Trigger<<<<<<<<<<< </span><br>",
+    );
+    if !f[9].is_empty() {
+        s.push_str(f[9]);
+        s.push_str("<br><br>");
+    }
+    if !f[10].is_empty() {
+        let _ = write!(
+            s,
+            "Trigger Job：<br>address：{}<br>code：{}<br>msg：{}",
+            f[10], f[11], f[12]
+        );
+    }
+    Cow::Owned(s)
+}
+
+/// [`render`] in place on an optional stored value.
+pub(crate) fn render_in_place(msg: &mut Option<String>) {
+    if let Some(m) = msg
+        && let Cow::Owned(text) = render(m)
+    {
+        *m = text;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn summary<'a>(addresses: &'a [String], route_msg: &'a str) -> Summary<'a> {
+        Summary {
+            trigger_type: TriggerType::Cron,
+            admin_address: "http://admin:8080/",
+            manual_registration: false,
+            addresses,
+            route: Some(RouteStrategy::Round),
+            shard: None,
+            block: Some(BlockStrategy::SerialExecution),
+            timeout: 0,
+            retry: 2,
+            route_msg,
+            run: Some(("http://e:9999/", 200, None)),
+        }
+    }
+
+    /// A compact summary is a fraction of the text and renders as XXL-JOB's summary.
+    #[test]
+    fn a_compact_summary_renders_as_xxl_jobs_text() {
+        let addresses = vec!["http://e:9999/".to_string(), "http://f:9999/".to_string()];
+        let s = summary(&addresses, "");
+        let stored = s.compact();
+        let shown = render(&stored);
+        assert_eq!(
+            shown,
+            "Trigger type：Cron trigger<br>Trigger admin address：http://admin:8080/<br>\
+             Executor registration type：Automatic registration<br>Executor address list：\
+             http://e:9999/,http://f:9999/<br>Route strategy：Round<br>Block strategy：Serial \
+             execution<br>Task timeout：0<br>Retry count on failure：2<br><br><span \
+             style=\"color:#00c0ef;\" > >>>>>>>>>>>Trigger<<<<<<<<<<< </span><br>Trigger Job：\
+             <br>address：http://e:9999/<br>code：200<br>msg：null"
+        );
+        assert!(
+            stored.len() * 3 < shown.len(),
+            "{} vs {}",
+            stored.len(),
+            shown.len()
+        );
+        let failed = Summary {
+            addresses: &[],
+            route: None,
+            shard: Some((1, 3)),
+            route_msg: "Trigger Fail：registry address is empty",
+            run: None,
+            manual_registration: true,
+            ..s
+        };
+        let shown = render(&failed.compact()).into_owned();
+        assert!(
+            shown.contains("registration type：Manual registration<br>Executor address list：null")
+                && shown.contains("Route strategy：null(1/3)")
+                && shown.ends_with("</span><br>Trigger Fail：registry address is empty<br><br>"),
+            "{shown}"
+        );
+    }
+
+    /// Text that is not a compact summary (XXL-JOB's own rows, appended notes) is shown as
+    /// stored.
+    #[test]
+    fn other_text_is_shown_as_stored() {
+        for t in ["", "Trigger type：Cron trigger<br>…", "\u{1}1\u{1f}too few"] {
+            assert_eq!(render(t), t);
+        }
+    }
+
+    proptest! {
+        /// Whatever the free-text fields hold, the summary renders every one of them (the
+        /// separators become spaces) and never fails.
+        #[test]
+        fn free_text_round_trips(admin in ".{0,40}", transcript in ".{0,80}", msg in ".{0,80}") {
+            let addresses = vec!["a".to_string()];
+            let s = Summary {
+                admin_address: &admin,
+                run: Some(("a", 500, Some(&msg))),
+                ..summary(&addresses, &transcript)
+            };
+            let shown = render(&s.compact()).into_owned();
+            let clean = |t: &str| t.replace([SEP, '\u{1}'], " ");
+            prop_assert!(shown.contains(&format!("admin address：{}<br>", clean(&admin))), "{}", shown);
+            prop_assert!(shown.ends_with(&format!("msg：{}", clean(&msg))), "{}", shown);
+            if !transcript.is_empty() {
+                prop_assert!(shown.contains(&clean(&transcript)), "{}", shown);
+            }
+        }
+    }
+}
