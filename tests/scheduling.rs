@@ -431,3 +431,48 @@ fn stop_waits_for_results_already_received() {
         app.close().await;
     });
 }
+
+/// An edited job fires with its new definition from the next pass on: an edit made through this
+/// node (`Engine::job_edited`) and one made in the database only (its `update_time` moves), on
+/// the single-node SQLite pass that re-reads a job only when its version changed.
+#[test]
+fn an_edited_job_fires_with_its_new_definition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let mut spec = JobSpec::cron(app.group, "edited", "* * * * * ?", "demoJobHandler");
+        spec.executor_param = Some("first".into());
+        let job = app.job(spec).await;
+        app.advance(10_050).await;
+        let db = app.engine.db();
+        let edit = |param: &'static str, at_ms: i64| async move {
+            let mut j = xjob::store::jobs::get(db, job).await.unwrap();
+            j.executor_param = Some(param.into());
+            j.update_time = Some(xjob::clock::ms_to_naive(at_ms));
+            xjob::store::jobs::update_definition(db, &j).await.unwrap();
+        };
+        // through this node: same update_time as before, so only the edit mark re-reads it
+        let same = xjob::store::jobs::get(db, job).await.unwrap().update_time;
+        let mut j = xjob::store::jobs::get(db, job).await.unwrap();
+        j.executor_param = Some("second".into());
+        j.update_time = same;
+        xjob::store::jobs::update_definition(db, &j).await.unwrap();
+        app.engine.job_edited(job);
+        app.advance(10_000).await;
+        // in the database only: the version moves
+        edit("third", T0 + 20_500).await;
+        app.advance(10_000).await;
+        let params: Vec<(i64, String)> = app
+            .dispatched(job)
+            .await
+            .into_iter()
+            .map(|r| (r.fire_time.unwrap(), r.executor_param.unwrap_or_default()))
+            .collect();
+        let at = |t: i64| &params.iter().find(|(f, _)| *f == t).unwrap().1;
+        assert_eq!(at(T0 + 2_000), "first");
+        // fires recorded up to the scan window (5 s) ahead keep the definition they were read with
+        assert_eq!(at(T0 + 18_000), "second", "{params:?}");
+        assert_eq!(at(T0 + 29_000), "third", "{params:?}");
+        app.close().await;
+    });
+}

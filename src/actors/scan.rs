@@ -41,6 +41,9 @@ type JobArcs = HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>>;
 struct ScanCache {
     schedules: ScheduleCache,
     jobs: JobArcs,
+    /// For the single-node pass: each cached job's definition version (`update_time` as
+    /// stored) and when it was read.
+    versions: HashMap<i32, (Option<String>, i64)>,
 }
 
 /// The shared copy of `job` for fires: the one already held when its definition is unchanged
@@ -186,8 +189,8 @@ pub enum Recovery {
 /// Plans every due job of a pass at `now`: the fires to record and each job's new schedule
 /// state (a job whose schedule is invalid or ended is stopped); counts into `report`. Jobs in
 /// `compensated` already had their FIRE_ONCE_NOW fire this pass (from a recovered fire).
-fn plan_due(
-    due: &[entity::xxl_job_info::Model],
+fn plan_due<'a>(
+    due: impl ExactSizeIterator<Item = (&'a entity::xxl_job_info::Model, i64, i64)>,
     now: i64,
     cfg: &SchedulerConfig,
     compensated: &HashSet<i32>,
@@ -196,7 +199,8 @@ fn plan_due(
 ) -> (Vec<PendingFire>, Vec<ScheduleUpdate>) {
     let mut pending = Vec::new();
     let mut updates = Vec::with_capacity(due.len());
-    for job in due {
+    // each job with its schedule state as read now (last, next fire)
+    for (job, last, next) in due {
         let schedule = match schedule_of(job) {
             Ok(s) => s,
             Err(e) => {
@@ -220,8 +224,8 @@ fn plan_due(
         };
         let plan = plan_job(
             job.id,
-            job.trigger_next_time,
-            job.trigger_last_time,
+            next,
+            last,
             &schedule,
             misfire,
             now,
@@ -231,11 +235,7 @@ fn plan_due(
         );
         if plan.misfired > 0 {
             // one line per job only at debug: a node far behind misfires every job at once
-            tracing::debug!(
-                job_id = job.id,
-                next = job.trigger_next_time,
-                "misfire: skipped by DO_NOTHING"
-            );
+            tracing::debug!(job_id = job.id, next, "misfire: skipped by DO_NOTHING");
         }
         if plan.update.status == 0 {
             tracing::warn!(
@@ -264,8 +264,9 @@ fn pass_sync(
     now: i64,
     cfg: &SchedulerConfig,
     pre_read_count: u64,
-    jobs: &mut JobArcs,
-    schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    cache: &mut ScanCache,
+    directory: &Directory,
+    tz: Tz,
 ) -> Result<(Vec<Fire>, ScanReport, Vec<entity::xxl_job_group::Model>)> {
     use crate::store::sqlite_sync as sync;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -278,14 +279,44 @@ fn pass_sync(
             "fires claimed by a node that stopped mid-dispatch recorded as failed"
         );
     }
-    let due = sync::due(&tx, now + cfg.pre_read_ms, pre_read_count)?;
-    report.jobs = due.len();
-    let (pending, updates) = plan_due(&due, now, cfg, &HashSet::new(), schedule_of, &mut report);
-    let models: JobArcs = due
-        .into_iter()
-        .map(|j| (j.id, shared_job(jobs, j)))
-        .collect();
-    let fires = sync::insert_pending(&tx, &pending, |id| models.get(&id).cloned(), now)?;
+    // the schedule state of the due jobs; a job's whole definition is read again only when
+    // its version changed or this node's console edited it since
+    let rows = sync::due_rows(&tx, now + cfg.pre_read_ms, pre_read_count)?;
+    report.jobs = rows.len();
+    if cache.jobs.len() > 1_000_000 {
+        cache.jobs.clear();
+        cache.versions.clear();
+    }
+    let mut due = Vec::with_capacity(rows.len());
+    for r in rows {
+        let known = cache
+            .versions
+            .get(&r.id)
+            .is_some_and(|(v, read)| *v == r.version && !directory.edited_since(r.id, *read));
+        let job = match cache.jobs.get(&r.id).filter(|_| known) {
+            Some(j) => j.clone(),
+            None => {
+                let Some((job, version)) = sync::job_by_id(&tx, r.id)? else {
+                    continue;
+                };
+                let job = std::sync::Arc::new(job);
+                cache.jobs.insert(r.id, job.clone());
+                cache.versions.insert(r.id, (version, now));
+                job
+            }
+        };
+        due.push((job, r.last, r.next));
+    }
+    let (pending, updates) = plan_due(
+        due.iter().map(|(j, last, next)| (&**j, *last, *next)),
+        now,
+        cfg,
+        &HashSet::new(),
+        &mut |job| cached_schedule(&mut cache.schedules, job, tz),
+        &mut report,
+    );
+    let jobs = &cache.jobs;
+    let fires = sync::insert_pending(&tx, &pending, |id| jobs.get(&id).cloned(), now)?;
     sync::update_schedules(&tx, &updates)?;
     tx.commit()?;
     report.fires = fires.len();
@@ -419,8 +450,15 @@ impl ScanActor {
         // 2. Jobs due within the window.
         let due = jobs::due(&txn, now + cfg.pre_read_ms, pre_read_count).await?;
         report.jobs = due.len();
-        let (pending, updates) =
-            plan_due(&due, now, &cfg, &compensated, &mut schedule_of, &mut report);
+        let (pending, updates) = plan_due(
+            due.iter()
+                .map(|j| (j, j.trigger_last_time, j.trigger_next_time)),
+            now,
+            &cfg,
+            &compensated,
+            &mut schedule_of,
+            &mut report,
+        );
         if !pending.is_empty() {
             logs::insert_pending(&txn, &pending).await?;
             let ids: Vec<i32> = due.iter().map(|j| j.id).collect();
@@ -530,11 +568,10 @@ impl ScanActor {
             return (
                 recovery,
                 Box::pin(async move {
+                    let dir = directory.clone();
                     let out = writer
                         .exec(move |conn| {
-                            let r = pass_sync(conn, now, &cfg, n, &mut cache.jobs, &mut |job| {
-                                cached_schedule(&mut cache.schedules, job, tz)
-                            });
+                            let r = pass_sync(conn, now, &cfg, n, &mut cache, &dir, tz);
                             (r, cache)
                         })
                         .await;

@@ -65,15 +65,46 @@ fn job(r: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
-/// The scan's read (as [`super::jobs::due`]): running jobs due by `max_next`, by id.
-pub(crate) fn due(c: &Connection, max_next: i64, limit: u64) -> rusqlite::Result<Vec<Job>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM xxl_job_info \
-         WHERE trigger_status = 1 AND trigger_next_time <= ?1 ORDER BY id LIMIT ?2"
-    );
-    let mut s = c.prepare_cached(&sql)?;
-    let rows = s.query_map(params![max_next, limit as i64], job)?;
+/// A due job as the scan's narrow read sees it: its schedule state and the version of its
+/// definition (`update_time` as stored), so a pass re-reads a whole job only when it changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DueRow {
+    pub id: i32,
+    pub version: Option<String>,
+    pub last: i64,
+    pub next: i64,
+}
+
+/// The scan's read (as [`super::jobs::due`], without the definitions): running jobs due by
+/// `max_next`, by id.
+pub(crate) fn due_rows(c: &Connection, max_next: i64, limit: u64) -> rusqlite::Result<Vec<DueRow>> {
+    let mut s = c.prepare_cached(
+        "SELECT id, update_time, trigger_last_time, trigger_next_time FROM xxl_job_info \
+         WHERE trigger_status = 1 AND trigger_next_time <= ?1 ORDER BY id LIMIT ?2",
+    )?;
+    let rows = s.query_map(params![max_next, limit as i64], |r| {
+        Ok(DueRow {
+            id: r.get(0)?,
+            version: r.get(1)?,
+            last: r.get(2)?,
+            next: r.get(3)?,
+        })
+    })?;
     rows.collect()
+}
+
+/// One whole job, with its definition's version (see [`DueRow`]).
+pub(crate) fn job_by_id(
+    c: &Connection,
+    id: i32,
+) -> rusqlite::Result<Option<(Job, Option<String>)>> {
+    let sql = format!("SELECT {JOB_COLUMNS}, update_time FROM xxl_job_info WHERE id = ?1");
+    let mut s = c.prepare_cached(&sql)?;
+    let mut rows = s.query(params![id])?;
+    match rows.next()? {
+        Some(r) => Ok(Some((job(r)?, r.get(27)?))),
+        None => Ok(None),
+    }
 }
 
 /// Every group (the dispatch directory's snapshot).
@@ -193,9 +224,13 @@ mod tests {
         let pooled = crate::store::jobs::get(&db, id).await.unwrap();
 
         let conn = Connection::open(dir.path().join("t.db")).unwrap();
-        let due = due(&conn, 5_000, 10).unwrap();
-        assert_eq!(due, vec![pooled.clone()], "same job, every column");
-        assert!(super::due(&conn, 4_999, 10).unwrap().is_empty());
+        let due = due_rows(&conn, 5_000, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!((due[0].id, due[0].next), (id, pooled.trigger_next_time));
+        let (read, version) = job_by_id(&conn, id).unwrap().unwrap();
+        assert_eq!(read, pooled.clone(), "same job, every column");
+        assert_eq!(version, due[0].version);
+        assert!(due_rows(&conn, 4_999, 10).unwrap().is_empty());
         assert_eq!(
             groups(&conn).unwrap()[0].address_list.as_deref(),
             Some("http://a/")
