@@ -337,6 +337,7 @@ async fn run(
     for id in &ids {
         engine.start_job(*id).await?;
     }
+    eprintln!("loadbench: RSS {:.1} MB after creating and starting the jobs", rss_mb());
     let started = clock.now_ms();
     let win_from = (started / 1000 + 3) * 1000;
     let win_to = (started / 1000 + seconds - 2) * 1000;

@@ -27,6 +27,12 @@ impl Clock {
         Clock(Arc::new(Source::System))
     }
 
+    /// Whether this is the system clock (not a test's tokio-driven one): timers of any runtime
+    /// agree with it, so work may run on other threads.
+    pub fn is_system(&self) -> bool {
+        matches!(*self.0, Source::System)
+    }
+
     /// A clock that reads `epoch_ms` now and then advances with tokio's clock (paused or not).
     /// Must be created inside a tokio runtime for paused time to apply.
     pub fn tokio_at(epoch_ms: i64) -> Self {
@@ -39,7 +45,10 @@ impl Clock {
     /// Milliseconds since the Unix epoch.
     pub fn now_ms(&self) -> i64 {
         match &*self.0 {
-            Source::System => chrono::Utc::now().timestamp_millis(),
+            // straight from the system clock (chrono's `Utc::now` builds a calendar date first)
+            Source::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
             Source::Tokio { base_ms, base } => {
                 base_ms
                     + tokio::time::Instant::now()
