@@ -40,6 +40,25 @@ fn cpu_s() -> f64 {
     (t(11) + t(12)) / 100.0
 }
 
+/// CPU seconds per thread name (threads of one name summed), from `/proc/self/task`.
+fn cpu_by_thread() -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let v = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        *out.entry(name).or_insert(0.0) += (v(11) + v(12)) / 100.0;
+    }
+    out
+}
+
 fn rss_mb() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
@@ -346,12 +365,20 @@ async fn run(
     ))
     .await;
     let cpu0 = cpu_s();
+    let threads0 = cpu_by_thread();
     tokio::time::sleep(Duration::from_millis(
         (win_to + 1000 - clock.now_ms()).max(0) as u64,
     ))
     .await;
     let cpu1 = cpu_s();
     let rss = rss_mb();
+    let per_thread: Vec<String> = cpu_by_thread()
+        .into_iter()
+        .map(|(name, s)| (name.clone(), s - threads0.get(&name).copied().unwrap_or(0.0)))
+        .filter(|(_, s)| *s >= 0.01)
+        .map(|(name, s)| format!("{name} {s:.2} s"))
+        .collect();
+    eprintln!("loadbench: CPU in the window by thread: {}", per_thread.join(", "));
     let (passes, scan_us, scan_max_us) = engine.metrics().scan_stats();
     eprintln!(
         "loadbench: {passes} scan passes, mean {:.1} ms, longest {:.1} ms",
