@@ -356,7 +356,10 @@ async fn run(
     for id in &ids {
         engine.start_job(*id).await?;
     }
-    eprintln!("loadbench: RSS {:.1} MB after creating and starting the jobs", rss_mb());
+    eprintln!(
+        "loadbench: RSS {:.1} MB after creating and starting the jobs",
+        rss_mb()
+    );
     let started = clock.now_ms();
     let win_from = (started / 1000 + 3) * 1000;
     let win_to = (started / 1000 + seconds - 2) * 1000;
@@ -374,11 +377,19 @@ async fn run(
     let rss = rss_mb();
     let per_thread: Vec<String> = cpu_by_thread()
         .into_iter()
-        .map(|(name, s)| (name.clone(), s - threads0.get(&name).copied().unwrap_or(0.0)))
+        .map(|(name, s)| {
+            (
+                name.clone(),
+                s - threads0.get(&name).copied().unwrap_or(0.0),
+            )
+        })
         .filter(|(_, s)| *s >= 0.01)
         .map(|(name, s)| format!("{name} {s:.2} s"))
         .collect();
-    eprintln!("loadbench: CPU in the window by thread: {}", per_thread.join(", "));
+    eprintln!(
+        "loadbench: CPU in the window by thread: {}",
+        per_thread.join(", ")
+    );
     let (passes, scan_us, scan_max_us) = engine.metrics().scan_stats();
     eprintln!(
         "loadbench: {passes} scan passes, mean {:.1} ms, longest {:.1} ms",

@@ -1,12 +1,16 @@
 //! Batched writes of the hot path: many runs' trigger outcomes or results in one statement
-//! (a multi-row `UPDATE … SET col = CASE id WHEN … END`, portable across SQLite, PostgreSQL
-//! and MySQL). Called by the run-row writer's pool backend ([`super::writer`]), so a batch is
-//! whatever arrived while the previous write ran.
+//! that joins the log table with a table of per-row values, so a batch costs O(rows) on every
+//! backend ([`values_update`]: `WITH v(…) AS (VALUES …) UPDATE … FROM v` on PostgreSQL and
+//! SQLite, `UPDATE … JOIN (SELECT … UNION ALL …) v` on MySQL/MariaDB). Called by the run-row
+//! writer's pool backend ([`super::writer`]), so a batch is whatever arrived while the previous
+//! write ran.
 
 use entity::xxl_job_info::{Column as J, Entity as Job};
 use entity::xxl_job_log::{Column, Entity, Model};
-use sea_orm::sea_query::{CaseStatement, Expr, Query};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QuerySelect, Statement,
+    Value,
+};
 
 use super::logs::{TriggerRecord, cap_msg};
 use crate::clock::ms_to_naive;
@@ -31,64 +35,138 @@ fn padded<T: Clone>(rows: &[T]) -> std::borrow::Cow<'_, [T]> {
     }
 }
 
-fn case<T>(rows: &[T], id: impl Fn(&T) -> i64, v: impl Fn(&T) -> Expr) -> Expr {
-    rows.iter()
-        .fold(CaseStatement::new(), |cs, r| {
-            cs.case(Column::Id.eq(id(r)), v(r))
-        })
-        .into()
+/// `UPDATE xxl_job_log SET <set> … WHERE xxl_job_log.id = v.v_id AND <and_where>`, where `v`
+/// is a table of `rows` rows with the columns `cols` (named `v_<name>`, the first being the
+/// log id) holding `values` row by row. `set` lists `(column, expression)`; expressions refer to
+/// `v.v_<name>` and to the row as `xxl_job_log.<column>`. PostgreSQL gets each value cast to
+/// its column's type (`cols`' second part), as `VALUES` alone gives it no types.
+fn values_update(
+    backend: DbBackend,
+    cols: &[(&str, &str)],
+    rows: usize,
+    set: &[(&str, String)],
+    and_where: &str,
+    values: Vec<Value>,
+) -> Statement {
+    use std::fmt::Write as _;
+    debug_assert_eq!(values.len(), cols.len() * rows);
+    let mut n = 0;
+    let mut param = |sql: &mut String, ty: &str| {
+        n += 1;
+        match backend {
+            DbBackend::Postgres => {
+                let _ = write!(sql, "CAST(${n} AS {ty})");
+            }
+            _ => sql.push('?'),
+        }
+    };
+    let names: Vec<String> = cols.iter().map(|(c, _)| format!("v_{c}")).collect();
+    let assignments = set
+        .iter()
+        .map(|(c, e)| format!("{c} = {e}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut sql = String::with_capacity(64 + rows * cols.len() * 16);
+    match backend {
+        DbBackend::MySql => {
+            sql.push_str("UPDATE xxl_job_log JOIN (");
+            for r in 0..rows {
+                sql.push_str(if r == 0 {
+                    "SELECT "
+                } else {
+                    " UNION ALL SELECT "
+                });
+                for (k, (_, ty)) in cols.iter().enumerate() {
+                    if k > 0 {
+                        sql.push_str(", ");
+                    }
+                    param(&mut sql, ty);
+                    if r == 0 {
+                        let _ = write!(sql, " AS {}", names[k]);
+                    }
+                }
+            }
+            let _ = write!(sql, ") v ON xxl_job_log.id = v.v_id SET {assignments}");
+            if !and_where.is_empty() {
+                let _ = write!(sql, " WHERE {and_where}");
+            }
+        }
+        _ => {
+            let _ = write!(sql, "WITH v({}) AS (VALUES ", names.join(", "));
+            for r in 0..rows {
+                sql.push_str(if r == 0 { "(" } else { ", (" });
+                for (k, (_, ty)) in cols.iter().enumerate() {
+                    if k > 0 {
+                        sql.push_str(", ");
+                    }
+                    param(&mut sql, ty);
+                }
+                sql.push(')');
+            }
+            let _ = write!(
+                sql,
+                ") UPDATE xxl_job_log SET {assignments} FROM v WHERE xxl_job_log.id = v.v_id"
+            );
+            if !and_where.is_empty() {
+                let _ = write!(sql, " AND {and_where}");
+            }
+        }
+    }
+    Statement::from_sql_and_values(backend, sql, values)
 }
+
+/// The columns of a trigger-outcome batch (name, PostgreSQL type).
+const OUTCOME_COLS: &[(&str, &str)] = &[
+    ("id", "BIGINT"),
+    ("trigger_time", "TIMESTAMP"),
+    ("executor_address", "TEXT"),
+    ("executor_handler", "TEXT"),
+    ("executor_param", "TEXT"),
+    ("executor_sharding_param", "TEXT"),
+    ("executor_fail_retry_count", "INTEGER"),
+    ("trigger_code", "INTEGER"),
+    ("trigger_msg", "TEXT"),
+    ("trigger_type", "TEXT"),
+];
 
 /// Writes many trigger outcomes (as [`super::logs::record_trigger`] does for one).
 pub async fn record_triggers(c: &impl ConnectionTrait, records: &[TriggerRecord]) -> Result<()> {
+    let backend = c.get_database_backend();
+    let mut set: Vec<(&str, String)> = OUTCOME_COLS[1..]
+        .iter()
+        .map(|(name, _)| (*name, format!("v.v_{name}")))
+        .collect();
+    set.push(("fire_state", "0".into()));
     for chunk in records.chunks(CHUNK) {
         let chunk = &*padded(chunk);
-        let id = |r: &TriggerRecord| r.log_id;
-        let stmt = Query::update()
-            .table(Entity)
-            .value(
-                Column::TriggerTime,
-                case(chunk, id, |r| Expr::val(ms_to_naive(r.trigger_ms))),
-            )
-            .value(
-                Column::ExecutorAddress,
-                case(chunk, id, |r| Expr::val(r.executor_address.clone())),
-            )
-            .value(
-                Column::ExecutorHandler,
-                case(chunk, id, |r| Expr::val(r.executor_handler.clone())),
-            )
-            .value(
-                Column::ExecutorParam,
-                case(chunk, id, |r| Expr::val(r.executor_param.clone())),
-            )
-            .value(
-                Column::ExecutorShardingParam,
-                case(chunk, id, |r| Expr::val(r.executor_sharding_param.clone())),
-            )
-            .value(
-                Column::ExecutorFailRetryCount,
-                case(chunk, id, |r| Expr::val(r.executor_fail_retry_count)),
-            )
-            .value(
-                Column::TriggerCode,
-                case(chunk, id, |r| Expr::val(r.trigger_code)),
-            )
-            .value(
-                Column::TriggerMsg,
-                case(chunk, id, |r| Expr::val(r.trigger_msg.clone())),
-            )
-            .value(
-                Column::TriggerType,
-                case(chunk, id, |r| Expr::val(r.trigger_type.as_str())),
-            )
-            .value(Column::FireState, Expr::val(0i64))
-            .and_where(Column::Id.is_in(chunk.iter().map(id)))
-            .to_owned();
-        c.execute(&stmt).await?;
+        let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * OUTCOME_COLS.len());
+        for r in chunk {
+            values.extend([
+                r.log_id.into(),
+                ms_to_naive(r.trigger_ms).into(),
+                r.executor_address.clone().into(),
+                r.executor_handler.clone().into(),
+                r.executor_param.clone().into(),
+                r.executor_sharding_param.clone().into(),
+                r.executor_fail_retry_count.into(),
+                r.trigger_code.into(),
+                r.trigger_msg.clone().into(),
+                r.trigger_type.as_str().into(),
+            ]);
+        }
+        let stmt = values_update(backend, OUTCOME_COLS, chunk.len(), &set, "", values);
+        c.execute_raw(stmt).await?;
     }
     Ok(())
 }
+
+/// The columns of a result batch (name, PostgreSQL type).
+const RESULT_COLS: &[(&str, &str)] = &[
+    ("id", "BIGINT"),
+    ("handle_code", "INTEGER"),
+    ("handle_msg", "TEXT"),
+    ("handle_time", "TIMESTAMP"),
+];
 
 /// One run's result as an executor reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +209,7 @@ pub async fn record_handles(
     now_ms: i64,
 ) -> Result<Vec<Option<Finished>>> {
     let mut out: Vec<Option<Finished>> = vec![None; items.len()];
+    let handle_time = ms_to_naive(now_ms);
     for (base, chunk) in items.chunks(CHUNK).enumerate().map(|(i, c)| (i * CHUNK, c)) {
         let ids: Vec<i64> = padded(chunk).iter().map(|i| i.log_id).collect();
         let rows: std::collections::HashMap<i64, Unfinished> = Entity::find()
@@ -179,36 +258,40 @@ pub async fn record_handles(
         }
         let id = |w: &(usize, &Unfinished, Option<String>)| w.1.id;
         let shaped = padded(&writes);
-        let stmt = Query::update()
-            .table(Entity)
-            .value(
-                Column::HandleCode,
-                case(&shaped, id, |w| Expr::val(items[w.0].code)),
-            )
-            .value(
-                Column::HandleMsg,
-                case(&shaped, id, |w| Expr::val(w.2.clone())),
-            )
-            // a success needs no alarm (XXL-JOB's 1): the fail monitor's index then holds only
-            // runs in flight and unhandled failures. An alarm state the fail monitor already
-            // set (locked, sent, failed) never moves back.
-            .value(
-                Column::AlarmStatus,
-                case(&shaped, id, |w| {
-                    if items[w.0].code == crate::model::wire::SUCCESS_CODE {
-                        Expr::case(Column::AlarmStatus.eq(0), 1)
-                            .finally(Expr::col(Column::AlarmStatus))
-                            .into()
-                    } else {
-                        Expr::col(Column::AlarmStatus)
-                    }
-                }),
-            )
-            .value(Column::HandleTime, Expr::val(ms_to_naive(now_ms)))
-            .and_where(Column::Id.is_in(shaped.iter().map(id)))
-            .and_where(Column::HandleCode.eq(0))
-            .to_owned();
-        let affected = c.execute(&stmt).await?.rows_affected();
+        let mut values: Vec<Value> = Vec::with_capacity(shaped.len() * RESULT_COLS.len());
+        for w in shaped.iter() {
+            values.extend([
+                w.1.id.into(),
+                items[w.0].code.into(),
+                w.2.clone().into(),
+                handle_time.into(),
+            ]);
+        }
+        // a success needs no alarm (XXL-JOB's 1): the fail monitor's index then holds only
+        // runs in flight and unhandled failures. An alarm state the fail monitor already set
+        // (locked, sent, failed) never moves back.
+        let set = [
+            ("handle_code", "v.v_handle_code".to_string()),
+            ("handle_msg", "v.v_handle_msg".to_string()),
+            (
+                "alarm_status",
+                format!(
+                    "CASE WHEN xxl_job_log.alarm_status = 0 AND v.v_handle_code = {} \
+                     THEN 1 ELSE xxl_job_log.alarm_status END",
+                    crate::model::wire::SUCCESS_CODE
+                ),
+            ),
+            ("handle_time", "v.v_handle_time".to_string()),
+        ];
+        let stmt = values_update(
+            c.get_database_backend(),
+            RESULT_COLS,
+            shaped.len(),
+            &set,
+            "xxl_job_log.handle_code = 0",
+            values,
+        );
+        let affected = c.execute_raw(stmt).await?.rows_affected();
         if affected as usize == writes.len() {
             for (k, row, _) in writes {
                 out[k] = Some(finished(row));
@@ -265,7 +348,8 @@ mod tests {
     use super::*;
     use crate::model::TriggerType;
     use crate::store::logs;
-    use crate::store::tests::memory_db as db;
+    use crate::store::tests::every_backend;
+    use sea_orm::DatabaseConnection;
 
     fn result(log_id: i64, code: i32, msg: &str) -> HandleResult {
         HandleResult {
@@ -275,9 +359,24 @@ mod tests {
         }
     }
 
+    /// Each check on SQLite, and on PostgreSQL and MySQL/MariaDB when their URLs are set.
+    async fn on_every_backend<F, Fut>(check: F)
+    where
+        F: Fn(DatabaseConnection) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        for db in every_backend().await {
+            check(db).await;
+        }
+    }
+
     #[tokio::test]
     async fn batched_results_keep_first_wins_and_append_messages() {
-        let db = db().await;
+        on_every_backend(first_wins_and_appended_messages).await;
+    }
+
+    async fn first_wins_and_appended_messages(db: DatabaseConnection) {
+        let backend = db.get_database_backend();
         let mut ids = vec![];
         for _ in 0..3 {
             ids.push(
@@ -302,7 +401,7 @@ mod tests {
         ];
         let out = record_handles(&db, &items, 2_000).await.unwrap();
         let wrote: Vec<bool> = out.iter().map(Option::is_some).collect();
-        assert_eq!(wrote, vec![true, false, false, true, false]);
+        assert_eq!(wrote, vec![true, false, false, true, false], "{backend:?}");
         let rows = logs::all(&db).await.unwrap();
         assert_eq!(rows[0].handle_code, 200);
         assert_eq!(rows[0].handle_msg.as_deref(), Some("ok"));
@@ -314,6 +413,11 @@ mod tests {
         // the batch is padded to 4 and 8 rows: the repeats change nothing
         let again = record_handles(&db, &items, 3_000).await.unwrap();
         assert!(again.iter().all(Option::is_none));
+        assert_eq!(
+            rows[0].handle_time.map(|t| t.and_utc().timestamp()),
+            Some(2),
+            "{backend:?}"
+        );
         db.close().await.unwrap();
     }
 
@@ -321,7 +425,10 @@ mod tests {
     /// alarmed keeps its state when a late failure (or success) result arrives.
     #[tokio::test]
     async fn results_never_reset_an_alarm_state() {
-        let db = db().await;
+        on_every_backend(alarm_states_stay).await;
+    }
+
+    async fn alarm_states_stay(db: DatabaseConnection) {
         let mut ids = vec![];
         for _ in 0..2 {
             let id = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
@@ -348,7 +455,10 @@ mod tests {
 
     #[tokio::test]
     async fn batched_trigger_outcomes_land_on_their_own_rows() {
-        let db = db().await;
+        on_every_backend(outcomes_on_their_rows).await;
+    }
+
+    async fn outcomes_on_their_rows(db: DatabaseConnection) {
         let a = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
             .await
             .unwrap();

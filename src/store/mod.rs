@@ -122,6 +122,35 @@ pub(crate) mod tests {
         db
     }
 
+    /// An in-memory SQLite database, plus a fresh migrated PostgreSQL and MySQL/MariaDB
+    /// database for each of `XJOB_TEST_PG_URL` / `XJOB_TEST_MYSQL_URL` that is set (CI sets
+    /// both): statements whose SQL differs per backend are tested on each.
+    pub(crate) async fn every_backend() -> Vec<DatabaseConnection> {
+        let mut out = vec![memory_db().await];
+        for var in ["XJOB_TEST_PG_URL", "XJOB_TEST_MYSQL_URL"] {
+            let Ok(base) = std::env::var(var) else {
+                continue;
+            };
+            let name = format!("xjob_u{}", rand::random::<u32>());
+            let admin = Database::connect(&base).await.unwrap();
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            admin.close().await.unwrap();
+            let (head, _) = base.rsplit_once('/').unwrap();
+            let db = connect(&DatabaseConfig {
+                url: format!("{head}/{name}"),
+                max_connections: 2,
+            })
+            .await
+            .unwrap();
+            migrate(&db).await.unwrap();
+            out.push(db);
+        }
+        out
+    }
+
     /// SQLite's plan for `stmt`, its steps joined by "; ".
     pub(crate) async fn plan(db: &DatabaseConnection, stmt: Statement) -> String {
         let sql = format!("EXPLAIN QUERY PLAN {}", stmt.sql);
