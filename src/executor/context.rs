@@ -35,6 +35,12 @@ impl JobLogger {
         self.file.as_ref()
     }
 
+    /// Whether lines go anywhere (a log file, or `tracing` at debug level): callers skip
+    /// formatting lines nobody keeps.
+    pub fn active(&self) -> bool {
+        self.file.is_some() || tracing::enabled!(tracing::Level::DEBUG)
+    }
+
     /// Appends one timestamped line. I/O errors are reported through `tracing`, never to the job.
     pub fn log(&self, text: &str) {
         tracing::debug!(log_id = self.log_id, "{text}");

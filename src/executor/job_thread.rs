@@ -1,9 +1,10 @@
 //! JobThread: one actor per job id on an executor (spec §7.4).
 //!
 //! Receives [`Push`] (enqueue one trigger: a log id already queued is refused, and a full queue
-//! is a clear failure, never unbounded growth), [`StopThread`] (kill: the running run and every
-//! queued one each get their failure result) and, from its own run task, [`RunFinished`]. Runs
-//! one trigger at a time; a timeout drops the handler's future (502), a panic is a failed run.
+//! is a clear failure, never unbounded growth) and [`StopThread`] (kill: the running run and
+//! every queued one each get their failure result). Runs one trigger at a time, as a future of
+//! the actor's own context (no task or message per run); a timeout drops the handler's future
+//! (502), a panic is a failed run.
 //! Every [`IDLE_POLL`] without work counts toward the idle limit; past it the thread asks its
 //! executor to retire it ([`ThreadIdle`]), which runs the handler's destroy hook.
 //!
@@ -45,15 +46,6 @@ pub struct StopThread {
     pub reason: String,
 }
 
-/// A run's handler returned (sent by the run task).
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-pub struct RunFinished {
-    log_id: i64,
-    code: i32,
-    msg: Option<String>,
-}
-
 /// A thread has been idle past the limit (sent to its executor).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -68,7 +60,7 @@ struct Running {
     log_id: i64,
     log_date: i64,
     reported: Arc<AtomicBool>,
-    task: tokio::task::AbortHandle,
+    task: SpawnHandle,
 }
 
 /// One job's worker.
@@ -180,14 +172,15 @@ impl JobThread {
             log_date,
             logger.clone(),
         );
-        logger.log(&format!(
-            "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
-            job_ctx.param
-        ));
+        if logger.active() {
+            logger.log(&format!(
+                "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
+                job_ctx.param
+            ));
+        }
         let run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
         let timeout = p.executor_timeout;
-        let me = ctx.address();
-        let task = tokio::spawn(async move {
+        let run = async move {
             let outcome = if timeout > 0 {
                 tokio::time::timeout(Duration::from_secs(timeout as u64), run)
                     .await
@@ -211,18 +204,31 @@ impl JobThread {
                     )
                 }
             };
-            logger.log(&format!(
-                "<br>----------- xxl-job job execute end(finish) -----------<br>----------- Result: handleCode={code}, handleMsg = {}",
-                msg.as_deref().unwrap_or("null")
-            ));
-            me.do_send(RunFinished { log_id, code, msg });
-        });
+            if logger.active() {
+                logger.log(&format!(
+                    "<br>----------- xxl-job job execute end(finish) -----------<br>----------- Result: handleCode={code}, handleMsg = {}",
+                    msg.as_deref().unwrap_or("null")
+                ));
+            }
+            (code, msg)
+        };
+        let task = ctx.spawn(run.into_actor(self).map(move |(code, msg), a, ctx| {
+            a.finished(log_id, code, msg, ctx);
+        }));
         self.running = Some(Running {
             log_id,
             log_date,
             reported: Arc::new(AtomicBool::new(false)),
-            task: task.abort_handle(),
+            task,
         });
+    }
+
+    /// A run's handler returned: report it and start the next.
+    fn finished(&mut self, log_id: i64, code: i32, msg: Option<String>, ctx: &mut Context<Self>) {
+        if let Some(r) = self.running.take_if(|r| r.log_id == log_id) {
+            self.report(&r.reported, r.log_id, r.log_date, code, msg);
+        }
+        self.start_next(ctx);
     }
 }
 
@@ -277,23 +283,12 @@ impl Handler<Push> for JobThread {
     }
 }
 
-impl Handler<RunFinished> for JobThread {
-    type Result = ();
-
-    fn handle(&mut self, msg: RunFinished, ctx: &mut Self::Context) {
-        if let Some(r) = self.running.take_if(|r| r.log_id == msg.log_id) {
-            self.report(&r.reported, r.log_id, r.log_date, msg.code, msg.msg);
-        }
-        self.start_next(ctx);
-    }
-}
-
 impl Handler<StopThread> for JobThread {
     type Result = ();
 
     fn handle(&mut self, msg: StopThread, ctx: &mut Self::Context) {
         if let Some(r) = self.running.take() {
-            r.task.abort();
+            ctx.cancel_future(r.task);
             self.report(
                 &r.reported,
                 r.log_id,
