@@ -106,6 +106,16 @@ pub struct ScanReport {
     pub stopped: usize,
 }
 
+impl ScanReport {
+    fn add(&mut self, o: &ScanReport) {
+        self.jobs += o.jobs;
+        self.fires += o.fires;
+        self.misfired += o.misfired;
+        self.recovered += o.recovered;
+        self.stopped += o.stopped;
+    }
+}
+
 /// What a pass computes for one job (pure; see [`plan_job`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobPlan {
@@ -259,30 +269,54 @@ fn plan_due<'a>(
 /// A pass on the single-node SQLite writer's own connection (after the first pass, which
 /// recovers through the pool): the same steps as the pooled pass without recovery, each
 /// statement a cached single-row one. Answers the fires, the report and the groups read.
+/// Jobs per page of a single-node pass: each page is one transaction on the writer's
+/// connection, and the run-row writes queued meanwhile go between pages (a pass over many jobs
+/// never holds the writer long enough to fill its queue and stall dispatch).
+const SYNC_PAGE: u64 = 2_000;
+
+/// One page of a single-node pass: jobs due with an id above `after_id`, at most `limit`.
+/// The first page (`after_id` 0) also reads the groups and fails orphaned claims.
+struct SyncPage {
+    fires: Vec<Fire>,
+    report: ScanReport,
+    groups: Option<Vec<entity::xxl_job_group::Model>>,
+    /// The last job id of a full page (there may be more), `None` when the pass is done.
+    next_after: Option<i32>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn pass_sync(
     conn: &mut rusqlite::Connection,
     now: i64,
     cfg: &SchedulerConfig,
-    pre_read_count: u64,
+    after_id: i32,
+    limit: u64,
     cache: &mut ScanCache,
     directory: &Directory,
     tz: Tz,
-) -> Result<(Vec<Fire>, ScanReport, Vec<entity::xxl_job_group::Model>)> {
+) -> Result<SyncPage> {
     use crate::store::sqlite_sync as sync;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut report = ScanReport::default();
-    let groups = sync::groups(&tx)?;
-    let orphans = sync::fail_orphaned_claims(&tx, now - cfg.claim_timeout_ms, now)?;
-    if orphans > 0 {
-        tracing::warn!(
-            orphans,
-            "fires claimed by a node that stopped mid-dispatch recorded as failed"
-        );
-    }
+    let groups = if after_id == 0 {
+        let orphans = sync::fail_orphaned_claims(&tx, now - cfg.claim_timeout_ms, now)?;
+        if orphans > 0 {
+            tracing::warn!(
+                orphans,
+                "fires claimed by a node that stopped mid-dispatch recorded as failed"
+            );
+        }
+        Some(sync::groups(&tx)?)
+    } else {
+        None
+    };
     // the schedule state of the due jobs; a job's whole definition is read again only when
     // its version changed or this node's console edited it since
-    let rows = sync::due_rows(&tx, now + cfg.pre_read_ms, pre_read_count)?;
+    let rows = sync::due_rows(&tx, now + cfg.pre_read_ms, after_id, limit)?;
     report.jobs = rows.len();
+    let next_after = (rows.len() as u64 == limit && limit > 0)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
     if cache.jobs.len() > 1_000_000 {
         cache.jobs.clear();
         cache.versions.clear();
@@ -320,7 +354,12 @@ fn pass_sync(
     sync::update_schedules(&tx, &updates)?;
     tx.commit()?;
     report.fires = fires.len();
-    Ok((fires, report, groups))
+    Ok(SyncPage {
+        fires,
+        report,
+        groups,
+        next_after,
+    })
 }
 
 /// The scan.
@@ -565,24 +604,45 @@ impl ScanActor {
         let (directory, recovery) = (self.directory.clone(), self.take_recovery());
         if let (Some(writer), Recovery::Done) = (self.writer.clone(), recovery) {
             let now = clock.now_ms();
+            let ring = self.ring.clone();
             return (
                 recovery,
                 Box::pin(async move {
-                    let dir = directory.clone();
-                    let out = writer
-                        .exec(move |conn| {
-                            let r = pass_sync(conn, now, &cfg, n, &mut cache, &dir, tz);
-                            (r, cache)
-                        })
-                        .await;
-                    match out {
-                        Ok((Ok((fires, report, groups)), cache)) => {
+                    // page by page; each page's fires go to the ring as soon as it is written
+                    let mut total = ScanReport::default();
+                    let (mut after, mut left) = (0, n);
+                    loop {
+                        let (dir, cfg) = (directory.clone(), cfg.clone());
+                        let limit = left.min(SYNC_PAGE);
+                        let out = writer
+                            .exec(move |conn| {
+                                let r =
+                                    pass_sync(conn, now, &cfg, after, limit, &mut cache, &dir, tz);
+                                (r, cache)
+                            })
+                            .await;
+                        let page = match out {
+                            Ok((Ok(page), c)) => {
+                                cache = c;
+                                page
+                            }
+                            Ok((Err(e), c)) => return (Err(e), c),
+                            Err(e) => return (Err(e), ScanCache::default()),
+                        };
+                        if let Some(groups) = page.groups {
                             directory.set_groups(groups);
-                            (Ok((fires, report)), cache)
                         }
-                        Ok((Err(e), cache)) => (Err(e), cache),
-                        Err(e) => (Err(e), ScanCache::default()),
+                        total.add(&page.report);
+                        if !page.fires.is_empty() {
+                            ring.do_send(PushRing(page.fires));
+                        }
+                        left -= page.report.jobs as u64;
+                        match page.next_after {
+                            Some(id) if left > 0 => after = id,
+                            _ => break,
+                        }
                     }
+                    (Ok((Vec::new(), total)), cache)
                 }),
             );
         }
@@ -757,6 +817,80 @@ impl Handler<StopScan> for ScanActor {
 mod tests {
     use super::*;
     use crate::model::ScheduleType;
+
+    /// A single-node pass goes page by page: each page a transaction of at most `limit` jobs,
+    /// answering where the next one starts; together the pages record every due job's fires
+    /// once, and a second pass over the same window records none again.
+    #[tokio::test]
+    async fn a_single_node_pass_goes_page_by_page_and_records_each_fire_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let db = crate::store::connect(&crate::config::DatabaseConfig {
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            max_connections: 1,
+        })
+        .await
+        .unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let t0 = 1_800_000_000_000;
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        for i in 0..5 {
+            let spec = crate::JobSpec::cron(g, &format!("j{i}"), "* * * * * ?", "h")
+                .validate(chrono_tz::UTC, now)
+                .unwrap();
+            let id = crate::store::jobs::insert(&db, spec).await.unwrap();
+            crate::store::jobs::set_running(&db, id, t0 + 1_000)
+                .await
+                .unwrap();
+        }
+        db.close().await.unwrap();
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let cfg = SchedulerConfig::default();
+        let (mut cache, directory) = (ScanCache::default(), Directory::default());
+        let mut pass = |conn: &mut rusqlite::Connection| {
+            let (mut after, mut pages, mut fires) = (0, Vec::new(), Vec::new());
+            loop {
+                let p = pass_sync(
+                    conn,
+                    t0,
+                    &cfg,
+                    after,
+                    2,
+                    &mut cache,
+                    &directory,
+                    chrono_tz::UTC,
+                )
+                .unwrap();
+                pages.push((p.report.jobs, p.groups.map(|g| g.len())));
+                fires.extend(p.fires.iter().map(|f| (f.job_id, f.fire_time)));
+                match p.next_after {
+                    Some(id) => after = id,
+                    None => break,
+                }
+            }
+            (pages, fires)
+        };
+        let (pages, fires) = pass(&mut conn);
+        assert_eq!(
+            pages,
+            vec![(2, Some(1)), (2, None), (1, None)],
+            "jobs per page; the first page also reads the groups"
+        );
+        let mut unique = fires.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), fires.len(), "no fire twice");
+        assert_eq!(
+            fires.len(),
+            5 * 5,
+            "five jobs, a fire per second of the 5 s window"
+        );
+        let (_, again) = pass(&mut conn);
+        assert!(again.is_empty(), "{again:?}");
+    }
 
     fn every_second() -> Schedule {
         Schedule::parse(ScheduleType::Cron, Some("* * * * * ?"), chrono_tz::UTC).expect("cron")

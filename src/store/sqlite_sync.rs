@@ -76,13 +76,18 @@ pub(crate) struct DueRow {
 }
 
 /// The scan's read (as [`super::jobs::due`], without the definitions): running jobs due by
-/// `max_next`, by id.
-pub(crate) fn due_rows(c: &Connection, max_next: i64, limit: u64) -> rusqlite::Result<Vec<DueRow>> {
+/// `max_next` with an id above `after_id`, by id, at most `limit`.
+pub(crate) fn due_rows(
+    c: &Connection,
+    max_next: i64,
+    after_id: i32,
+    limit: u64,
+) -> rusqlite::Result<Vec<DueRow>> {
     let mut s = c.prepare_cached(
         "SELECT id, update_time, trigger_last_time, trigger_next_time FROM xxl_job_info \
-         WHERE trigger_status = 1 AND trigger_next_time <= ?1 ORDER BY id LIMIT ?2",
+         WHERE trigger_status = 1 AND trigger_next_time <= ?1 AND id > ?3 ORDER BY id LIMIT ?2",
     )?;
-    let rows = s.query_map(params![max_next, limit as i64], |r| {
+    let rows = s.query_map(params![max_next, limit as i64, after_id], |r| {
         Ok(DueRow {
             id: r.get(0)?,
             version: r.get(1)?,
@@ -224,13 +229,17 @@ mod tests {
         let pooled = crate::store::jobs::get(&db, id).await.unwrap();
 
         let conn = Connection::open(dir.path().join("t.db")).unwrap();
-        let due = due_rows(&conn, 5_000, 10).unwrap();
+        let due = due_rows(&conn, 5_000, 0, 10).unwrap();
+        assert!(
+            due_rows(&conn, 5_000, id, 10).unwrap().is_empty(),
+            "ids after"
+        );
         assert_eq!(due.len(), 1);
         assert_eq!((due[0].id, due[0].next), (id, pooled.trigger_next_time));
         let (read, version) = job_by_id(&conn, id).unwrap().unwrap();
         assert_eq!(read, pooled.clone(), "same job, every column");
         assert_eq!(version, due[0].version);
-        assert!(due_rows(&conn, 4_999, 10).unwrap().is_empty());
+        assert!(due_rows(&conn, 4_999, 0, 10).unwrap().is_empty());
         assert_eq!(
             groups(&conn).unwrap()[0].address_list.as_deref(),
             Some("http://a/")
