@@ -248,10 +248,11 @@ fn a_scan_records_nothing_while_dispatch_is_behind() {
             s.fast_in_flight == 2 && s.slow_in_flight == 0 && s.fast_waiting + s.backlog > 10
         })
         .await;
-        // a second later every job is due again (its next fire is within the window)
-        tokio::time::advance(Duration::from_millis(1_000)).await;
+        // 1.5 s later every job is due again (its next fire is within the half window a pass
+        // reads ahead)
+        tokio::time::advance(Duration::from_millis(1_500)).await;
         wait_until(&engine, "still behind", |s| s.fast_waiting + s.backlog > 10).await;
-        let window = engine.clock().now_ms() + 5_000;
+        let window = engine.clock().now_ms() + 2_500;
         let (_, jobs) = xjob::store::jobs::page(engine.db(), &Default::default(), 0, 10)
             .await
             .unwrap();

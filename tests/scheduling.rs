@@ -95,8 +95,10 @@ fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
         let pending = xjob::store::logs::all_pending(app.engine.db())
             .await
             .expect("pending");
+        // (a job is read again when its next fire is within half the 5 s window, and its
+        // fires are recorded through the whole window: at 2.5 s, seconds 3–5 wait)
         assert!(
-            pending.len() >= 4,
+            pending.len() >= 3,
             "the scan recorded the window ahead: {pending:?}"
         );
         // the process dies: its connections close; nothing is drained or stopped

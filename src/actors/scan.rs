@@ -269,6 +269,15 @@ fn plan_due<'a>(
 /// A pass on the single-node SQLite writer's own connection (after the first pass, which
 /// recovers through the pool): the same steps as the pooled pass without recovery, each
 /// statement a cached single-row one. Answers the fires, the report and the groups read.
+/// How far ahead of now a job must next fire for a pass to read it: half the pre-read window
+/// (at least 2 s, at most the window). A pass records each read job's fires through the whole
+/// window, so a job firing every second is read and its schedule row written about once per
+/// half window (2–3 fires per read at XXL-JOB's 5 s) instead of once per fire, and every fire
+/// is still recorded seconds before it is due.
+fn due_horizon(cfg: &SchedulerConfig) -> i64 {
+    (cfg.pre_read_ms / 2).max(cfg.pre_read_ms.min(2_000))
+}
+
 /// Jobs per page of a single-node pass: each page is one transaction on the writer's
 /// connection, and the run-row writes queued meanwhile go between pages (a pass over many jobs
 /// never holds the writer long enough to fill its queue and stall dispatch).
@@ -312,7 +321,7 @@ fn pass_sync(
     };
     // the schedule state of the due jobs; a job's whole definition is read again only when
     // its version changed or this node's console edited it since
-    let rows = sync::due_rows(&tx, now + cfg.pre_read_ms, after_id, limit)?;
+    let rows = sync::due_rows(&tx, now + due_horizon(cfg), after_id, limit)?;
     report.jobs = rows.len();
     let next_after = (rows.len() as u64 == limit && limit > 0)
         .then(|| rows.last().map(|r| r.id))
@@ -487,7 +496,7 @@ impl ScanActor {
         }
 
         // 2. Jobs due within the window.
-        let due = jobs::due(&txn, now + cfg.pre_read_ms, pre_read_count).await?;
+        let due = jobs::due(&txn, now + due_horizon(&cfg), pre_read_count).await?;
         report.jobs = due.len();
         let (pending, updates) = plan_due(
             due.iter()
