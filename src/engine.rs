@@ -414,8 +414,36 @@ impl Engine {
 
     /// Starts a job: its first fire is the schedule's next time after now.
     pub async fn start_job(&self, job_id: i32) -> Result<()> {
-        let job = jobs::get(&self.db, job_id).await?;
-        self.start_loaded(&job).await.map(|_| ())
+        self.start_checked(job_id, |_| Ok(())).await.map(|_| ())
+    }
+
+    /// Starts job `job_id` if `check` accepts it as read (the console's permission check);
+    /// answers it as stored. On a single node the read, the check and the write are one
+    /// round trip to the writer's connection.
+    pub(crate) async fn start_checked(
+        &self,
+        job_id: i32,
+        check: impl FnOnce(&entity::xxl_job_info::Model) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<entity::xxl_job_info::Model> {
+        if !self.single_node() {
+            let job = jobs::get(&self.db, job_id).await?;
+            check(&job)?;
+            return self.start_loaded(&job).await;
+        }
+        let (tz, now) = (self.config.time_zone(), self.clock.now_ms());
+        self.writer
+            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
+                use crate::store::sqlite_sync as sync;
+                let (job, _) =
+                    sync::job_by_id(conn, job_id)?.ok_or(Error::JobNotFound { job_id })?;
+                check(&job)?;
+                let next = first_fire(&job, tz, now)?;
+                sync::set_running(conn, job_id, next)?;
+                Ok(sync::job_by_id(conn, job_id)?
+                    .ok_or(Error::JobNotFound { job_id })?
+                    .0)
+            })
+            .await?
     }
 
     /// [`Engine::start_job`] for a job the caller has just read; answers it as stored.
@@ -423,25 +451,8 @@ impl Engine {
         &self,
         job: &entity::xxl_job_info::Model,
     ) -> Result<entity::xxl_job_info::Model> {
-        let job_id = job.id;
-        let schedule = Schedule::for_job(
-            &job.schedule_type,
-            job.schedule_conf.as_deref(),
-            job.time_zone.as_deref(),
-            self.config.time_zone(),
-        )?;
-        if schedule == Schedule::None {
-            return Err(Error::Invalid {
-                field: "scheduleType",
-                reason: "a job with schedule type NONE cannot be started".into(),
-            });
-        }
-        let now = self.clock.now_ms();
-        let next = schedule.first_after(now).ok_or_else(|| Error::Invalid {
-            field: "scheduleConf",
-            reason: "the schedule has no future fire time".into(),
-        })?;
-        jobs::set_running(&self.db, job_id, next).await
+        let next = first_fire(job, self.config.time_zone(), self.clock.now_ms())?;
+        jobs::set_running(&self.db, job.id, next).await
     }
 
     /// Stops a job.
@@ -609,8 +620,40 @@ impl Engine {
         self.directory.job_edited(job_id, self.clock.now_ms());
     }
 
+    /// Whether this node is the only one on its database (a locked SQLite file): every change
+    /// goes through this process, so it may keep what it read.
+    pub fn single_node(&self) -> bool {
+        self.writer.single_node()
+    }
+
+    /// Whether group `id` is in the dispatch directory (as of the last scan pass or console
+    /// edit of a group on this node).
+    pub fn knows_group(&self, id: i32) -> bool {
+        self.directory.groups().contains_key(&id)
+    }
+
     /// Re-reads the groups dispatch routes by (after a console edit of a group).
     pub async fn groups_edited(&self) -> Result<()> {
         self.directory.load_groups(&self.db).await
     }
+}
+
+/// A job's first fire after `now` when started: an error for schedules that never fire.
+fn first_fire(job: &entity::xxl_job_info::Model, tz: chrono_tz::Tz, now: i64) -> Result<i64> {
+    let schedule = Schedule::for_job(
+        &job.schedule_type,
+        job.schedule_conf.as_deref(),
+        job.time_zone.as_deref(),
+        tz,
+    )?;
+    if schedule == Schedule::None {
+        return Err(Error::Invalid {
+            field: "scheduleType",
+            reason: "a job with schedule type NONE cannot be started".into(),
+        });
+    }
+    schedule.first_after(now).ok_or_else(|| Error::Invalid {
+        field: "scheduleConf",
+        reason: "the schedule has no future fire time".into(),
+    })
 }

@@ -319,6 +319,14 @@ fn a_new_user_walks_through_the_console() {
         assert_eq!(s, StatusCode::CREATED, "{u}");
         assert!(u.get("password").is_none());
         let uid = u["id"].as_i64().unwrap();
+        // a session in use (a single node keeps checked sessions in memory) sees every change
+        // to its user at once: the permission edit below, then the deletion
+        let alice = login(&svc, "alice", "alice-pw-1").await;
+        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", Some(&alice), None).await;
+        assert_eq!(
+            (s, me["permission"].as_array().map(Vec::len)),
+            (StatusCode::OK, Some(1))
+        );
         let (s, u) = call(
             &svc,
             Method::PUT,
@@ -333,7 +341,13 @@ fn a_new_user_walks_through_the_console() {
         );
         let (s, list) = call(&svc, Method::GET, "/v1/users?username=ali", t, None).await;
         assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(1)));
-        let alice = login(&svc, "alice", "alice-pw-1").await;
+        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", Some(&alice), None).await;
+        assert_eq!(
+            (s, me["permission"].as_array().map(Vec::len)),
+            (StatusCode::OK, Some(2))
+        );
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some(&alice), None).await;
+        assert_eq!(s, StatusCode::OK);
         let (s, _) = call(&svc, Method::DELETE, &format!("/v1/users/{uid}"), t, None).await;
         assert_eq!(s, StatusCode::NO_CONTENT);
         let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some(&alice), None).await;
@@ -375,7 +389,10 @@ fn a_new_user_walks_through_the_console() {
         .await;
         assert_eq!(s, StatusCode::NO_CONTENT);
 
-        // change own password, then log out
+        // change own password (another session of the same user, in use, ends), then log out
+        let other = login(&svc, "admin", ADMIN_PW).await;
+        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", Some(&other), None).await;
+        assert_eq!(s, StatusCode::OK);
         let (s, _) = call(
             &svc,
             Method::POST,
@@ -385,6 +402,8 @@ fn a_new_user_walks_through_the_console() {
         )
         .await;
         assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", Some(&other), None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "the other session ended");
         let (s, _) = call(&svc, Method::POST, "/v1/auth/logout", t, None).await;
         assert_eq!(s, StatusCode::NO_CONTENT);
         let (s, _) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;

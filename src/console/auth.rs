@@ -205,6 +205,61 @@ impl LoginLimiter {
     }
 }
 
+/// How long a checked session is trusted without reading it again.
+const SESSION_CACHE_MS: i64 = 30_000;
+/// Most sessions remembered (past it the cache starts over).
+const SESSION_CACHE_MAX: usize = 10_000;
+
+/// Sessions this node has checked, kept only on a single-node database: every session and user
+/// change then goes through this process, and each one clears the cache (logout, password
+/// change, user update or delete). An entry also lapses at its session's expiry and after
+/// [`SESSION_CACHE_MS`]. Shared by every clone of the console.
+#[derive(Default)]
+pub(crate) struct SessionCache(Mutex<SessionMap>);
+
+#[derive(Default)]
+struct SessionMap {
+    /// Bumped by every [`SessionCache::clear`]: a read that began before a change is not kept.
+    generation: u64,
+    entries: HashMap<String, (Principal, i64)>,
+}
+
+impl SessionCache {
+    fn get(&self, hash: &str, now: i64) -> Option<Principal> {
+        let map = self.0.lock();
+        map.entries
+            .get(hash)
+            .filter(|(_, until)| *until > now)
+            .map(|(p, _)| p.clone())
+    }
+
+    /// The generation to hand to [`SessionCache::put`] for a read starting now.
+    fn generation(&self) -> u64 {
+        self.0.lock().generation
+    }
+
+    /// Keeps a session read from the database, unless a change cleared the cache since the
+    /// read began (`generation`).
+    fn put(&self, generation: u64, hash: String, who: Principal, expires_at: i64, now: i64) {
+        let mut map = self.0.lock();
+        if map.generation != generation {
+            return;
+        }
+        if map.entries.len() >= SESSION_CACHE_MAX {
+            map.entries.clear();
+        }
+        map.entries
+            .insert(hash, (who, expires_at.min(now + SESSION_CACHE_MS)));
+    }
+
+    /// Forgets every session: called after any change to sessions or users is written.
+    pub(crate) fn clear(&self) {
+        let mut map = self.0.lock();
+        map.generation += 1;
+        map.entries.clear();
+    }
+}
+
 impl Console {
     /// Creates `admin` when no user exists: with `security.admin_password`, or a generated
     /// password that is returned (for the caller to show once). `Ok(None)` when users exist or
@@ -270,15 +325,27 @@ impl Console {
     /// The user a token belongs to, if the token is valid.
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let now = self.engine.clock().now_ms();
-        users::session_user(self.db(), &token_hash(token), now)
+        let hash = token_hash(token);
+        if let Some(p) = self.sessions.get(&hash, now) {
+            return Ok(p);
+        }
+        let generation = self.sessions.generation();
+        let (user, expires_at) = users::session(self.db(), &hash, now)
             .await?
-            .map(|u| Principal::of(&u))
-            .ok_or(Error::Unauthenticated)
+            .ok_or(Error::Unauthenticated)?;
+        let who = Principal::of(&user);
+        if self.engine.single_node() {
+            self.sessions
+                .put(generation, hash, who.clone(), expires_at, now);
+        }
+        Ok(who)
     }
 
     /// Ends the session of `token`.
     pub async fn logout(&self, token: &str) -> Result<()> {
-        users::delete_session(self.db(), &token_hash(token)).await
+        let r = users::delete_session(self.db(), &token_hash(token)).await;
+        self.sessions.clear();
+        r
     }
 
     /// Changes the signed-in user's own password (the old one is required) and ends their
@@ -314,8 +381,9 @@ impl Console {
             });
         };
         users::set_password(self.db(), who.id, &hash).await?;
-        users::delete_other_sessions(self.db(), who.id, &token_hash(token)).await?;
-        Ok(())
+        let r = users::delete_other_sessions(self.db(), who.id, &token_hash(token)).await;
+        self.sessions.clear();
+        r.map(|_| ())
     }
 }
 

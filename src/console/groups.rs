@@ -209,7 +209,9 @@ impl Console {
                 reason: "the last group cannot be deleted".into(),
             });
         }
-        groups::delete(self.db(), id).await
+        groups::delete(self.db(), id).await?;
+        // dispatch and the console's group checks read the directory
+        self.engine.groups_edited().await
     }
 
     async fn after_group_change(&self) -> Result<()> {

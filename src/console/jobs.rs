@@ -233,6 +233,10 @@ impl Console {
 
     async fn check_group(&self, who: &Principal, group: i32) -> Result<()> {
         who.require_group(group, "jobGroup")?;
+        // a single node's directory holds every group (this node's group edits refresh it)
+        if self.engine.single_node() && self.engine.knows_group(group) {
+            return Ok(());
+        }
         match groups::get(self.db(), group).await {
             Err(Error::GroupNotFound { .. }) => Err(Error::Invalid {
                 field: "jobGroup",
@@ -333,8 +337,12 @@ impl Console {
 
     /// Starts a job.
     pub async fn start_job(&self, who: &Principal, id: i32) -> Result<JobView> {
-        let job = self.visible_job(who, id).await?;
-        Ok(self.engine.start_loaded(&job).await?.into())
+        let who = who.clone();
+        let job = self
+            .engine
+            .start_checked(id, move |job| who.require_group(job.job_group, "id"))
+            .await?;
+        Ok(job.into())
     }
 
     /// Stops a job.

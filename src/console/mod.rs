@@ -42,6 +42,7 @@ pub struct Page<T> {
 pub struct Console {
     engine: Engine,
     limiter: Arc<auth::LoginLimiter>,
+    sessions: Arc<auth::SessionCache>,
 }
 
 impl Console {
@@ -55,6 +56,7 @@ impl Console {
         Console {
             engine,
             limiter: Arc::new(limiter),
+            sessions: Arc::default(),
         }
     }
 

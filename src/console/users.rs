@@ -161,7 +161,9 @@ impl Console {
             Some(p) => Some(hash_password_blocking(p).await?),
             None => None,
         };
-        users::update(self.db(), id, input.role, permission, hash.as_deref()).await?;
+        let r = users::update(self.db(), id, input.role, permission, hash.as_deref()).await;
+        self.sessions.clear();
+        r?;
         self.get_user(id).await
     }
 
@@ -173,6 +175,8 @@ impl Console {
                 reason: "you cannot delete yourself".into(),
             });
         }
-        users::delete(self.db(), id).await
+        let r = users::delete(self.db(), id).await;
+        self.sessions.clear();
+        r
     }
 }

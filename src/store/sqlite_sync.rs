@@ -112,6 +112,16 @@ pub(crate) fn job_by_id(
     }
 }
 
+/// Marks a job running with its first fire time (as [`super::jobs::set_running`]).
+pub(crate) fn set_running(c: &Connection, id: i32, next: i64) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "UPDATE xxl_job_info SET trigger_status = 1, trigger_last_time = 0, \
+         trigger_next_time = ?2 WHERE id = ?1",
+    )?
+    .execute(params![id, next])?;
+    Ok(())
+}
+
 /// Every group (the dispatch directory's snapshot).
 pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
     let mut s = c.prepare_cached(

@@ -144,6 +144,15 @@ pub async fn session_user(
     token_hash: &str,
     now: i64,
 ) -> Result<Option<Model>> {
+    Ok(session(c, token_hash, now).await?.map(|(u, _)| u))
+}
+
+/// The user of a live session and when the session expires (epoch ms).
+pub async fn session(
+    c: &impl ConnectionTrait,
+    token_hash: &str,
+    now: i64,
+) -> Result<Option<(Model, i64)>> {
     let Some(s): Option<SessionModel> = Session::find_by_id(token_hash.to_string()).one(c).await?
     else {
         return Ok(None);
@@ -151,7 +160,7 @@ pub async fn session_user(
     if s.expires_at <= now {
         return Ok(None);
     }
-    get(c, s.user_id).await
+    Ok(get(c, s.user_id).await?.map(|u| (u, s.expires_at)))
 }
 
 /// Ends one session.
