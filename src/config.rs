@@ -174,7 +174,8 @@ impl Default for DatabaseConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SchedulerConfig {
-    /// How far ahead the scan reads due jobs, in ms (XXL-JOB: 5000).
+    /// How far ahead fires are recorded, in ms (XXL-JOB: 5000). A pass reads a job when its
+    /// next fire is within half of this (at least 2 s, at most all of it).
     pub pre_read_ms: i64,
     /// A fire later than this is a misfire and its job's misfire policy decides (XXL-JOB: 5000).
     pub misfire_threshold_ms: i64,

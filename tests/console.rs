@@ -482,6 +482,21 @@ fn errors_name_the_field_and_use_the_right_status() {
                 "{v}"
             );
         }
+        // a path id that is not a number is a validation error naming `id`, not a 404
+        for (m, path) in [
+            (Method::GET, "/v1/jobs/abc"),
+            (Method::POST, "/v1/jobs/abc/start"),
+            (Method::GET, "/v1/groups/x1"),
+            (Method::GET, "/v1/logs/1.5"),
+            (Method::DELETE, "/v1/users/-"),
+        ] {
+            let (s, v) = call(&svc, m.clone(), path, t, None).await;
+            assert_eq!(
+                (s, v["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("id")),
+                "{m} {path}: {v}"
+            );
+        }
         for (body, field) in [
             (
                 json!({ "username": "bob", "password": "long-enough-1" }),

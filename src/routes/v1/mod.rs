@@ -112,6 +112,15 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
     cfg.app_data(web::Data::new(console))
         .app_data(web::PayloadConfig::new(MAX_BODY))
+        // every path parameter under /v1 is an `id`: one that is not a number is a 400 naming
+        // it, like every other validation error (actix answers 404 text by default)
+        .app_data(web::PathConfig::default().error_handler(|e, _| {
+            ApiError(Error::Invalid {
+                field: "id",
+                reason: format!("must be a number ({e})"),
+            })
+            .into()
+        }))
         .app_data(web::QueryConfig::default().error_handler(|e, _| {
             let msg = e.to_string();
             ApiError(Error::Invalid {
