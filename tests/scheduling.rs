@@ -478,3 +478,53 @@ fn an_edited_job_fires_with_its_new_definition() {
         app.close().await;
     });
 }
+
+/// The periodic tasks run once when a node starts, not only after their first period: a failed
+/// run left by the previous process is handled by the fail monitor, and the day's run report
+/// exists, well before the 10 s and 60 s periods.
+#[test]
+fn periodic_tasks_run_once_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failed = run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let db = app.engine.db();
+        let id = xjob::store::logs::insert_run(
+            db,
+            app.group,
+            1,
+            T0,
+            xjob::model::TriggerType::Manual,
+            0,
+        )
+        .await
+        .unwrap();
+        xjob::store::logs::record_trigger(
+            db,
+            xjob::store::logs::TriggerRecord {
+                log_id: id,
+                trigger_ms: T0,
+                trigger_code: 500,
+                trigger_msg: "failed".into(),
+                trigger_type: xjob::model::TriggerType::Manual,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        // the process dies before any periodic task ran
+        app.close().await;
+        id
+    });
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0 + 1_000, |_| {}).await;
+        app.advance(500).await;
+        let db = app.engine.db();
+        let row = xjob::store::logs::get(db, failed).await.unwrap();
+        assert_ne!(row.alarm_status, 0, "the fail monitor handled it at start");
+        assert!(
+            !xjob::store::reports::all(db).await.unwrap().is_empty(),
+            "the day's run report is written at start"
+        );
+        app.close().await;
+    });
+}

@@ -422,3 +422,30 @@ fn results_queued_during_a_callback_go_in_one_batch() {
         handle.stop(false).await;
     });
 }
+
+/// An executor cleans run logs past the retention when it starts (not only a day later), so
+/// an executor restarted daily still cleans; today's logs stay.
+#[test]
+fn an_executor_cleans_old_run_logs_when_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("exec-logs");
+    let old = logs.join("2000-01-01");
+    let today = logs.join(chrono::Utc::now().format("%Y-%m-%d").to_string());
+    for d in [&old, &today] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("1.log"), "x").unwrap();
+    }
+    actix_rt::System::new().block_on(async {
+        // no admin answers: registration fails, cleaning does not depend on it
+        let exec = StandaloneExecutor::start(
+            &executor_config(dir.path(), "http://127.0.0.1:9/xxl-job-admin"),
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        eventually("the old day removed", 5, || async { !old.exists() }).await;
+        assert!(today.join("1.log").exists(), "today's logs stay");
+        exec.stop().await;
+    });
+}

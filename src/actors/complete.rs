@@ -199,23 +199,29 @@ impl CompleteActor {
     }
 }
 
+impl CompleteActor {
+    fn lost_sweep(&mut self, ctx: &mut Context<Self>) {
+        let (db, clock) = (self.db.clone(), self.clock.clone());
+        let guard = self.activity.enter();
+        ctx.spawn(
+            async move {
+                let _guard = guard;
+                if let Err(e) = Self::sweep_lost(&db, &clock).await {
+                    tracing::error!(error = %e, "lost-result sweep failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
 impl Actor for CompleteActor {
     type Context = Context<Self>;
 
+    /// Sweeps once at start, then every [`LOST_SWEEP`].
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(LOST_SWEEP, |a, ctx| {
-            let (db, clock) = (a.db.clone(), a.clock.clone());
-            let guard = a.activity.enter();
-            ctx.spawn(
-                async move {
-                    let _guard = guard;
-                    if let Err(e) = Self::sweep_lost(&db, &clock).await {
-                        tracing::error!(error = %e, "lost-result sweep failed");
-                    }
-                }
-                .into_actor(a),
-            );
-        });
+        self.lost_sweep(ctx);
+        ctx.run_interval(LOST_SWEEP, |a, ctx| a.lost_sweep(ctx));
     }
 }
 

@@ -152,30 +152,38 @@ impl FailMonitor {
     }
 }
 
+impl FailMonitor {
+    /// One pass, unless the previous one is still running.
+    fn pass(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            return;
+        }
+        self.busy = true;
+        let fut = Self::check(
+            self.db.clone(),
+            self.clock.clone(),
+            self.pool.clone(),
+            self.alarms.clone(),
+        );
+        let guard = self.activity.enter();
+        ctx.spawn(fut.into_actor(self).map(move |res, act, _| {
+            drop(guard);
+            act.busy = false;
+            if let Err(e) = res {
+                tracing::error!(error = %e, "fail monitor pass failed");
+            }
+        }));
+    }
+}
+
 impl Actor for FailMonitor {
     type Context = Context<Self>;
 
+    /// A pass at start (failures left by a stopped node are handled at once), then every
+    /// [`FAIL_SCAN`].
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(FAIL_SCAN, |a, ctx| {
-            if a.busy {
-                return;
-            }
-            a.busy = true;
-            let fut = Self::check(
-                a.db.clone(),
-                a.clock.clone(),
-                a.pool.clone(),
-                a.alarms.clone(),
-            );
-            let guard = a.activity.enter();
-            ctx.spawn(fut.into_actor(a).map(move |res, act, _| {
-                drop(guard);
-                act.busy = false;
-                if let Err(e) = res {
-                    tracing::error!(error = %e, "fail monitor pass failed");
-                }
-            }));
-        });
+        self.pass(ctx);
+        ctx.run_interval(FAIL_SCAN, |a, ctx| a.pass(ctx));
     }
 }
 

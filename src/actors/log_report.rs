@@ -118,47 +118,56 @@ impl LogReport {
     }
 }
 
+impl LogReport {
+    /// One round: the report when due, the retention cleanup once a day.
+    fn round(&mut self, ctx: &mut Context<Self>) {
+        let (db, clock, tz, days) = (
+            self.db.clone(),
+            self.clock.clone(),
+            self.tz,
+            self.retention_days,
+        );
+        let now = clock.now_ms();
+        let clean_due = self
+            .last_clean_ms
+            .is_none_or(|last| now - last >= 24 * 3600 * 1000);
+        if clean_due {
+            self.last_clean_ms = Some(now);
+        }
+        use std::sync::atomic::Ordering;
+        let next = self.next_report_ms.clone();
+        let report_due = now >= next.load(Ordering::Relaxed);
+        let guard = self.activity.enter();
+        ctx.spawn(
+            async move {
+                let _guard = guard;
+                if report_due {
+                    let started = clock.now_ms();
+                    if let Err(e) = Self::refresh(db.clone(), clock.clone(), tz).await {
+                        tracing::error!(error = %e, "log report failed");
+                    }
+                    let took = clock.now_ms() - started;
+                    next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
+                    if took * REPORT_BUDGET > REPORT_EVERY.as_millis() as i64 {
+                        tracing::info!(took_ms = took, "run counts are large; counting less often");
+                    }
+                }
+                if clean_due && let Err(e) = Self::clean(db, clock, tz, days).await {
+                    tracing::error!(error = %e, "log cleanup failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
 impl Actor for LogReport {
     type Context = Context<Self>;
 
+    /// A round at start (a node restarted daily still cleans), then every [`REPORT_EVERY`].
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(REPORT_EVERY, |a, ctx| {
-            let (db, clock, tz, days) = (a.db.clone(), a.clock.clone(), a.tz, a.retention_days);
-            let now = clock.now_ms();
-            let clean_due = a
-                .last_clean_ms
-                .is_none_or(|last| now - last >= 24 * 3600 * 1000);
-            if clean_due {
-                a.last_clean_ms = Some(now);
-            }
-            use std::sync::atomic::Ordering;
-            let next = a.next_report_ms.clone();
-            let report_due = now >= next.load(Ordering::Relaxed);
-            let guard = a.activity.enter();
-            ctx.spawn(
-                async move {
-                    let _guard = guard;
-                    if report_due {
-                        let started = clock.now_ms();
-                        if let Err(e) = Self::refresh(db.clone(), clock.clone(), tz).await {
-                            tracing::error!(error = %e, "log report failed");
-                        }
-                        let took = clock.now_ms() - started;
-                        next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
-                        if took * REPORT_BUDGET > REPORT_EVERY.as_millis() as i64 {
-                            tracing::info!(
-                                took_ms = took,
-                                "run counts are large; counting less often"
-                            );
-                        }
-                    }
-                    if clean_due && let Err(e) = Self::clean(db, clock, tz, days).await {
-                        tracing::error!(error = %e, "log cleanup failed");
-                    }
-                }
-                .into_actor(a),
-            );
-        });
+        self.round(ctx);
+        ctx.run_interval(REPORT_EVERY, |a, ctx| a.round(ctx));
     }
 }
 

@@ -95,22 +95,28 @@ impl Registrar {
     }
 }
 
+impl Registrar {
+    fn clean_run_logs(&self) {
+        let n = clean_logs(
+            &self.log_dir,
+            chrono::Utc::now().date_naive(),
+            self.retention_days,
+        );
+        if n > 0 {
+            tracing::info!(days = n, "old run logs removed");
+        }
+    }
+}
+
 impl Actor for Registrar {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.beat(ctx);
         ctx.run_interval(self.beat, |a, ctx| a.beat(ctx));
-        ctx.run_interval(Duration::from_secs(24 * 3600), |a, _| {
-            let n = clean_logs(
-                &a.log_dir,
-                chrono::Utc::now().date_naive(),
-                a.retention_days,
-            );
-            if n > 0 {
-                tracing::info!(days = n, "old run logs removed");
-            }
-        });
+        // run logs are cleaned at start (an executor restarted daily still cleans), then daily
+        self.clean_run_logs();
+        ctx.run_interval(Duration::from_secs(24 * 3600), |a, _| a.clean_run_logs());
     }
 }
 
