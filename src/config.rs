@@ -272,7 +272,9 @@ pub struct ExecutorConfig {
     pub log_path: String,
     /// Days of run logs kept; below 3 the cleanup is off (XXL-JOB's rule).
     pub log_retention_days: i64,
-    /// Admin base URLs a standalone executor registers with and reports to.
+    /// Admin base URLs a standalone executor registers with and reports to: a list, or
+    /// XXL-JOB's comma-separated string (`http://a/xxl-job-admin,http://b/xxl-job-admin`).
+    #[serde(deserialize_with = "list_or_csv")]
     pub admin_addresses: Vec<String>,
     /// IP a standalone executor listens on and registers (empty = 127.0.0.1; set the host's
     /// address to be reachable from other hosts).
@@ -284,6 +286,39 @@ pub struct ExecutorConfig {
     pub access_token: String,
     /// Seconds between retries of spooled callbacks (XXL-JOB: 30).
     pub callback_retry_secs: u64,
+}
+
+/// A list of strings given as a list or as one comma-separated string (XXL-JOB writes lists
+/// that way, and an environment variable can hold nothing else); blank entries are dropped.
+fn list_or_csv<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(Clone, Copy)]
+    struct ListOrCsv;
+    impl<'de> serde::de::Visitor<'de> for ListOrCsv {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of strings or one comma-separated string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
+            Ok(v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<String>()? {
+                out.extend(self.visit_str::<A::Error>(&item)?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(ListOrCsv)
 }
 
 impl Default for ExecutorConfig {
@@ -370,6 +405,35 @@ mod tests {
         assert_eq!(c.trigger_pool.slow_max, 100);
         assert_eq!(c.pre_read_count(), 6000);
         assert!(c.database.url.starts_with("sqlite://data/"));
+    }
+
+    #[test]
+    fn admin_addresses_take_a_list_or_xxl_jobs_comma_separated_string() {
+        use figment::Figment;
+        use figment::providers::{Format, Serialized, Toml};
+        let load = |toml: &str| {
+            Figment::from(Serialized::defaults(Config::default()))
+                .merge(Toml::string(toml))
+                .extract::<Config>()
+                .map_err(|e| e.to_string())
+        };
+        let want = vec![
+            "http://a/xxl-job-admin".to_string(),
+            "http://b/xxl-job-admin".to_string(),
+        ];
+        for toml in [
+            "[executor]\nadmin_addresses = \"http://a/xxl-job-admin, http://b/xxl-job-admin,\"",
+            "[executor]\nadmin_addresses = [\"http://a/xxl-job-admin\", \"http://b/xxl-job-admin\"]",
+        ] {
+            assert_eq!(load(toml).unwrap().executor.admin_addresses, want, "{toml}");
+        }
+        let e = load("[executor]\nadmin_addresses = 7")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("admin_addresses") && e.contains("comma-separated"),
+            "one line naming the key and what it takes: {e}"
+        );
     }
 
     #[test]

@@ -34,10 +34,11 @@ fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
         );
         fig = fig.merge(Toml::file(p));
     }
+    // one line naming the key and what it takes (figment's message carries both)
     let cfg: Config = fig
         .merge(Env::prefixed("XJOB_").split("__"))
         .extract()
-        .context("invalid configuration")?;
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     cfg.validate()?;
     Ok(cfg)
 }

@@ -522,3 +522,66 @@ fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
         );
     });
 }
+
+/// Script output that is not UTF-8 is logged with its invalid bytes replaced and the rest of
+/// the output still follows; a run log holding invalid bytes is still read (lossily), not
+/// answered as missing.
+#[test]
+fn non_utf8_output_is_logged_and_read_lossily() {
+    let dir = tempfile::tempdir().unwrap();
+    let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
+    run_paused(|| async {
+        let clock = Clock::tokio_at(T0);
+        let probe = Probe(results.clone()).start();
+        let cfg = RuntimeConfig {
+            scripts_enabled: true,
+            log_dir: Some(dir.path().to_path_buf()),
+            ..RuntimeConfig::default()
+        };
+        let exec = ExecutorActor::new(
+            HandlerRegistry::new(),
+            probe.recipient(),
+            clock.clone(),
+            cfg,
+        )
+        .start();
+        let p = TriggerParam {
+            job_id: 11,
+            log_id: 7,
+            log_date_time: T0,
+            glue_type: Some("GLUE_SHELL".into()),
+            glue_source: Some("printf 'before\\n\\377\\376 bad\\nafter\\n'\n".into()),
+            glue_updatetime: 1,
+            broadcast_total: 1,
+            ..Default::default()
+        };
+        assert_eq!(exec.send(Run(p)).await.unwrap().code, 200);
+        // the script runs in a real process: wait (bounded, real time) for its result
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while results.lock().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no result");
+            yields(16).await;
+        }
+        assert_eq!(results.lock()[0].handle_code, 200);
+        let day = xjob::clock::ms_to_naive(T0).format("%Y-%m-%d").to_string();
+        let log = std::fs::read_to_string(dir.path().join(&day).join("7.log")).unwrap();
+        assert!(
+            log.contains("before") && log.contains("\u{fffd}\u{fffd} bad") && log.contains("after"),
+            "{log}"
+        );
+        // a log file with raw invalid bytes (written by another tool) is read lossily
+        std::fs::write(dir.path().join(&day).join("8.log"), b"one\n\xff two\n").unwrap();
+        let read = xjob::executor::read_log(
+            Some(dir.path().to_path_buf()),
+            clock,
+            xjob::model::wire::LogParam {
+                log_date_tim: T0,
+                log_id: 8,
+                from_line_num: 1,
+            },
+        );
+        let content = read.content.unwrap();
+        assert_eq!(content.log_content, "one\n\u{fffd} two\n");
+        assert_eq!(content.to_line_num, 2);
+    });
+}

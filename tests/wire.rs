@@ -98,6 +98,10 @@ fn executor_endpoints_answer_as_xxl_job() {
         )
         .await;
         assert_eq!(r["msg"], "job handler [nope] not found.");
+        // a `/run` carrying a GLUE source of 6 MiB (XXL-JOB's executors take 5 MiB) is read,
+        // not refused at actix's default 256 KiB
+        let big = json!({"jobId":9,"executorHandler":"nope","glueType":"BEAN","logId":2,"glueSource":"x".repeat(6 << 20)}).to_string();
+        assert_eq!(post(&u("run"), &big, Some(AUTH)).await["msg"], "job handler [nope] not found.");
         let r = post(
             &u("run"),
             r#"{"jobId":9,"glueType":"GLUE_GROOVY","logId":1}"#,
@@ -167,6 +171,13 @@ fn admin_api_registers_removes_and_takes_callbacks() {
         let row = xjob::store::logs::get(n.engine.db(), log_id).await.unwrap();
         assert_eq!((row.handle_code, row.handle_msg.as_deref()), (200, Some(r#"{"rows":3}"#)));
         assert_eq!(post(&u("api/callback"), "[{", Some(AUTH)).await["code"], 500);
+        // a callback batch over actix's default 256 KiB body limit is taken on a node that
+        // mounts only the node routes (no console), like an embedding app
+        let big = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
+        let cb = json!([{"logId":big,"logDateTim":0,"handleCode":200,"handleMsg":"x".repeat(300_000)}]).to_string();
+        assert!(cb.len() > 256 << 10);
+        assert_eq!(post(&u("api/callback"), &cb, Some(AUTH)).await, json!({"code":200}));
+        assert_eq!(xjob::store::logs::get(n.engine.db(), big).await.unwrap().handle_code, 200);
         n.server.stop(true).await;
         n.engine.db().clone().close().await.unwrap();
     });

@@ -74,9 +74,11 @@ pub fn read_log(log_dir: Option<PathBuf>, clock: Clock, p: LogParam) -> ReturnT<
     let Some(path) = logger.path() else {
         return missing();
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    // bytes, decoded lossily: a log with invalid UTF-8 (script output) is still a log
+    let Ok(bytes) = std::fs::read(path) else {
         return missing();
     };
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let from = p.from_line_num.max(1) as usize;
     let mut content = String::new();

@@ -111,12 +111,24 @@ async fn run(
     }
 }
 
-/// Copies a script's output, line by line, into the run log.
+/// Copies a script's output, line by line, into the run log. Lines are bytes: one that is not
+/// UTF-8 is logged with its invalid bytes replaced, and the pump goes on reading (stopping
+/// would lose the rest and could kill the script with SIGPIPE).
 async fn pump<R: tokio::io::AsyncRead + Unpin>(out: Option<R>, ctx: JobContext) {
     if let Some(out) = out {
-        let mut lines = BufReader::new(out).lines();
-        while let Ok(Some(l)) = lines.next_line().await {
-            ctx.log(l);
+        let mut reader = BufReader::new(out);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    while matches!(line.last(), Some(b'\n' | b'\r')) {
+                        line.pop();
+                    }
+                    ctx.log(String::from_utf8_lossy(&line));
+                }
+            }
         }
     }
 }

@@ -32,11 +32,19 @@ fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
         .json(r)
 }
 
+/// Largest request body the executor endpoints accept (a `/run` carries the GLUE source):
+/// more than XXL-JOB's 5 MiB, set on each path so it holds however the routes are mounted.
+pub const EXECUTOR_MAX_BODY: usize = 8 << 20;
+
 /// Mounts the five executor paths (every method, so a wrong one gets XXL-JOB's answer).
 pub fn config(cfg: &mut web::ServiceConfig, api: ExecutorApi) {
     cfg.app_data(web::Data::new(api));
     for p in PATHS {
-        cfg.route(p, web::route().to(handle));
+        cfg.service(
+            web::resource(p)
+                .app_data(web::PayloadConfig::new(EXECUTOR_MAX_BODY))
+                .route(web::route().to(handle)),
+        );
     }
 }
 

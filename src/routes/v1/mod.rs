@@ -110,34 +110,34 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 
 /// Mounts `/v1` for `console`.
 pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
-    cfg.app_data(web::Data::new(console))
-        .app_data(web::PayloadConfig::new(MAX_BODY))
-        // every path parameter under /v1 is an `id`: one that is not a number is a 400 naming
-        // it, like every other validation error (actix answers 404 text by default)
-        .app_data(web::PathConfig::default().error_handler(|e, _| {
-            ApiError(Error::Invalid {
-                field: "id",
-                reason: format!("must be a number ({e})"),
-            })
-            .into()
-        }))
-        .app_data(web::QueryConfig::default().error_handler(|e, _| {
-            let msg = e.to_string();
-            ApiError(Error::Invalid {
-                field: field_in(&msg).unwrap_or("query"),
-                reason: msg,
-            })
-            .into()
-        }))
-        .service(
-            web::scope("/v1")
-                .configure(auth::config)
-                .configure(groups::config)
-                .configure(jobs::config)
-                .configure(logs::config)
-                .configure(users::config)
-                .configure(dashboard::config),
-        );
+    cfg.app_data(web::Data::new(console)).service(
+        web::scope("/v1")
+            // set on the scope, so they govern only the console API
+            .app_data(web::PayloadConfig::new(MAX_BODY))
+            // every path parameter under /v1 is an `id`: one that is not a number is a 400
+            // naming it, like every other validation error (actix answers 404 text by default)
+            .app_data(web::PathConfig::default().error_handler(|e, _| {
+                ApiError(Error::Invalid {
+                    field: "id",
+                    reason: format!("must be a number ({e})"),
+                })
+                .into()
+            }))
+            .app_data(web::QueryConfig::default().error_handler(|e, _| {
+                let msg = e.to_string();
+                ApiError(Error::Invalid {
+                    field: field_in(&msg).unwrap_or("query"),
+                    reason: msg,
+                })
+                .into()
+            }))
+            .configure(auth::config)
+            .configure(groups::config)
+            .configure(jobs::config)
+            .configure(logs::config)
+            .configure(users::config)
+            .configure(dashboard::config),
+    );
 }
 
 /// Largest request body accepted (script sources are the big ones).
