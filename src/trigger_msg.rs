@@ -49,6 +49,12 @@ pub(crate) struct Summary<'a> {
 
 fn push_field(out: &mut String, text: &str) {
     out.push(SEP);
+    push_clean(out, text);
+}
+
+/// Appends `text` with the separator and the marker character replaced by spaces (allocates
+/// nothing for text without them: the usual case, once per fire).
+fn push_clean(out: &mut String, text: &str) {
     if text.contains([SEP, '\u{1}']) {
         out.extend(
             text.chars()
@@ -72,7 +78,7 @@ impl Summary<'_> {
             if i > 0 {
                 s.push(',');
             }
-            s.push_str(&a.replace([SEP, '\u{1}'], " "));
+            push_clean(&mut s, a);
         }
         push_field(&mut s, self.route.map_or("", RouteStrategy::as_str));
         s.push(SEP);
