@@ -73,6 +73,24 @@ fn trigger(log_id: i64, block: &str, ms: u64) -> TriggerParam {
     }
 }
 
+/// An executor runtime with scripts enabled, logging under `dir`.
+fn scripts_in(dir: &std::path::Path) -> RuntimeConfig {
+    RuntimeConfig {
+        scripts_enabled: true,
+        log_dir: Some(dir.to_path_buf()),
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Waits (bounded, real time: scripts run in real processes) until `n` results arrived.
+async fn results_within_10s(results: &Mutex<Vec<HandleCallbackParam>>, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while results.lock().len() < n {
+        assert!(std::time::Instant::now() < deadline, "fewer than {n} results");
+        yields(16).await;
+    }
+}
+
 async fn yields(n: usize) {
     for _ in 0..n {
         tokio::task::yield_now().await;
@@ -349,11 +367,7 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
     run_paused(|| async {
         let clock = Clock::tokio_at(T0);
         let probe = Probe(results.clone()).start();
-        let cfg = RuntimeConfig {
-            scripts_enabled: true,
-            log_dir: Some(dir.path().to_path_buf()),
-            ..RuntimeConfig::default()
-        };
+        let cfg = scripts_in(dir.path());
         let exec =
             ExecutorActor::new(HandlerRegistry::new(), probe.recipient(), clock, cfg).start();
         let script = format!(
@@ -467,11 +481,7 @@ fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
             Err(anyhow::anyhow!("{}", "x".repeat(60_000)))
         })
         .unwrap();
-        let cfg = RuntimeConfig {
-            scripts_enabled: true,
-            log_dir: Some(dir.path().to_path_buf()),
-            ..RuntimeConfig::default()
-        };
+        let cfg = scripts_in(dir.path());
         let exec = ExecutorActor::new(h, probe.recipient(), clock, cfg).start();
         for (id, handler) in [(1, "boom"), (2, "long")] {
             let mut p = trigger(id, "SERIAL_EXECUTION", 0);
@@ -489,11 +499,7 @@ fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
             ..Default::default()
         };
         exec.send(Run(script)).await.unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while results.lock().len() < 3 {
-            assert!(std::time::Instant::now() < deadline, "results missing");
-            yields(16).await;
-        }
+        results_within_10s(&results, 3).await;
         let r = results.lock().clone();
         let get = |id: i64| r.iter().find(|x| x.log_id == id).unwrap().clone();
         assert_eq!(
@@ -533,11 +539,7 @@ fn non_utf8_output_is_logged_and_read_lossily() {
     run_paused(|| async {
         let clock = Clock::tokio_at(T0);
         let probe = Probe(results.clone()).start();
-        let cfg = RuntimeConfig {
-            scripts_enabled: true,
-            log_dir: Some(dir.path().to_path_buf()),
-            ..RuntimeConfig::default()
-        };
+        let cfg = scripts_in(dir.path());
         let exec = ExecutorActor::new(
             HandlerRegistry::new(),
             probe.recipient(),
@@ -557,11 +559,7 @@ fn non_utf8_output_is_logged_and_read_lossily() {
         };
         assert_eq!(exec.send(Run(p)).await.unwrap().code, 200);
         // the script runs in a real process: wait (bounded, real time) for its result
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while results.lock().is_empty() {
-            assert!(std::time::Instant::now() < deadline, "no result");
-            yields(16).await;
-        }
+        results_within_10s(&results, 1).await;
         assert_eq!(results.lock()[0].handle_code, 200);
         let day = xjob::clock::ms_to_naive(T0).format("%Y-%m-%d").to_string();
         let log = std::fs::read_to_string(dir.path().join(&day).join("7.log")).unwrap();
