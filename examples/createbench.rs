@@ -11,11 +11,9 @@
 
 use std::time::{Duration, Instant};
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
+#[path = "bench_args/mod.rs"]
+mod bench_args;
+use bench_args::{arg, xjob_binary};
 
 /// Kills the server when the bench ends, however it ends.
 struct Server(std::process::Child);
@@ -31,19 +29,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let clients: usize = arg(&args, "--clients").map_or(Ok(4), |v| v.parse())?;
     let seconds: u64 = arg(&args, "--seconds").map_or(Ok(10), |v| v.parse())?;
-    let xjob = match arg(&args, "--xjob") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(|d| d.parent())
-            .map(|d| d.join("xjob"))
-            .ok_or_else(|| anyhow::anyhow!("cannot locate the xjob binary"))?,
-    };
-    anyhow::ensure!(
-        xjob.exists(),
-        "{} not found: build it with `cargo build --release` or pass --xjob PATH",
-        xjob.display()
-    );
+    let xjob = xjob_binary(&args)?;
     let dir = tempfile::tempdir()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

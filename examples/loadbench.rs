@@ -25,11 +25,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use xjob::prelude::*;
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
+#[path = "bench_args/mod.rs"]
+mod bench_args;
+use bench_args::{arg, xjob_binary};
 
 /// (utime + stime) of this process in seconds.
 fn cpu_s() -> f64 {
@@ -106,19 +104,7 @@ fn main() -> anyhow::Result<()> {
     let idle_jobs: u64 = arg(&args, "--idle-jobs").map_or(Ok(0), |v| v.parse())?;
     let remote = (mode == "remote")
         .then(|| -> anyhow::Result<Remote> {
-            let xjob = match arg(&args, "--xjob") {
-                Some(p) => std::path::PathBuf::from(p),
-                None => std::env::current_exe()?
-                    .parent()
-                    .and_then(|d| d.parent())
-                    .map(|d| d.join("xjob"))
-                    .ok_or_else(|| anyhow::anyhow!("cannot locate the xjob binary"))?,
-            };
-            anyhow::ensure!(
-                xjob.exists(),
-                "{} not found: build it with `cargo build --release` or pass --xjob PATH",
-                xjob.display()
-            );
+            let xjob = xjob_binary(&args)?;
             Ok(Remote {
                 xjob,
                 executors: arg(&args, "--executors").map_or(Ok(2), |v| v.parse())?,

@@ -86,7 +86,10 @@ fn scripts_in(dir: &std::path::Path) -> RuntimeConfig {
 async fn results_within_10s(results: &Mutex<Vec<HandleCallbackParam>>, n: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while results.lock().len() < n {
-        assert!(std::time::Instant::now() < deadline, "fewer than {n} results");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fewer than {n} results"
+        );
         yields(16).await;
     }
 }
