@@ -104,6 +104,47 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// A job's route strategy, `None` when its text names none.
+fn route_of(job: &entity::xxl_job_info::Model) -> Option<RouteStrategy> {
+    job.executor_route_strategy
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+}
+
+/// What one trigger needs beyond its request (see [`Trigger::plan`]).
+struct Plan {
+    param: Option<String>,
+    retry: i32,
+    manual_registration: bool,
+    addresses: Vec<String>,
+    route: Option<RouteStrategy>,
+    block: Option<BlockStrategy>,
+}
+
+/// The `/run` body of shard `index` of `total` of `job`'s run `log_id`.
+fn trigger_param(
+    job: &entity::xxl_job_info::Model,
+    plan: &Plan,
+    log_id: i64,
+    now: i64,
+    (index, total): (i32, i32),
+) -> TriggerParam {
+    TriggerParam {
+        job_id: job.id,
+        executor_handler: job.executor_handler.clone(),
+        executor_params: Some(plan.param.clone().unwrap_or_default()),
+        executor_block_strategy: job.executor_block_strategy.clone(),
+        executor_timeout: job.executor_timeout,
+        log_id,
+        log_date_time: now,
+        glue_type: Some(job.glue_type.clone()),
+        glue_source: job.glue_source.clone(),
+        glue_updatetime: job.glue_updatetime.map(naive_to_ms).unwrap_or_default(),
+        broadcast_index: index,
+        broadcast_total: total,
+    }
+}
+
 fn parse_shard(s: Option<&str>) -> Option<(i32, i32)> {
     let (i, n) = s?.split_once('/')?;
     Some((i.trim().parse().ok()?, n.trim().parse().ok()?))
@@ -201,17 +242,12 @@ impl Trigger {
         Ok(Some((job, group)))
     }
 
-    async fn dispatch(
-        &self,
-        req: TriggerRequest,
+    /// What a trigger needs beyond its request, worked out once per trigger.
+    fn plan(
+        req: &TriggerRequest,
         job: &entity::xxl_job_info::Model,
         group: Option<&entity::xxl_job_group::Model>,
-        lane: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) -> Result<Vec<Dispatched>> {
-        let param = req.executor_param.clone().or(job.executor_param.clone());
-        let retry = req
-            .fail_retry_count
-            .unwrap_or(job.executor_fail_retry_count);
+    ) -> Plan {
         let manual = req
             .address_list
             .as_deref()
@@ -221,22 +257,127 @@ impl Trigger {
             (_, Some(g)) => split_list(g.address_list.as_deref().unwrap_or_default()),
             _ => vec![],
         };
-        let route: Option<RouteStrategy> = job
-            .executor_route_strategy
-            .as_deref()
-            .and_then(|r| r.parse().ok());
-        let block: Option<BlockStrategy> = job
-            .executor_block_strategy
-            .as_deref()
-            .and_then(|b| b.parse().ok());
-        let given_shard = parse_shard(req.sharding_param.as_deref());
-        let shards: Vec<(i32, i32)> = match route {
-            Some(RouteStrategy::ShardingBroadcast) => {
-                sharding_broadcast::shards(addresses.len(), given_shard)
+        Plan {
+            param: req.executor_param.clone().or(job.executor_param.clone()),
+            retry: req
+                .fail_retry_count
+                .unwrap_or(job.executor_fail_retry_count),
+            manual_registration: manual || group.is_some_and(|g| g.address_type == 1),
+            addresses,
+            route: route_of(job),
+            block: job
+                .executor_block_strategy
+                .as_deref()
+                .and_then(|b| b.parse().ok()),
+        }
+    }
+
+    /// Whether `req` can go out in a batch ([`Trigger::dispatch_batch`]): a recorded fire
+    /// with its job loaded, one shard, routed without asking executors.
+    pub fn batchable(req: &TriggerRequest) -> bool {
+        req.log_id.is_some()
+            && req.preloaded.as_ref().is_some_and(|p| {
+                !matches!(
+                    route_of(&p.job),
+                    Some(
+                        RouteStrategy::Failover
+                            | RouteStrategy::Busyover
+                            | RouteStrategy::ShardingBroadcast
+                    )
+                )
+            })
+    }
+
+    /// Dispatches a batch of recorded fires: routes each, hands every executor call over in
+    /// one step ([`ExecutorClient::run_many`]: one message for the in-process executor), and
+    /// queues all their outcomes as one writer item. A request that is not
+    /// [`Trigger::batchable`] goes through [`Trigger::trigger`] on its own.
+    pub async fn dispatch_batch(&self, reqs: Vec<TriggerRequest>) -> Result<()> {
+        let now = self.clock.now_ms();
+        let mut planned = Vec::with_capacity(reqs.len());
+        let mut calls = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            if !Self::batchable(&req) {
+                let job_id = req.job_id;
+                if let Err(e) = self.trigger(req).await {
+                    tracing::error!(job_id, error = %e, "trigger failed");
+                }
+                continue;
             }
-            _ => vec![given_shard.unwrap_or((0, 1))],
+            let mut req = req;
+            let Some(Preloaded { job, group }) = req.preloaded.take() else {
+                continue;
+            };
+            let plan = Self::plan(&req, &job, group.as_deref());
+            let log_id = req.log_id.unwrap_or_default();
+            let (address, route_msg) = if plan.addresses.is_empty() {
+                (None, "Trigger Fail：registry address is empty")
+            } else {
+                match plan.route {
+                    Some(r) => (self.router.pick(r, job.id, &plan.addresses, now), ""),
+                    None => (None, "Trigger Fail：route strategy not found"),
+                }
+            };
+            if let Some(a) = &address {
+                calls.push((a.clone(), trigger_param(&job, &plan, log_id, now, (0, 1))));
+            }
+            planned.push((req, job, plan, address, route_msg));
+        }
+        let started = std::time::Instant::now();
+        let answers = if calls.is_empty() {
+            Vec::new()
+        } else {
+            self.client.run_many(calls).await
         };
-        let manual_registration = manual || group.is_some_and(|g| g.address_type == 1);
+        let elapsed = started.elapsed().as_micros() as u64;
+        let mut answers = answers.into_iter();
+        let no_call = || ReturnT {
+            code: FAIL_CODE,
+            msg: None,
+            content: None,
+        };
+        let records: Vec<TriggerRecord> = planned
+            .into_iter()
+            .map(|(req, job, plan, address, route_msg)| {
+                let result = match address {
+                    Some(_) => answers
+                        .next()
+                        .unwrap_or_else(|| ReturnT::fail("executor gave no answer")),
+                    None => no_call(),
+                };
+                self.metrics.triggered(
+                    result.is_success(),
+                    req.fire_time.map(|f| now - f),
+                    elapsed,
+                );
+                let log_id = req.log_id.unwrap_or_default();
+                self.record(
+                    &req, &job, &plan, log_id, now, None, address, route_msg, &result,
+                )
+            })
+            .collect();
+        let n = records.len();
+        self.writer.outcomes(records).await?;
+        tracing::debug!(fires = n, "triggered a batch");
+        Ok(())
+    }
+
+    async fn dispatch(
+        &self,
+        req: TriggerRequest,
+        job: &entity::xxl_job_info::Model,
+        group: Option<&entity::xxl_job_group::Model>,
+        lane: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Vec<Dispatched>> {
+        let plan = Self::plan(&req, job, group);
+        let given_shard = parse_shard(req.sharding_param.as_deref());
+        let broadcast = plan.route == Some(RouteStrategy::ShardingBroadcast);
+        let shards: Vec<(i32, i32)> = if broadcast {
+            sharding_broadcast::shards(plan.addresses.len(), given_shard)
+        } else {
+            vec![given_shard.unwrap_or((0, 1))]
+        };
+        let addresses = &plan.addresses;
         let now = self.clock.now_ms();
         let mut records = Vec::with_capacity(shards.len());
         for (k, &(index, total)) in shards.iter().enumerate() {
@@ -254,39 +395,25 @@ impl Trigger {
                     .await?
                 }
             };
-            let broadcast = route == Some(RouteStrategy::ShardingBroadcast);
-            let tp = TriggerParam {
-                job_id: job.id,
-                executor_handler: job.executor_handler.clone(),
-                executor_params: Some(param.clone().unwrap_or_default()),
-                executor_block_strategy: job.executor_block_strategy.clone(),
-                executor_timeout: job.executor_timeout,
-                log_id,
-                log_date_time: now,
-                glue_type: Some(job.glue_type.clone()),
-                glue_source: job.glue_source.clone(),
-                glue_updatetime: job.glue_updatetime.map(naive_to_ms).unwrap_or_default(),
-                broadcast_index: index,
-                broadcast_total: total,
-            };
+            let tp = trigger_param(job, &plan, log_id, now, (index, total));
             let (address, route_msg): (Option<String>, String) = if addresses.is_empty() {
                 (None, "Trigger Fail：registry address is empty".into())
             } else if broadcast {
                 (
-                    sharding_broadcast::address(&addresses, index).cloned(),
+                    sharding_broadcast::address(addresses, index).cloned(),
                     String::new(),
                 )
             } else {
-                match route {
+                match plan.route {
                     Some(RouteStrategy::Failover) => {
-                        let p = failover::pick(self.client.as_ref(), &addresses).await;
+                        let p = failover::pick(self.client.as_ref(), addresses).await;
                         (p.address, p.transcript)
                     }
                     Some(RouteStrategy::Busyover) => {
-                        let p = busyover::pick(self.client.as_ref(), &addresses, job.id).await;
+                        let p = busyover::pick(self.client.as_ref(), addresses, job.id).await;
                         (p.address, p.transcript)
                     }
-                    Some(r) => (self.router.pick(r, job.id, &addresses, now), String::new()),
+                    Some(r) => (self.router.pick(r, job.id, addresses, now), String::new()),
                     None => (None, "Trigger Fail：route strategy not found".into()),
                 }
             };
@@ -304,35 +431,10 @@ impl Trigger {
                 req.fire_time.map(|f| now - f),
                 started.elapsed().as_micros() as u64,
             );
-            let summary = crate::trigger_msg::Summary {
-                trigger_type: req.trigger_type,
-                admin_address: &self.admin_address,
-                manual_registration,
-                addresses: &addresses,
-                route,
-                shard: broadcast.then_some((index, total)),
-                block,
-                timeout: job.executor_timeout,
-                retry,
-                route_msg: &route_msg,
-                run: address
-                    .as_deref()
-                    .map(|a| (a, result.code, result.msg.as_deref())),
-            };
-            records.push(TriggerRecord {
-                log_id,
-                job_id: job.id,
-                chain_depth: req.chain_depth,
-                trigger_ms: now,
-                executor_address: address.clone(),
-                executor_handler: job.executor_handler.clone(),
-                executor_param: param.clone(),
-                executor_sharding_param: broadcast.then(|| format!("{index}/{total}")),
-                executor_fail_retry_count: retry,
-                trigger_code: result.code,
-                trigger_msg: summary.compact(),
-                trigger_type: req.trigger_type,
-            });
+            let shard = broadcast.then_some((index, total));
+            records.push(self.record(
+                &req, job, &plan, log_id, now, shard, address, &route_msg, &result,
+            ));
         }
         let out: Vec<Dispatched> = records
             .iter()
@@ -342,12 +444,55 @@ impl Trigger {
             })
             .collect();
         // queued while holding the lane place (a full queue slows the lanes down)
-        for r in records {
-            self.writer.outcome(r).await?;
-        }
+        self.writer.outcomes(records).await?;
         drop(lane);
         tracing::debug!(shards = out.len(), "triggered");
         Ok(out)
+    }
+
+    /// The outcome row of one shard's executor call.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        req: &TriggerRequest,
+        job: &entity::xxl_job_info::Model,
+        plan: &Plan,
+        log_id: i64,
+        now: i64,
+        shard: Option<(i32, i32)>,
+        address: Option<String>,
+        route_msg: &str,
+        result: &ReturnT,
+    ) -> TriggerRecord {
+        let summary = crate::trigger_msg::Summary {
+            trigger_type: req.trigger_type,
+            admin_address: &self.admin_address,
+            manual_registration: plan.manual_registration,
+            addresses: &plan.addresses,
+            route: plan.route,
+            shard,
+            block: plan.block,
+            timeout: job.executor_timeout,
+            retry: plan.retry,
+            route_msg,
+            run: address
+                .as_deref()
+                .map(|a| (a, result.code, result.msg.as_deref())),
+        };
+        TriggerRecord {
+            log_id,
+            job_id: job.id,
+            chain_depth: req.chain_depth,
+            trigger_ms: now,
+            trigger_msg: summary.compact(),
+            executor_address: address,
+            executor_handler: job.executor_handler.clone(),
+            executor_param: plan.param.clone(),
+            executor_sharding_param: shard.map(|(i, n)| format!("{i}/{n}")),
+            executor_fail_retry_count: plan.retry,
+            trigger_code: result.code,
+            trigger_type: req.trigger_type,
+        }
     }
 
     async fn fail_row(&self, log_id: i64, req: &TriggerRequest, why: &str) -> Result<()> {

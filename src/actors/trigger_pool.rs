@@ -46,6 +46,9 @@ impl Backlog {
     }
 }
 
+/// Most fires of one batched dispatch.
+const CHUNK_MAX: usize = 256;
+
 /// Recorded fires due now: claim them and dispatch the ones this node won.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -136,13 +139,57 @@ struct Shared {
 }
 
 impl Shared {
+    fn lane_of(&self, job_id: i32) -> Lane {
+        self.slow_counter
+            .lock()
+            .lane(job_id, self.clock.now_ms(), self.cfg.slow_count_limit)
+    }
+
+    /// Most fires one batched dispatch carries: a quarter of the fast lane, so a few batches
+    /// overlap and a slow remote call holds back at most that many places.
+    fn chunk_size(&self) -> usize {
+        (self.cfg.fast_max / 4).clamp(1, CHUNK_MAX)
+    }
+
+    /// Waits for one fast-lane place per fire of `chunk`, then dispatches the chunk as one
+    /// batch ([`Trigger::dispatch_batch`]) in its own task; the places are held until every
+    /// executor call of the chunk has answered.
+    async fn dispatch_chunk(self: Arc<Self>, chunk: Vec<TriggerRequest>) {
+        let n = chunk.len();
+        self.stats.lock().fast_waiting += n;
+        let acquired = self.fast.clone().acquire_many_owned(n as u32).await;
+        self.stats.lock().fast_waiting -= n;
+        let Ok(permits) = acquired else {
+            return;
+        };
+        self.stats.lock().fast_in_flight += n;
+        let me = self.clone();
+        let guard = self.activity.enter();
+        actix::spawn(async move {
+            let _guard = guard;
+            let started = me.clock.now_ms();
+            let jobs: Vec<i32> = chunk.iter().map(|r| r.job_id).collect();
+            if let Err(e) = me.trigger.dispatch_batch(chunk).await {
+                tracing::error!(fires = n, error = %e, "batched trigger failed");
+            }
+            drop(permits);
+            let now = me.clock.now_ms();
+            let elapsed = (now - started).max(0) as u64;
+            if elapsed > me.cfg.slow_threshold_ms {
+                let mut slow = me.slow_counter.lock();
+                for job_id in jobs {
+                    slow.record(job_id, elapsed, now, me.cfg.slow_threshold_ms);
+                }
+            }
+            let mut s = me.stats.lock();
+            s.fast_in_flight -= n;
+            s.completed += n as u64;
+        });
+    }
+
     /// Waits for a place on the job's lane, then runs the trigger in its own task.
     async fn dispatch(self: Arc<Self>, req: TriggerRequest) {
-        let lane = self.slow_counter.lock().lane(
-            req.job_id,
-            self.clock.now_ms(),
-            self.cfg.slow_count_limit,
-        );
+        let lane = self.lane_of(req.job_id);
         let sem = match lane {
             Lane::Fast => self.fast.clone(),
             Lane::Slow => self.slow.clone(),
@@ -303,8 +350,8 @@ impl Handler<FireBatch> for TriggerPool {
             };
             let groups = directory.groups();
             shared.stats.lock().backlog += ready.len() + unread.len();
+            let mut chunk = Vec::new();
             for mut f in ready.into_iter().chain(unread) {
-                shared.stats.lock().backlog -= 1;
                 let job = match f.job.take().filter(|_| !read.contains_key(&f.job_id)) {
                     Some(j) => Some(j),
                     None => read.get(&f.job_id).cloned(),
@@ -316,8 +363,28 @@ impl Handler<FireBatch> for TriggerPool {
                     group: groups.get(&job.job_group).cloned(),
                     job,
                 });
+                if Trigger::batchable(&req) && shared.lane_of(req.job_id) == Lane::Fast {
+                    chunk.push(req);
+                    if chunk.len() >= shared.chunk_size() {
+                        let n = chunk.len();
+                        shared
+                            .clone()
+                            .dispatch_chunk(std::mem::take(&mut chunk))
+                            .await;
+                        shared.stats.lock().backlog -= n;
+                        backlog.done(n);
+                    }
+                    continue;
+                }
+                shared.stats.lock().backlog -= 1;
                 shared.clone().dispatch(req).await;
                 backlog.done(1);
+            }
+            let n = chunk.len();
+            if n > 0 {
+                shared.clone().dispatch_chunk(chunk).await;
+                shared.stats.lock().backlog -= n;
+                backlog.done(n);
             }
         })
     }

@@ -132,12 +132,51 @@ impl Actor for ExecutorActor {
     type Context = Context<Self>;
 }
 
-impl Handler<Run> for ExecutorActor {
-    type Result = ResponseFuture<ReturnT>;
+/// A batch of triggers for this executor (one message for what one dispatch pass has for it);
+/// answers one `ReturnT` per trigger, in order.
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<ReturnT>")]
+pub struct RunMany(pub Vec<TriggerParam>);
 
-    fn handle(&mut self, msg: Run, ctx: &mut Self::Context) -> Self::Result {
-        let p = msg.0;
-        let ready = |r: ReturnT| -> Self::Result { Box::pin(async move { r }) };
+/// What the executor decided for one trigger: an answer now, or a push onto the job's thread
+/// (after the thread it replaces has stopped).
+enum Accepted {
+    Now(ReturnT),
+    Push {
+        stopping: Option<Request<JobThread, StopThread>>,
+        sent: PushSent,
+    },
+}
+
+/// A push to a job thread: already in its mailbox, or to send once the old thread stopped.
+enum PushSent {
+    Sent(Request<JobThread, Push>),
+    Later(Addr<JobThread>, TriggerParam),
+}
+
+impl Accepted {
+    async fn answer(self) -> ReturnT {
+        let (stopping, sent) = match self {
+            Accepted::Now(r) => return r,
+            Accepted::Push { stopping, sent } => (stopping, sent),
+        };
+        if let Some(old) = stopping {
+            let _ = old.await;
+        }
+        let request = match sent {
+            PushSent::Sent(r) => r,
+            PushSent::Later(addr, p) => addr.send(Push(p)),
+        };
+        request
+            .await
+            .unwrap_or_else(|_| ReturnT::fail("job thread stopped; trigger again"))
+    }
+}
+
+impl ExecutorActor {
+    /// Resolves the handler of `p` by glue type, applies the block strategy and hands `p` to
+    /// its job's thread (started on first use).
+    fn accept(&mut self, p: TriggerParam, ctx: &mut Context<Self>) -> Accepted {
         let glue_name = p.glue_type.clone().unwrap_or_else(|| "BEAN".into());
         let invalid = || ReturnT::fail(format!("glueType[{glue_name}] is not valid."));
         let (kind, handler, change_reason) = match glue_name.parse::<GlueType>() {
@@ -150,13 +189,15 @@ impl Handler<Run> for ExecutorActor {
                         "change jobhandler or glue type, and terminate the old job thread.",
                     ),
                     None => {
-                        return ready(ReturnT::fail(format!("job handler [{name}] not found.")));
+                        return Accepted::Now(ReturnT::fail(format!(
+                            "job handler [{name}] not found."
+                        )));
                     }
                 }
             }
             Ok(g) if g.is_script() => {
                 if !self.cfg.scripts_enabled {
-                    return ready(ReturnT::fail(format!(
+                    return Accepted::Now(ReturnT::fail(format!(
                         "glueType[{glue_name}] is not valid. (script jobs are disabled on this executor)"
                     )));
                 }
@@ -166,7 +207,7 @@ impl Handler<Run> for ExecutorActor {
                     "change job source or glue type, and terminate the old job thread.",
                 )
             }
-            _ => return ready(invalid()),
+            _ => return Accepted::Now(invalid()),
         };
         let block = p
             .executor_block_strategy
@@ -179,7 +220,7 @@ impl Handler<Run> for ExecutorActor {
             if e.kind != kind {
                 stopping = self.replace(p.job_id, change_reason);
             } else if busy && block == BlockStrategy::DiscardLater {
-                return ready(ReturnT::fail("block strategy effect：Discard Later"));
+                return Accepted::Now(ReturnT::fail("block strategy effect：Discard Later"));
             } else if busy && block == BlockStrategy::CoverEarly {
                 stopping = self.replace(p.job_id, "block strategy effect：Cover Early");
             }
@@ -201,10 +242,10 @@ impl Handler<Run> for ExecutorActor {
                         root,
                     ) {
                         Some(h) => h,
-                        None => return ready(invalid()),
+                        None => return Accepted::Now(invalid()),
                     }
                 }
-                (None, Kind::Bean(_)) => return ready(invalid()),
+                (None, Kind::Bean(_)) => return Accepted::Now(invalid()),
             };
             self.generation += 1;
             let load = Arc::new(AtomicUsize::new(0));
@@ -228,19 +269,35 @@ impl Handler<Run> for ExecutorActor {
                 },
             );
         }
-        let addr = self.threads.get(&p.job_id).map(|e| e.addr.clone());
-        Box::pin(async move {
-            if let Some(old) = stopping {
-                let _ = old.await;
-            }
-            match addr {
-                Some(a) => a
-                    .send(Push(p))
-                    .await
-                    .unwrap_or_else(|_| ReturnT::fail("job thread stopped; trigger again")),
-                None => ReturnT::fail("job thread unavailable"),
-            }
-        })
+        match self.threads.get(&p.job_id) {
+            Some(e) => Accepted::Push {
+                sent: match stopping {
+                    None => PushSent::Sent(e.addr.send(Push(p))),
+                    Some(_) => PushSent::Later(e.addr.clone(), p),
+                },
+                stopping,
+            },
+            None => Accepted::Now(ReturnT::fail("job thread unavailable")),
+        }
+    }
+}
+
+impl Handler<Run> for ExecutorActor {
+    type Result = ResponseFuture<ReturnT>;
+
+    fn handle(&mut self, msg: Run, ctx: &mut Self::Context) -> Self::Result {
+        Box::pin(self.accept(msg.0, ctx).answer())
+    }
+}
+
+impl Handler<RunMany> for ExecutorActor {
+    type Result = ResponseFuture<Vec<ReturnT>>;
+
+    fn handle(&mut self, msg: RunMany, ctx: &mut Self::Context) -> Self::Result {
+        let accepted: Vec<Accepted> = msg.0.into_iter().map(|p| self.accept(p, ctx)).collect();
+        Box::pin(futures::future::join_all(
+            accepted.into_iter().map(Accepted::answer),
+        ))
     }
 }
 

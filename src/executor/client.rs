@@ -13,6 +13,12 @@ use crate::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
 pub trait ExecutorClient: Send + Sync + 'static {
     /// `POST /run`: enqueue one trigger.
     fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT>;
+    /// `POST /run` for several triggers at once (one dispatch pass); answers in order. The
+    /// default makes the calls concurrently; a client that can hand a batch over in one step
+    /// (the in-process executor) overrides it.
+    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+        futures::future::join_all(calls.into_iter().map(|(a, p)| self.run(&a, p))).boxed()
+    }
     /// `POST /beat`: liveness.
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT>;
     /// `POST /idleBeat`: is the job idle on that executor.
@@ -59,10 +65,21 @@ impl NodeClient {
         }
     }
 
+    /// The in-process executor when `address` is this node's own.
+    fn local_for(&self, address: &str) -> Option<&Arc<dyn ExecutorClient>> {
+        let (own, local) = (self.local_address.as_deref()?, self.local.as_ref()?);
+        let a = address.trim();
+        // `own` is normalised (ends with '/'): compare without allocating
+        let same = if a.ends_with('/') {
+            a == own
+        } else {
+            own.len() == a.len() + 1 && own.starts_with(a)
+        };
+        same.then_some(local)
+    }
+
     fn pick(&self, address: &str) -> Result<&Arc<dyn ExecutorClient>, ReturnT> {
-        if let (Some(a), Some(l)) = (&self.local_address, &self.local)
-            && *a == normalise(address)
-        {
+        if let Some(l) = self.local_for(address) {
             return Ok(l);
         }
         self.remote.as_ref().ok_or_else(|| {
@@ -79,6 +96,46 @@ impl ExecutorClient for NodeClient {
             Ok(c) => c.run(address, param),
             Err(e) => futures::future::ready(e).boxed(),
         }
+    }
+
+    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+        // the in-process executor's share goes over in one step; the rest call one by one
+        let n = calls.len();
+        let mut local = Vec::new();
+        let mut local_at = Vec::new();
+        let mut other = Vec::new();
+        for (i, (a, p)) in calls.into_iter().enumerate() {
+            if self.local_for(&a).is_some() {
+                local_at.push(i);
+                local.push((a, p));
+                continue;
+            }
+            match self.pick(&a) {
+                Ok(c) => other.push((i, c.run(&a, p))),
+                Err(e) => other.push((i, futures::future::ready(e).boxed())),
+            }
+        }
+        let local_run = match (&self.local, local.is_empty()) {
+            (Some(l), false) => l.run_many(local),
+            _ => futures::future::ready(Vec::new()).boxed(),
+        };
+        async move {
+            let (local_answers, other_answers) = futures::join!(
+                local_run,
+                futures::future::join_all(other.into_iter().map(|(i, f)| f.map(move |r| (i, r))))
+            );
+            let mut out: Vec<Option<ReturnT>> = (0..n).map(|_| None).collect();
+            for (i, r) in local_at.into_iter().zip(local_answers) {
+                out[i] = Some(r);
+            }
+            for (i, r) in other_answers {
+                out[i] = Some(r);
+            }
+            out.into_iter()
+                .map(|r| r.unwrap_or_else(|| ReturnT::fail("executor gave no answer")))
+                .collect()
+        }
+        .boxed()
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
@@ -112,5 +169,115 @@ impl ExecutorClient for NodeClient {
             })
             .boxed(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parking_lot::Mutex;
+
+    /// Answers every call with its own name and the log id; counts `run_many` calls.
+    struct Named {
+        name: &'static str,
+        batches: Mutex<Vec<usize>>,
+    }
+
+    impl ExecutorClient for Named {
+        fn run(&self, address: &str, p: TriggerParam) -> BoxFuture<'static, ReturnT> {
+            futures::future::ready(ReturnT::fail(format!(
+                "{} {address} {}",
+                self.name, p.log_id
+            )))
+            .boxed()
+        }
+        fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+            self.batches.lock().push(calls.len());
+            let out = calls
+                .into_iter()
+                .map(|(a, p)| ReturnT::fail(format!("{} {a} {}", self.name, p.log_id)))
+                .collect();
+            futures::future::ready(out).boxed()
+        }
+        fn beat(&self, _: &str) -> BoxFuture<'static, ReturnT> {
+            futures::future::ready(ReturnT::success()).boxed()
+        }
+        fn idle_beat(&self, _: &str, _: i32) -> BoxFuture<'static, ReturnT> {
+            futures::future::ready(ReturnT::success()).boxed()
+        }
+        fn kill(&self, _: &str, _: i32) -> BoxFuture<'static, ReturnT> {
+            futures::future::ready(ReturnT::success()).boxed()
+        }
+        fn log(&self, _: &str, _: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+            futures::future::ready(ReturnT::success()).boxed()
+        }
+    }
+
+    fn param(log_id: i64) -> TriggerParam {
+        TriggerParam {
+            log_id,
+            ..Default::default()
+        }
+    }
+
+    /// A batch mixing the node's own address (with and without its trailing slash) and other
+    /// executors answers in the order of the calls; the local share goes over in one step.
+    #[test]
+    fn run_many_answers_in_order_and_hands_the_local_share_over_at_once() {
+        let local = Arc::new(Named {
+            name: "local",
+            batches: Mutex::new(Vec::new()),
+        });
+        let remote = Arc::new(Named {
+            name: "remote",
+            batches: Mutex::new(Vec::new()),
+        });
+        let node = NodeClient::new(
+            Some((
+                "http://me:1".into(),
+                local.clone() as Arc<dyn ExecutorClient>,
+            )),
+            Some(remote.clone() as Arc<dyn ExecutorClient>),
+        );
+        let calls = vec![
+            ("http://me:1/".to_string(), param(1)),
+            ("http://other:2/".to_string(), param(2)),
+            (" http://me:1".to_string(), param(3)),
+            ("http://me:12/".to_string(), param(4)),
+        ];
+        let answers = futures::executor::block_on(node.run_many(calls));
+        let msgs: Vec<String> = answers.into_iter().map(|r| r.msg.unwrap()).collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "local http://me:1/ 1",
+                "remote http://other:2/ 2",
+                "local  http://me:1 3",
+                "remote http://me:12/ 4",
+            ]
+        );
+        assert_eq!(
+            *local.batches.lock(),
+            vec![2],
+            "one hand-over for the local share"
+        );
+        assert!(
+            remote.batches.lock().is_empty(),
+            "others are called one by one"
+        );
+        // no remote client: other addresses fail with the remoting text, in place
+        let alone = NodeClient::new(Some(("http://me:1".into(), local.clone() as _)), None);
+        let answers = futures::executor::block_on(alone.run_many(vec![
+            ("http://x:9".into(), param(5)),
+            ("http://me:1".into(), param(6)),
+        ]));
+        assert!(
+            answers[0]
+                .msg
+                .as_deref()
+                .unwrap()
+                .contains("no remote executor client")
+        );
+        assert_eq!(answers[1].msg.as_deref(), Some("local http://me:1 6"));
     }
 }

@@ -8,7 +8,7 @@ use actix::prelude::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
+use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RunMany, RuntimeConfig, Shutdown};
 use super::{ExecutorClient, HandlerRegistry, JobLogger};
 use crate::actors::complete::Callback;
 use crate::clock::Clock;
@@ -102,6 +102,18 @@ impl ExecutorClient for InProcessExecutor {
     fn run(&self, _address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
         let f = self.addr.send(Run(param));
         async move { f.await.unwrap_or_else(|_| stopped()) }.boxed()
+    }
+
+    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+        let n = calls.len();
+        let f = self
+            .addr
+            .send(RunMany(calls.into_iter().map(|(_, p)| p).collect()));
+        async move {
+            f.await
+                .unwrap_or_else(|_| (0..n).map(|_| stopped()).collect())
+        }
+        .boxed()
     }
 
     fn beat(&self, _address: &str) -> BoxFuture<'static, ReturnT> {

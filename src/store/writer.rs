@@ -74,7 +74,7 @@ pub type FinishedSink = Box<dyn Fn(RunsFinished) + Send + 'static>;
 type Exec = Box<dyn FnOnce(&mut rusqlite::Connection) + Send + Sync>;
 
 enum Op {
-    Outcome(TriggerRecord),
+    Outcomes(Vec<TriggerRecord>),
     Exec(Exec),
     Results {
         items: Vec<HandleResult>,
@@ -86,7 +86,8 @@ enum Op {
 impl Op {
     fn len(&self) -> usize {
         match self {
-            Op::Outcome(_) | Op::Exec(_) => 1,
+            Op::Exec(_) => 1,
+            Op::Outcomes(records) => records.len().max(1),
             Op::Results { items, .. } => items.len().max(1),
         }
     }
@@ -215,7 +216,15 @@ impl LogWriter {
 
     /// Queues a trigger outcome (waits only while the queue is full).
     pub async fn outcome(&self, record: TriggerRecord) -> Result<()> {
-        self.queue(Op::Outcome(record)).await
+        self.queue(Op::Outcomes(vec![record])).await
+    }
+
+    /// Queues several trigger outcomes as one item of the queue (waits only while it is full).
+    pub async fn outcomes(&self, records: Vec<TriggerRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.queue(Op::Outcomes(records)).await
     }
 
     /// Queues results received at `at_ms` without waiting for their write; `Err(items)` when
@@ -235,7 +244,7 @@ impl LogWriter {
         };
         self.tx.try_send(q).map_err(|e| match e.into_inner().op {
             Op::Results { items, .. } => items,
-            Op::Outcome(_) | Op::Exec(_) => Vec::new(),
+            Op::Outcomes(_) | Op::Exec(_) => Vec::new(),
         })
     }
 
@@ -299,7 +308,7 @@ fn split(ops: &[Queued]) -> (Vec<&TriggerRecord>, Vec<i64>, FirstResults<'_>) {
     let mut results: FirstResults<'_> = HashMap::new();
     for q in ops {
         match &q.op {
-            Op::Outcome(r) => outcomes.push(r),
+            Op::Outcomes(records) => outcomes.extend(records),
             Op::Exec(_) => {}
             Op::Results { items, at_ms, .. } => {
                 for i in items {
