@@ -151,7 +151,7 @@ enum Accepted {
 /// A push to a job thread: already in its mailbox, or to send once the old thread stopped.
 enum PushSent {
     Sent(Request<JobThread, Push>),
-    Later(Addr<JobThread>, TriggerParam),
+    Later(Addr<JobThread>, Box<TriggerParam>),
 }
 
 impl Accepted {
@@ -165,7 +165,7 @@ impl Accepted {
         }
         let request = match sent {
             PushSent::Sent(r) => r,
-            PushSent::Later(addr, p) => addr.send(Push(p)),
+            PushSent::Later(addr, p) => addr.send(Push(*p)),
         };
         request
             .await
@@ -273,7 +273,7 @@ impl ExecutorActor {
             Some(e) => Accepted::Push {
                 sent: match stopping {
                     None => PushSent::Sent(e.addr.send(Push(p))),
-                    Some(_) => PushSent::Later(e.addr.clone(), p),
+                    Some(_) => PushSent::Later(e.addr.clone(), Box::new(p)),
                 },
                 stopping,
             },
