@@ -140,6 +140,8 @@ pub struct RunMany(pub Vec<TriggerParam>);
 
 /// What the executor decided for one trigger: an answer now, or a push onto the job's thread
 /// (after the thread it replaces has stopped).
+// short-lived (one per trigger of a batch); boxing the common variant would cost an allocation
+#[allow(clippy::large_enum_variant)]
 enum Accepted {
     Now(ReturnT),
     Push {
@@ -149,6 +151,7 @@ enum Accepted {
 }
 
 /// A push to a job thread: already in its mailbox, or to send once the old thread stopped.
+#[allow(clippy::large_enum_variant)]
 enum PushSent {
     Sent(Request<JobThread, Push>),
     Later(Addr<JobThread>, Box<TriggerParam>),
