@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix::prelude::*;
 
-use super::job_thread::{JobThread, Push, StopThread, ThreadEnv, ThreadIdle};
+use super::job_thread::{JobThread, Push, Reporter, StopThread, ThreadEnv, ThreadIdle};
 use super::{HandlerRegistry, script};
 use crate::actors::complete::Callback;
 use crate::clock::Clock;
@@ -83,7 +83,7 @@ pub struct ExecutorActor {
     threads: HashMap<i32, Entry>,
     generation: u64,
     cfg: RuntimeConfig,
-    callback: Recipient<Callback>,
+    callback: Reporter,
     clock: Clock,
 }
 
@@ -100,7 +100,7 @@ impl ExecutorActor {
             threads: HashMap::new(),
             generation: 0,
             cfg,
-            callback,
+            callback: Reporter::new(callback),
             clock,
         }
     }

@@ -75,7 +75,7 @@ pub struct JobThread {
     idle_limit: u32,
     /// Queued + running, read by the executor without a message round trip.
     load: Arc<AtomicUsize>,
-    callback: Recipient<Callback>,
+    callback: Reporter,
     parent: Recipient<ThreadIdle>,
     clock: Clock,
     log_dir: Option<PathBuf>,
@@ -91,11 +91,51 @@ fn cap(msg: String) -> String {
     }
 }
 
+/// Where job threads report results: a queue in front of the executor's callback recipient.
+/// The first result queued schedules one task that sends everything queued by the time it
+/// runs as one [`Callback`] (the results of one dispatch pass go together, like XXL-JOB's
+/// callback thread draining its whole queue), instead of one message per run.
+#[derive(Clone)]
+pub struct Reporter(Arc<ReporterInner>);
+
+struct ReporterInner {
+    queue: parking_lot::Mutex<Vec<HandleCallbackParam>>,
+    sink: Recipient<Callback>,
+}
+
+impl Reporter {
+    /// A queue sending to `sink`.
+    pub fn new(sink: Recipient<Callback>) -> Self {
+        Reporter(Arc::new(ReporterInner {
+            queue: parking_lot::Mutex::new(Vec::new()),
+            sink,
+        }))
+    }
+
+    /// Queues one result (sent with the others queued before the flush task runs).
+    pub fn report(&self, item: HandleCallbackParam) {
+        let first = {
+            let mut q = self.0.queue.lock();
+            q.push(item);
+            q.len() == 1
+        };
+        if first {
+            let inner = self.0.clone();
+            actix::spawn(async move {
+                let items = std::mem::take(&mut *inner.queue.lock());
+                if !items.is_empty() {
+                    inner.sink.do_send(Callback(items));
+                }
+            });
+        }
+    }
+}
+
 /// What a thread needs besides its handler.
 #[derive(Clone)]
 pub struct ThreadEnv {
     /// Where results go.
-    pub callback: Recipient<Callback>,
+    pub callback: Reporter,
     /// Who retires idle threads.
     pub parent: Recipient<ThreadIdle>,
     /// The executor's clock.
@@ -146,12 +186,12 @@ impl JobThread {
             return;
         }
         self.load.fetch_sub(1, Ordering::SeqCst);
-        self.callback.do_send(Callback(vec![HandleCallbackParam {
+        self.callback.report(HandleCallbackParam {
             log_id,
             log_date_tim: log_date,
             handle_code: code,
             handle_msg: msg,
-        }]));
+        });
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
@@ -310,5 +350,53 @@ impl Handler<StopThread> for JobThread {
             );
         }
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Collect(Arc<parking_lot::Mutex<Vec<Vec<i64>>>>);
+
+    impl Actor for Collect {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Callback> for Collect {
+        type Result = ();
+
+        fn handle(&mut self, msg: Callback, _: &mut Self::Context) {
+            self.0.lock().push(msg.0.iter().map(|c| c.log_id).collect());
+        }
+    }
+
+    fn item(log_id: i64) -> HandleCallbackParam {
+        HandleCallbackParam {
+            log_id,
+            log_date_tim: 0,
+            handle_code: SUCCESS_CODE,
+            handle_msg: None,
+        }
+    }
+
+    /// Results reported in one turn of the event loop reach the sink as one callback, in
+    /// order; a result reported later starts a new one.
+    #[actix::test]
+    async fn results_of_one_turn_go_as_one_callback() {
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = Collect(seen.clone()).start();
+        let r = Reporter::new(sink.recipient());
+        for id in 1..=3 {
+            r.report(item(id));
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        r.report(item(4));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*seen.lock(), vec![vec![1, 2, 3], vec![4]]);
     }
 }
