@@ -8,12 +8,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix::prelude::*;
 
-use super::job_thread::{JobThread, Push, Reporter, StopThread, ThreadEnv, ThreadIdle};
+use super::job_thread::{
+    JobThread, Reporter, StopThread, ThreadEnv, ThreadIdle, TriggerQueue, Wake,
+};
 use super::{HandlerRegistry, script};
 use crate::actors::complete::Callback;
 use crate::clock::Clock;
@@ -74,7 +74,7 @@ struct Entry {
     addr: Addr<JobThread>,
     kind: Kind,
     generation: u64,
-    load: Arc<AtomicUsize>,
+    queue: TriggerQueue,
 }
 
 /// The executor.
@@ -138,48 +138,10 @@ impl Actor for ExecutorActor {
 #[rtype(result = "Vec<ReturnT>")]
 pub struct RunMany(pub Vec<TriggerParam>);
 
-/// What the executor decided for one trigger: an answer now, or a push onto the job's thread
-/// (after the thread it replaces has stopped).
-// short-lived (one per trigger of a batch); boxing the common variant would cost an allocation
-#[allow(clippy::large_enum_variant)]
-enum Accepted {
-    Now(ReturnT),
-    Push {
-        stopping: Option<Request<JobThread, StopThread>>,
-        sent: PushSent,
-    },
-}
-
-/// A push to a job thread: already in its mailbox, or to send once the old thread stopped.
-#[allow(clippy::large_enum_variant)]
-enum PushSent {
-    Sent(Request<JobThread, Push>),
-    Later(Addr<JobThread>, Box<TriggerParam>),
-}
-
-impl Accepted {
-    async fn answer(self) -> ReturnT {
-        let (stopping, sent) = match self {
-            Accepted::Now(r) => return r,
-            Accepted::Push { stopping, sent } => (stopping, sent),
-        };
-        if let Some(old) = stopping {
-            let _ = old.await;
-        }
-        let request = match sent {
-            PushSent::Sent(r) => r,
-            PushSent::Later(addr, p) => addr.send(Push(*p)),
-        };
-        request
-            .await
-            .unwrap_or_else(|_| ReturnT::fail("job thread stopped; trigger again"))
-    }
-}
-
 impl ExecutorActor {
     /// Resolves the handler of `p` by glue type, applies the block strategy and hands `p` to
     /// its job's thread (started on first use).
-    fn accept(&mut self, p: TriggerParam, ctx: &mut Context<Self>) -> Accepted {
+    fn accept(&mut self, p: TriggerParam, ctx: &mut Context<Self>) -> ReturnT {
         let glue_name = p.glue_type.clone().unwrap_or_else(|| "BEAN".into());
         let invalid = || ReturnT::fail(format!("glueType[{glue_name}] is not valid."));
         let (kind, handler, change_reason) = match glue_name.parse::<GlueType>() {
@@ -192,17 +154,15 @@ impl ExecutorActor {
                         "change jobhandler or glue type, and terminate the old job thread.",
                     ),
                     None => {
-                        return Accepted::Now(ReturnT::fail(format!(
-                            "job handler [{name}] not found."
-                        )));
+                        return ReturnT::fail(format!("job handler [{name}] not found."));
                     }
                 }
             }
             Ok(g) if g.is_script() => {
                 if !self.cfg.scripts_enabled {
-                    return Accepted::Now(ReturnT::fail(format!(
+                    return ReturnT::fail(format!(
                         "glueType[{glue_name}] is not valid. (script jobs are disabled on this executor)"
-                    )));
+                    ));
                 }
                 (
                     Kind::Script(g, p.glue_updatetime),
@@ -210,7 +170,7 @@ impl ExecutorActor {
                     "change job source or glue type, and terminate the old job thread.",
                 )
             }
-            _ => return Accepted::Now(invalid()),
+            _ => return invalid(),
         };
         let block = p
             .executor_block_strategy
@@ -219,11 +179,11 @@ impl ExecutorActor {
             .unwrap_or(BlockStrategy::SerialExecution);
         let mut stopping = None;
         if let Some(e) = self.threads.get(&p.job_id) {
-            let busy = e.load.load(Ordering::SeqCst) > 0;
+            let busy = e.queue.busy();
             if e.kind != kind {
                 stopping = self.replace(p.job_id, change_reason);
             } else if busy && block == BlockStrategy::DiscardLater {
-                return Accepted::Now(ReturnT::fail("block strategy effect：Discard Later"));
+                return ReturnT::fail("block strategy effect：Discard Later");
             } else if busy && block == BlockStrategy::CoverEarly {
                 stopping = self.replace(p.job_id, "block strategy effect：Cover Early");
             }
@@ -245,62 +205,72 @@ impl ExecutorActor {
                         root,
                     ) {
                         Some(h) => h,
-                        None => return Accepted::Now(invalid()),
+                        None => return invalid(),
                     }
                 }
-                (None, Kind::Bean(_)) => return Accepted::Now(invalid()),
+                (None, Kind::Bean(_)) => return invalid(),
             };
             self.generation += 1;
-            let load = Arc::new(AtomicUsize::new(0));
+            let queue = TriggerQueue::new(self.cfg.queue_capacity);
             let env = ThreadEnv {
                 callback: self.callback.clone(),
                 parent: ctx.address().recipient(),
                 clock: self.clock.clone(),
                 log_dir: self.cfg.log_dir.clone(),
-                capacity: self.cfg.queue_capacity,
                 idle_limit: self.cfg.idle_limit,
             };
             let addr =
-                JobThread::new(p.job_id, self.generation, handler, env, load.clone()).start();
+                JobThread::new(p.job_id, self.generation, handler, env, queue.clone()).start();
             self.threads.insert(
                 p.job_id,
                 Entry {
                     addr,
                     kind,
                     generation: self.generation,
-                    load,
+                    queue,
                 },
             );
         }
-        match self.threads.get(&p.job_id) {
-            Some(e) => Accepted::Push {
-                sent: match stopping {
-                    None => PushSent::Sent(e.addr.send(Push(p))),
-                    Some(_) => PushSent::Later(e.addr.clone(), Box::new(p)),
-                },
-                stopping,
-            },
-            None => Accepted::Now(ReturnT::fail("job thread unavailable")),
+        let Some(e) = self.threads.get(&p.job_id) else {
+            return ReturnT::fail("job thread unavailable");
+        };
+        let addr = e.addr.clone();
+        match e.queue.push(p) {
+            Err(refused) => refused,
+            Ok(wake) => {
+                match stopping {
+                    None if wake => addr.do_send(Wake),
+                    None => {}
+                    // the replacement starts once the thread it replaces has stopped
+                    Some(old) => {
+                        ctx.spawn(
+                            async move {
+                                let _ = old.await;
+                                addr.do_send(Wake);
+                            }
+                            .into_actor(self),
+                        );
+                    }
+                }
+                ReturnT::success()
+            }
         }
     }
 }
 
 impl Handler<Run> for ExecutorActor {
-    type Result = ResponseFuture<ReturnT>;
+    type Result = MessageResult<Run>;
 
     fn handle(&mut self, msg: Run, ctx: &mut Self::Context) -> Self::Result {
-        Box::pin(self.accept(msg.0, ctx).answer())
+        MessageResult(self.accept(msg.0, ctx))
     }
 }
 
 impl Handler<RunMany> for ExecutorActor {
-    type Result = ResponseFuture<Vec<ReturnT>>;
+    type Result = MessageResult<RunMany>;
 
     fn handle(&mut self, msg: RunMany, ctx: &mut Self::Context) -> Self::Result {
-        let accepted: Vec<Accepted> = msg.0.into_iter().map(|p| self.accept(p, ctx)).collect();
-        Box::pin(futures::future::join_all(
-            accepted.into_iter().map(Accepted::answer),
-        ))
+        MessageResult(msg.0.into_iter().map(|p| self.accept(p, ctx)).collect())
     }
 }
 
@@ -308,10 +278,7 @@ impl Handler<IdleBeat> for ExecutorActor {
     type Result = MessageResult<IdleBeat>;
 
     fn handle(&mut self, msg: IdleBeat, _ctx: &mut Self::Context) -> Self::Result {
-        let busy = self
-            .threads
-            .get(&msg.0)
-            .is_some_and(|e| e.load.load(Ordering::SeqCst) > 0);
+        let busy = self.threads.get(&msg.0).is_some_and(|e| e.queue.busy());
         MessageResult(if busy {
             ReturnT::fail("job thread is running or has trigger queue.")
         } else {
@@ -343,7 +310,7 @@ impl Handler<ThreadIdle> for ExecutorActor {
         let idle = self
             .threads
             .get(&msg.job_id)
-            .is_some_and(|e| e.generation == msg.generation && e.load.load(Ordering::SeqCst) == 0);
+            .is_some_and(|e| e.generation == msg.generation && !e.queue.busy());
         if idle {
             self.retire(msg.job_id, "excutor idel times over limit.");
         }

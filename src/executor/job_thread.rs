@@ -1,8 +1,10 @@
 //! JobThread: one actor per job id on an executor (spec §7.4).
 //!
-//! Receives [`Push`] (enqueue one trigger: a log id already queued is refused, and a full queue
-//! is a clear failure, never unbounded growth) and [`StopThread`] (kill: the running run and
-//! every queued one each get their failure result). Runs one trigger at a time, as a future of
+//! Its triggers wait in a [`TriggerQueue`] shared with the executor, which enqueues (a log id
+//! already queued is refused, and a full queue is a clear failure, never unbounded growth) and
+//! answers `/run` without a round trip to the thread, waking it with [`Wake`] only when it was
+//! idle. Receives [`StopThread`] (kill: the running run and every queued one each get their
+//! failure result). Runs one trigger at a time, as a future of
 //! the actor's own context (no task or message per run); a timeout drops the handler's future
 //! (502), a panic is a failed run.
 //! Every [`IDLE_POLL`] without work counts toward the idle limit; past it the thread asks its
@@ -33,10 +35,74 @@ pub const IDLE_POLL: Duration = Duration::from_secs(3);
 /// Executor-side cap on a handle message (spec §7.4).
 pub const EXECUTOR_MSG_MAX: usize = 50_000;
 
-/// Enqueues one trigger.
+/// Something was queued for an idle thread: start it.
 #[derive(Message, Debug)]
-#[rtype(result = "ReturnT")]
-pub struct Push(pub TriggerParam);
+#[rtype(result = "()")]
+pub struct Wake;
+
+/// A job thread's trigger queue, shared between the executor (which enqueues and refuses) and
+/// the thread (which takes from it). `load` counts queued and running triggers.
+#[derive(Clone)]
+pub struct TriggerQueue(Arc<QueueInner>);
+
+struct QueueInner {
+    queue: parking_lot::Mutex<VecDeque<TriggerParam>>,
+    load: AtomicUsize,
+    capacity: usize,
+}
+
+impl TriggerQueue {
+    /// An empty queue holding at most `capacity` waiting triggers.
+    pub fn new(capacity: usize) -> Self {
+        TriggerQueue(Arc::new(QueueInner {
+            queue: parking_lot::Mutex::new(VecDeque::new()),
+            load: AtomicUsize::new(0),
+            capacity,
+        }))
+    }
+
+    /// Enqueues `p`: `Ok(true)` when the thread was idle and must be woken, `Ok(false)` when it
+    /// will take `p` after what it is doing, `Err` with XXL-JOB's text when `p`'s log id is
+    /// already queued or the queue is full.
+    pub fn push(&self, p: TriggerParam) -> Result<bool, ReturnT> {
+        let mut q = self.0.queue.lock();
+        if q.iter().any(|w| w.log_id == p.log_id) {
+            return Err(ReturnT::fail(format!(
+                "repeate trigger job, logId:{}",
+                p.log_id
+            )));
+        }
+        if q.len() >= self.0.capacity {
+            return Err(ReturnT::fail(format!(
+                "job queue is full ({} waiting), trigger refused, logId:{}",
+                self.0.capacity, p.log_id
+            )));
+        }
+        q.push_back(p);
+        Ok(self.0.load.fetch_add(1, Ordering::SeqCst) == 0)
+    }
+
+    /// Whether a trigger is queued or running.
+    pub fn busy(&self) -> bool {
+        self.0.load.load(Ordering::SeqCst) > 0
+    }
+
+    fn pop(&self) -> Option<TriggerParam> {
+        self.0.queue.lock().pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.queue.lock().is_empty()
+    }
+
+    fn take_all(&self) -> VecDeque<TriggerParam> {
+        std::mem::take(&mut *self.0.queue.lock())
+    }
+
+    fn done(&self) {
+        self.0.load.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// Kills the thread: the running and queued runs fail with `reason`, then it stops.
 #[derive(Message, Debug)]
@@ -68,13 +134,11 @@ pub struct JobThread {
     job_id: i32,
     generation: u64,
     handler: JobHandler,
-    queue: VecDeque<TriggerParam>,
-    capacity: usize,
+    queue: TriggerQueue,
     running: Option<Running>,
     idle_rounds: u32,
     idle_limit: u32,
     /// Queued + running, read by the executor without a message round trip.
-    load: Arc<AtomicUsize>,
     callback: Reporter,
     parent: Recipient<ThreadIdle>,
     clock: Clock,
@@ -142,8 +206,6 @@ pub struct ThreadEnv {
     pub clock: Clock,
     /// Run-log root.
     pub log_dir: Option<PathBuf>,
-    /// Most triggers waiting per job.
-    pub capacity: usize,
     /// Idle rounds before retirement (XXL-JOB: 30 × 3 s).
     pub idle_limit: u32,
 }
@@ -155,18 +217,16 @@ impl JobThread {
         generation: u64,
         handler: JobHandler,
         env: ThreadEnv,
-        load: Arc<AtomicUsize>,
+        queue: TriggerQueue,
     ) -> Self {
         JobThread {
             job_id,
             generation,
             handler,
-            queue: VecDeque::new(),
-            capacity: env.capacity,
+            queue,
             running: None,
             idle_rounds: 0,
             idle_limit: env.idle_limit,
-            load,
             callback: env.callback,
             parent: env.parent,
             clock: env.clock,
@@ -185,7 +245,7 @@ impl JobThread {
         if reported.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.load.fetch_sub(1, Ordering::SeqCst);
+        self.queue.done();
         self.callback.report(HandleCallbackParam {
             log_id,
             log_date_tim: log_date,
@@ -198,7 +258,7 @@ impl JobThread {
         if self.running.is_some() {
             return;
         }
-        let Some(p) = self.queue.pop_front() else {
+        let Some(p) = self.queue.pop() else {
             return;
         };
         self.idle_rounds = 0;
@@ -299,27 +359,11 @@ impl Actor for JobThread {
     }
 }
 
-impl Handler<Push> for JobThread {
-    type Result = MessageResult<Push>;
+impl Handler<Wake> for JobThread {
+    type Result = ();
 
-    fn handle(&mut self, msg: Push, ctx: &mut Self::Context) -> Self::Result {
-        let p = msg.0;
-        if self.queue.iter().any(|q| q.log_id == p.log_id) {
-            return MessageResult(ReturnT::fail(format!(
-                "repeate trigger job, logId:{}",
-                p.log_id
-            )));
-        }
-        if self.queue.len() >= self.capacity {
-            return MessageResult(ReturnT::fail(format!(
-                "job queue is full ({} waiting), trigger refused, logId:{}",
-                self.capacity, p.log_id
-            )));
-        }
-        self.load.fetch_add(1, Ordering::SeqCst);
-        self.queue.push_back(p);
+    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
         self.start_next(ctx);
-        MessageResult(ReturnT::success())
     }
 }
 
@@ -337,7 +381,7 @@ impl Handler<StopThread> for JobThread {
                 Some(format!("{} [job running, killed]", msg.reason)),
             );
         }
-        for p in std::mem::take(&mut self.queue) {
+        for p in self.queue.take_all() {
             self.report(
                 &AtomicBool::new(false),
                 p.log_id,
