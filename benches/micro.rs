@@ -175,6 +175,7 @@ fn trigger(c: &mut Criterion) {
         let cfg = xjob::config::DatabaseConfig {
             url: "sqlite::memory:".into(),
             max_connections: 1,
+            ..Default::default()
         };
         let db = store::connect(&cfg).await.expect("db");
         store::migrate(&db).await.expect("migrate");

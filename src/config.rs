@@ -159,6 +159,10 @@ pub struct DatabaseConfig {
     pub url: String,
     /// Pool size.
     pub max_connections: u32,
+    /// On a SQLite file with several CPUs: the run-row writer thread gets one CPU to itself
+    /// and the thread that starts the engine (the dispatch) keeps off it. Turn off when you
+    /// manage thread affinity yourself.
+    pub separate_writer_cpu: bool,
 }
 
 impl Default for DatabaseConfig {
@@ -166,6 +170,7 @@ impl Default for DatabaseConfig {
         Self {
             url: "sqlite://data/xjob.db?mode=rwc".into(),
             max_connections: 8,
+            separate_writer_cpu: true,
         }
     }
 }

@@ -143,7 +143,9 @@ impl EngineBuilder {
         store::migrate(&db).await?;
         store::verify_lock_row(&db).await?;
         // a SQLite file is locked for this node here: a second node on it refuses to start
-        let target = Target::of(&db).await?;
+        let target = Target::of(&db)
+            .await?
+            .separate_cpus(cfg.database.separate_writer_cpu);
         let single_node = target.single_node();
 
         let activity = Activity::default();

@@ -837,6 +837,7 @@ mod tests {
         let db = crate::store::connect(&crate::config::DatabaseConfig {
             url: format!("sqlite://{}?mode=rwc", path.display()),
             max_connections: 1,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -1,7 +1,7 @@
 //! ExecutorActor: the executor side of `/run`, `/idleBeat`, `/kill` (spec §7.2–7.4).
 //!
 //! Owns one [`JobThread`] per job id. Receives [`Run`] (resolve the handler by glue type, apply
-//! the block strategy, enqueue), [`IdleBeat`], [`Kill`], [`ThreadIdle`] from its threads, and
+//! the block strategy, enqueue), [`IdleBeat`], [`Kill`], and
 //! [`Shutdown`]. A different handler or script version for a job replaces its thread, as does
 //! `COVER_EARLY` while busy; `DISCARD_LATER` refuses while busy; `SERIAL_EXECUTION` queues.
 //! Script jobs are refused unless scripts are enabled.
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use actix::prelude::*;
 
 use super::job_thread::{
-    JobThread, Reporter, StopThread, ThreadEnv, ThreadIdle, TriggerQueue, Wake,
+    IDLE_POLL, JobThread, Reporter, StopThread, ThreadEnv, TriggerQueue, Wake,
 };
 use super::{HandlerRegistry, script};
 use crate::actors::complete::Callback;
@@ -73,15 +73,15 @@ enum Kind {
 struct Entry {
     addr: Addr<JobThread>,
     kind: Kind,
-    generation: u64,
     queue: TriggerQueue,
+    /// Idle rounds counted by [`ExecutorActor::sweep_idle`] since its last trigger.
+    idle_rounds: u32,
 }
 
 /// The executor.
 pub struct ExecutorActor {
     handlers: HandlerRegistry,
     threads: HashMap<i32, Entry>,
-    generation: u64,
     cfg: RuntimeConfig,
     callback: Reporter,
     clock: Clock,
@@ -98,7 +98,6 @@ impl ExecutorActor {
         ExecutorActor {
             handlers,
             threads: HashMap::new(),
-            generation: 0,
             cfg,
             callback: Reporter::new(callback),
             clock,
@@ -128,8 +127,35 @@ impl ExecutorActor {
     }
 }
 
+impl ExecutorActor {
+    /// One idle round: a thread with nothing queued or running counts a round; past the idle
+    /// limit it is retired (its destroy hook runs).
+    fn sweep_idle(&mut self) {
+        let limit = self.cfg.idle_limit;
+        let mut idle = Vec::new();
+        for (&job_id, e) in self.threads.iter_mut() {
+            if e.queue.busy() {
+                e.idle_rounds = 0;
+                continue;
+            }
+            e.idle_rounds += 1;
+            if e.idle_rounds > limit {
+                idle.push(job_id);
+            }
+        }
+        for job_id in idle {
+            self.retire(job_id, "excutor idel times over limit.");
+        }
+    }
+}
+
 impl Actor for ExecutorActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(1024);
+        ctx.run_interval(IDLE_POLL, |a, _| a.sweep_idle());
+    }
 }
 
 /// A batch of triggers for this executor (one message for what one dispatch pass has for it);
@@ -210,32 +236,30 @@ impl ExecutorActor {
                 }
                 (None, Kind::Bean(_)) => return invalid(),
             };
-            self.generation += 1;
             let queue = TriggerQueue::new(self.cfg.queue_capacity);
             let env = ThreadEnv {
                 callback: self.callback.clone(),
-                parent: ctx.address().recipient(),
                 clock: self.clock.clone(),
                 log_dir: self.cfg.log_dir.clone(),
-                idle_limit: self.cfg.idle_limit,
             };
-            let addr =
-                JobThread::new(p.job_id, self.generation, handler, env, queue.clone()).start();
+            let addr = JobThread::new(p.job_id, handler, env, queue.clone()).start();
             self.threads.insert(
                 p.job_id,
                 Entry {
                     addr,
                     kind,
-                    generation: self.generation,
                     queue,
+                    idle_rounds: 0,
                 },
             );
         }
-        let Some(e) = self.threads.get(&p.job_id) else {
+        let Some(e) = self.threads.get_mut(&p.job_id) else {
             return ReturnT::fail("job thread unavailable");
         };
+        e.idle_rounds = 0;
         let addr = e.addr.clone();
-        match e.queue.push(p) {
+        let pushed = e.queue.push(p);
+        match pushed {
             Err(refused) => refused,
             Ok(wake) => {
                 match stopping {
@@ -300,20 +324,6 @@ impl Handler<Kill> for ExecutorActor {
                 content: None,
             }
         })
-    }
-}
-
-impl Handler<ThreadIdle> for ExecutorActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ThreadIdle, _ctx: &mut Self::Context) {
-        let idle = self
-            .threads
-            .get(&msg.job_id)
-            .is_some_and(|e| e.generation == msg.generation && !e.queue.busy());
-        if idle {
-            self.retire(msg.job_id, "excutor idel times over limit.");
-        }
     }
 }
 

@@ -7,8 +7,8 @@
 //! failure result). Runs one trigger at a time, as a future of
 //! the actor's own context (no task or message per run); a timeout drops the handler's future
 //! (502), a panic is a failed run.
-//! Every [`IDLE_POLL`] without work counts toward the idle limit; past it the thread asks its
-//! executor to retire it ([`ThreadIdle`]), which runs the handler's destroy hook.
+//! Idle threads are retired by their executor (one sweep every [`IDLE_POLL`] over all of them,
+//! not a timer per thread), which runs the handler's destroy hook.
 //!
 //! Each trigger yields exactly one result: normal completion and a kill race through one flag.
 
@@ -29,7 +29,8 @@ use crate::model::wire::{
     FAIL_CODE, HandleCallbackParam, ReturnT, SUCCESS_CODE, TIMEOUT_CODE, TriggerParam,
 };
 
-/// How often an idle thread counts an idle round (XXL-JOB polls its queue every 3 s).
+/// How often an executor counts an idle round of its threads (XXL-JOB polls each queue every
+/// 3 s).
 pub const IDLE_POLL: Duration = Duration::from_secs(3);
 
 /// Executor-side cap on a handle message (spec §7.4).
@@ -91,10 +92,6 @@ impl TriggerQueue {
         self.0.queue.lock().pop_front()
     }
 
-    fn is_empty(&self) -> bool {
-        self.0.queue.lock().is_empty()
-    }
-
     fn take_all(&self) -> VecDeque<TriggerParam> {
         std::mem::take(&mut *self.0.queue.lock())
     }
@@ -112,16 +109,6 @@ pub struct StopThread {
     pub reason: String,
 }
 
-/// A thread has been idle past the limit (sent to its executor).
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-pub struct ThreadIdle {
-    /// The job.
-    pub job_id: i32,
-    /// The thread's generation (a newer thread for the same job ignores this).
-    pub generation: u64,
-}
-
 struct Running {
     log_id: i64,
     log_date: i64,
@@ -132,15 +119,11 @@ struct Running {
 /// One job's worker.
 pub struct JobThread {
     job_id: i32,
-    generation: u64,
     handler: JobHandler,
     queue: TriggerQueue,
     running: Option<Running>,
-    idle_rounds: u32,
-    idle_limit: u32,
     /// Queued + running, read by the executor without a message round trip.
     callback: Reporter,
-    parent: Recipient<ThreadIdle>,
     clock: Clock,
     log_dir: Option<PathBuf>,
 }
@@ -200,35 +183,21 @@ impl Reporter {
 pub struct ThreadEnv {
     /// Where results go.
     pub callback: Reporter,
-    /// Who retires idle threads.
-    pub parent: Recipient<ThreadIdle>,
     /// The executor's clock.
     pub clock: Clock,
     /// Run-log root.
     pub log_dir: Option<PathBuf>,
-    /// Idle rounds before retirement (XXL-JOB: 30 × 3 s).
-    pub idle_limit: u32,
 }
 
 impl JobThread {
     /// A thread for `job_id` running `handler`.
-    pub fn new(
-        job_id: i32,
-        generation: u64,
-        handler: JobHandler,
-        env: ThreadEnv,
-        queue: TriggerQueue,
-    ) -> Self {
+    pub fn new(job_id: i32, handler: JobHandler, env: ThreadEnv, queue: TriggerQueue) -> Self {
         JobThread {
             job_id,
-            generation,
             handler,
             queue,
             running: None,
-            idle_rounds: 0,
-            idle_limit: env.idle_limit,
             callback: env.callback,
-            parent: env.parent,
             clock: env.clock,
             log_dir: env.log_dir,
         }
@@ -261,7 +230,6 @@ impl JobThread {
         let Some(p) = self.queue.pop() else {
             return;
         };
-        self.idle_rounds = 0;
         let (log_id, log_date) = (p.log_id, p.log_date_time);
         let logger = JobLogger::new(self.log_dir.clone(), self.clock.clone(), log_id, log_date);
         let job_ctx = JobContext::new(
@@ -337,24 +305,11 @@ impl Actor for JobThread {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.handler.init();
-        ctx.run_interval(IDLE_POLL, |a, ctx| {
-            if a.running.is_some() || !a.queue.is_empty() {
-                a.idle_rounds = 0;
-                return;
-            }
-            a.idle_rounds += 1;
-            if a.idle_rounds > a.idle_limit {
-                a.parent.do_send(ThreadIdle {
-                    job_id: a.job_id,
-                    generation: a.generation,
-                });
-                a.idle_rounds = 0;
-            }
-            let _ = ctx;
-        });
+        let _ = ctx;
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        tracing::debug!(job_id = self.job_id, "job thread stopped");
         self.handler.destroy();
     }
 }

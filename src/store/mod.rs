@@ -116,6 +116,7 @@ pub(crate) mod tests {
         let cfg = DatabaseConfig {
             url: "sqlite::memory:".into(),
             max_connections: 1,
+            ..Default::default()
         };
         let db = connect(&cfg).await.unwrap();
         migrate(&db).await.unwrap();
@@ -142,6 +143,7 @@ pub(crate) mod tests {
             let db = connect(&DatabaseConfig {
                 url: format!("{head}/{name}"),
                 max_connections: 2,
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -221,6 +221,7 @@ mod tests {
         let db = crate::store::connect(&crate::config::DatabaseConfig {
             url,
             max_connections: 1,
+            ..Default::default()
         })
         .await
         .unwrap();
