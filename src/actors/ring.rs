@@ -9,7 +9,7 @@
 //! second dispatch of the same fire impossible anyway.
 //! [`DrainRing`] hands back what is left on shutdown (those rows stay pending in the database).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use actix::prelude::*;
 
@@ -48,7 +48,7 @@ impl Ring {
     pub fn new(now_ms: i64) -> Self {
         Ring {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
-            held: HashSet::new(),
+            held: HashSet::default(),
             last_sec: now_ms.div_euclid(1000) - 1,
         }
     }

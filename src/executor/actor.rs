@@ -6,7 +6,7 @@
 //! `COVER_EARLY` while busy; `DISCARD_LATER` refuses while busy; `SERIAL_EXECUTION` queues.
 //! Script jobs are refused unless scripts are enabled.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::PathBuf;
 
 use actix::prelude::*;
@@ -97,7 +97,7 @@ impl ExecutorActor {
     ) -> Self {
         ExecutorActor {
             handlers,
-            threads: HashMap::new(),
+            threads: HashMap::default(),
             cfg,
             callback: Reporter::new(callback),
             clock,

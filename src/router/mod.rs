@@ -65,6 +65,17 @@ impl Router {
         if addresses.is_empty() {
             return None;
         }
+        // one address: every strategy that picks from the list picks it (no state to keep)
+        if addresses.len() == 1
+            && !matches!(
+                strategy,
+                RouteStrategy::Failover
+                    | RouteStrategy::Busyover
+                    | RouteStrategy::ShardingBroadcast
+            )
+        {
+            return Some(addresses[0].clone());
+        }
         let mut rng = rand::rng();
         let mut st = self.state.lock();
         if now_ms >= st.expires_at {
@@ -124,6 +135,28 @@ mod tests {
 
     fn addrs(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("http://10.0.0.{i}:9999/")).collect()
+    }
+
+    /// With one address every list strategy picks it (no per-job state is kept), and the
+    /// probing ones still answer `None` here (the trigger routes them itself).
+    #[test]
+    fn one_address_is_picked_by_every_list_strategy() {
+        let r = Router::new();
+        let a = addrs(1);
+        for &s in RouteStrategy::ALL {
+            let probing = matches!(
+                s,
+                RouteStrategy::Failover
+                    | RouteStrategy::Busyover
+                    | RouteStrategy::ShardingBroadcast
+            );
+            let want = if probing { None } else { Some(a[0].clone()) };
+            assert_eq!(r.pick(s, 7, &a, 0), want, "{s:?}");
+        }
+        assert!(
+            r.state.lock().round.is_empty(),
+            "no round-robin state for one address"
+        );
     }
 
     #[test]
