@@ -79,24 +79,38 @@ pub fn read_log(log_dir: Option<PathBuf>, clock: Clock, p: LogParam) -> ReturnT<
         return missing();
     };
     let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
     let from = p.from_line_num.max(1) as usize;
+    // one page: whole lines from `from` up to LOG_PAGE_BYTES (at least one line); the reader
+    // asks again from `toLineNum + 1` for the rest, so a log of any size is read in pages
     let mut content = String::new();
-    for l in lines.iter().skip(from - 1) {
+    let mut to = from - 1;
+    for l in text.lines().skip(from - 1) {
+        if !content.is_empty() && content.len() + l.len() + 1 > LOG_PAGE_BYTES {
+            break;
+        }
         content.push_str(l);
         content.push('\n');
+        to += 1;
+    }
+    if content.is_empty() {
+        // nothing from `from` on: the line count, as before paging (and as XXL-JOB answers)
+        to = text.lines().count();
     }
     ReturnT {
         code: SUCCESS_CODE,
         msg: None,
         content: Some(LogResult {
             from_line_num: p.from_line_num,
-            to_line_num: lines.len() as i32,
+            to_line_num: to as i32,
             log_content: content,
             is_end: false,
         }),
     }
 }
+
+/// Most bytes of log text one `/log` answer carries (whole lines; a longer single line goes
+/// alone). Well under the 5 MiB a reader accepts per answer.
+pub const LOG_PAGE_BYTES: usize = 1024 * 1024;
 
 impl ExecutorClient for InProcessExecutor {
     fn run(&self, _address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
@@ -132,5 +146,52 @@ impl ExecutorClient for InProcessExecutor {
 
     fn log(&self, _address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
         futures::future::ready(self.read_log(param)).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log larger than a page is read in pages of whole lines that, followed from
+    /// `toLineNum + 1`, give back every line once and in order; past the end the line count.
+    #[test]
+    fn a_large_log_is_read_in_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::system();
+        let (log_id, at) = (42, 1_700_000_000_000);
+        let logger = JobLogger::new(Some(dir.path().to_path_buf()), clock.clone(), log_id, at);
+        let path = logger.path().unwrap().clone();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let line = "x".repeat(999);
+        let lines: Vec<String> = (0..3000).map(|i| format!("{i:05}{line}")).collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let read = |from| {
+            read_log(
+                Some(dir.path().to_path_buf()),
+                clock.clone(),
+                LogParam {
+                    log_date_tim: at,
+                    log_id,
+                    from_line_num: from,
+                },
+            )
+            .content
+            .unwrap()
+        };
+        let (mut from, mut got, mut pages) = (1, String::new(), 0);
+        loop {
+            let page = read(from);
+            assert!(page.log_content.len() <= LOG_PAGE_BYTES);
+            if page.log_content.is_empty() {
+                assert_eq!(page.to_line_num, 3000, "past the end: the line count");
+                break;
+            }
+            got.push_str(&page.log_content);
+            from = page.to_line_num + 1;
+            pages += 1;
+        }
+        assert_eq!(got, lines.join("\n") + "\n");
+        assert!(pages >= 3, "about 3 MB in pages of at most 1 MiB: {pages}");
     }
 }
