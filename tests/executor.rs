@@ -16,7 +16,7 @@ use common::*;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 use xjob::actors::complete::Callback;
-use xjob::executor::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig};
+use xjob::executor::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
 use xjob::executor::{Handler as JobHandler, HandlerRegistry};
 use xjob::model::wire::{HandleCallbackParam, TriggerParam};
 use xjob::prelude::*;
@@ -31,6 +31,17 @@ impl Handler<Callback> for Probe {
     fn handle(&mut self, msg: Callback, _: &mut Self::Context) {
         self.0.lock().extend(msg.0);
     }
+}
+
+/// Answered by the probe in mailbox order: everything sent to it before has been handled.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Ping;
+
+impl Handler<Ping> for Probe {
+    type Result = ();
+
+    fn handle(&mut self, _: Ping, _: &mut Self::Context) {}
 }
 
 type Events = Arc<Mutex<Vec<(&'static str, i64, i64)>>>;
@@ -584,5 +595,61 @@ fn non_utf8_output_is_logged_and_read_lossily() {
         let content = read.content.unwrap();
         assert_eq!(content.log_content, "one\n\u{fffd} two\n");
         assert_eq!(content.to_line_num, 2);
+    });
+}
+
+/// Shutdown answers only after every thread handed over its results (the running run killed,
+/// the queued one not executed), so a callback flush sent after it carries them.
+#[test]
+fn shutdown_answers_after_the_killed_runs_reported() {
+    let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
+    let events: Events = Arc::default();
+    run_paused(|| async {
+        let clock = Clock::tokio_at(T0);
+        let probe = Probe(results.clone()).start();
+        let exec = ExecutorActor::new(
+            registry(events.clone(), clock.clone()),
+            probe.clone().recipient(),
+            clock,
+            RuntimeConfig::default(),
+        )
+        .start();
+        for log_id in [1, 2] {
+            let r = exec
+                .send(Run(trigger(log_id, "SERIAL_EXECUTION", 60_000)))
+                .await
+                .unwrap();
+            assert_eq!(r.code, 200);
+        }
+        yields(8).await;
+        // from a task of the event loop (as the executor's stop runs), not the test's own
+        // future, so the order of the loop's tasks decides what the ping overtakes
+        actix::spawn(async move {
+            exec.send(Shutdown).await.unwrap();
+            // no yield: only what reached the probe's mailbox before this ping counts
+            probe.send(Ping).await.unwrap();
+        })
+        .await
+        .unwrap();
+        let mut got: Vec<(i64, String)> = results
+            .lock()
+            .iter()
+            .map(|r| (r.log_id, r.handle_msg.clone().unwrap_or_default()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    "web container destroy and kill the job. [job running, killed]".into()
+                ),
+                (
+                    2,
+                    "web container destroy and kill the job. [job not executed, in the job queue, killed.]"
+                        .into()
+                ),
+            ]
+        );
     });
 }

@@ -328,12 +328,25 @@ impl Handler<Kill> for ExecutorActor {
 }
 
 impl Handler<Shutdown> for ExecutorActor {
-    type Result = ();
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) {
-        let ids: Vec<i32> = self.threads.keys().copied().collect();
-        for id in ids {
-            self.retire(id, "web container destroy and kill the job.");
-        }
+    /// Answers once every thread has stopped and its runs' results (the killed running one and
+    /// the queued ones) have been handed to the callback recipient, so a flush sent after this
+    /// answer carries them.
+    fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
+        let stops: Vec<_> = self
+            .threads
+            .drain()
+            .map(|(_, e)| {
+                e.addr.send(StopThread {
+                    reason: "web container destroy and kill the job.".into(),
+                })
+            })
+            .collect();
+        let reporter = self.callback.clone();
+        Box::pin(async move {
+            futures::future::join_all(stops).await;
+            reporter.flush();
+        })
     }
 }

@@ -167,13 +167,16 @@ impl Reporter {
             q.len() == 1
         };
         if first {
-            let inner = self.0.clone();
-            actix::spawn(async move {
-                let items = std::mem::take(&mut *inner.queue.lock());
-                if !items.is_empty() {
-                    inner.sink.do_send(Callback(items));
-                }
-            });
+            let me = self.clone();
+            actix::spawn(async move { me.flush() });
+        }
+    }
+
+    /// Sends everything queued now (the executor's shutdown, after its threads stopped).
+    pub fn flush(&self) {
+        let items = std::mem::take(&mut *self.0.queue.lock());
+        if !items.is_empty() {
+            self.0.sink.do_send(Callback(items));
         }
     }
 }
