@@ -27,7 +27,7 @@ use crate::actors::complete::{CompleteActor, ConnectPool};
 use crate::actors::fail_monitor::FailMonitor;
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
-use crate::actors::ring::{DrainRing, GetRingSize, PushRing, RingActor};
+use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
@@ -586,6 +586,26 @@ impl Engine {
     /// The trigger lanes' occupancy and totals.
     pub async fn pool_stats(&self) -> Result<PoolStats> {
         Ok(self.pool.send(GetPoolStats).await?)
+    }
+
+    /// A graceful stop that keeps its promises for the next moments: stops scanning, lets the
+    /// fires already recorded for the next `window` go out at their own time (not later, and
+    /// not left to the misfire policy of the next start), then [`Engine::stop`] with `grace`.
+    /// `xjob serve` stops this way.
+    pub async fn stop_dispatching(&self, window: Duration, grace: Duration) -> Result<usize> {
+        self.scan.send(StopScan).await?;
+        let until = self.clock.now_ms() + window.as_millis() as i64;
+        // bounded: the ring answers at the tick of the last such fire, at most `window` on
+        if tokio::time::timeout(
+            window + Duration::from_secs(1),
+            self.ring.send(DispatchDue(until)),
+        )
+        .await
+        .is_err()
+        {
+            tracing::warn!("fires due during the stop were not all dispatched in time");
+        }
+        self.stop(grace).await
     }
 
     /// Stops scanning, hands the ring's waiting fires back to the database (they stay pending

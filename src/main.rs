@@ -15,6 +15,9 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use xjob::{Config, Engine, store};
 
+/// On a graceful stop of `xjob serve`, fires due within this long are still dispatched.
+const STOP_DISPATCH_WINDOW: Duration = Duration::from_secs(5);
+
 const USAGE: &str = "usage: xjob <serve|executor|migrate> [--config FILE]
 
   serve     run the scheduling center with the demo executor `xjob-demo`
@@ -163,6 +166,9 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         .run();
     tracing::info!(%bind, "listening");
     server.await?;
-    engine.stop(Duration::from_secs(10)).await?;
+    // fires recorded for the next few seconds still go out on time, then a 10 s grace
+    engine
+        .stop_dispatching(STOP_DISPATCH_WINDOW, Duration::from_secs(10))
+        .await?;
     Ok(())
 }

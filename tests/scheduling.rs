@@ -528,3 +528,54 @@ fn periodic_tasks_run_once_at_start() {
         app.close().await;
     });
 }
+
+/// A graceful stop with a dispatch window sends the fires already recorded for the next
+/// moments at their own second (not later, not left pending for a misfire policy); fires
+/// beyond the window are handed back to the database for the next start.
+#[test]
+fn a_graceful_stop_dispatches_the_fires_of_the_next_seconds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "every second",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        // at 2.5 s the fires of seconds 3–5 are recorded and wait in the ring
+        app.advance(2_500).await;
+        let activity = app.engine.activity().clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                settle(&activity).await;
+                tokio::time::advance(std::time::Duration::from_millis(20)).await;
+            }
+        });
+        let handed_back = app
+            .engine
+            .stop_dispatching(
+                std::time::Duration::from_millis(1_600),
+                std::time::Duration::from_secs(5),
+            )
+            .await
+            .expect("stop");
+        ticker.abort();
+        let rows = app.dispatched(job).await;
+        let counts = nominal_counts(&rows);
+        let expected: Vec<i64> = (1..=4).map(|s| T0 + s * 1000).collect();
+        assert_eq!(
+            counts.keys().copied().collect::<Vec<_>>(),
+            expected,
+            "seconds 3 and 4 (within 1.6 s of the stop) went out during it"
+        );
+        for r in &rows {
+            let trigger_ms = r.trigger_time.map(|t| t.and_utc().timestamp_millis());
+            assert_eq!(trigger_ms, r.fire_time, "on its own second");
+        }
+        assert!(handed_back >= 1, "second 5 is beyond the window");
+        app.close().await;
+    });
+}

@@ -30,6 +30,12 @@ pub struct PushRing(pub Vec<Fire>);
 #[rtype(result = "Vec<Fire>")]
 pub struct DrainRing;
 
+/// Answers once every held fire due by the given epoch ms has been sent (at its own tick);
+/// at once when none is held. A graceful stop lets the fires of the next moments go out.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct DispatchDue(pub i64);
+
 /// How many fires wait in the ring.
 #[derive(Message, Debug)]
 #[rtype(result = "usize")]
@@ -100,6 +106,21 @@ impl Ring {
         due
     }
 
+    /// The latest nominal second (epoch s) of a held fire due by `until_ms`.
+    pub fn last_due_sec(&self, until_ms: i64) -> Option<i64> {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|f| f.fire_time <= until_ms)
+            .map(|f| f.fire_time.div_euclid(1000))
+            .max()
+    }
+
+    /// The last second processed.
+    pub fn last_sec(&self) -> i64 {
+        self.last_sec
+    }
+
     /// Removes and returns everything held, by nominal time.
     pub fn drain(&mut self) -> Vec<Fire> {
         self.held.clear();
@@ -125,6 +146,8 @@ pub struct RingActor {
     out: Recipient<FireBatch>,
     ring: Ring,
     draining: bool,
+    /// [`DispatchDue`] callers: answered once the ring has processed their second.
+    waiters: Vec<(i64, tokio::sync::oneshot::Sender<()>)>,
 }
 
 impl RingActor {
@@ -136,6 +159,7 @@ impl RingActor {
             out,
             ring,
             draining: false,
+            waiters: Vec::new(),
         }
     }
 
@@ -153,7 +177,36 @@ impl RingActor {
         }
         let due = self.ring.take_due(self.clock.now_ms());
         self.send(due);
+        self.answer_waiters();
         ctx.run_later(self.clock.until_next_second(), |a, ctx| a.tick(ctx));
+    }
+}
+
+impl RingActor {
+    fn answer_waiters(&mut self) {
+        let done = self.ring.last_sec();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters)
+            .into_iter()
+            .partition(|(s, _)| *s <= done);
+        self.waiters = waiting;
+        for (_, tx) in ready {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Handler<DispatchDue> for RingActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: DispatchDue, _ctx: &mut Self::Context) -> Self::Result {
+        let Some(sec) = self.ring.last_due_sec(msg.0).filter(|_| !self.draining) else {
+            return Box::pin(async {});
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.waiters.push((sec, tx));
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

@@ -92,6 +92,8 @@ pub fn test_config(dir: &Path) -> Config {
     let mut cfg = Config::default();
     cfg.database.url = sqlite_url(dir);
     cfg.database.max_connections = 4;
+    // test threads run many engines: leave their CPU affinity alone
+    cfg.database.separate_writer_cpu = false;
     cfg.executor.app_name = xjob::demo::DEMO_APP.into();
     cfg
 }
