@@ -6,8 +6,9 @@ set -euo pipefail
 
 XJOB_DB_ROOT=${XJOB_DB_ROOT:-/tmp/xjob-db}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-PGPORT=55432
-MYPORT=53306
+# below Linux's ephemeral range (32768–60999): a client connection's local port cannot take them
+PGPORT=25432
+MYPORT=23306
 
 if [ -z "$PGBIN" ] || [ ! -x "$PGBIN/pg_ctl" ]; then
   apt-get update -qq

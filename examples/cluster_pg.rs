@@ -3,8 +3,8 @@
 //! time) and claimed by exactly one node. Stopping one node mid-run shows the other taking over
 //! its fires.
 //!
-//! Run (with a PostgreSQL server; `source .ci/databases.sh` starts one on 127.0.0.1:55432):
-//! `cargo run --example cluster_pg -- postgres://postgres@127.0.0.1:55432/xjob_test`
+//! Run (with a PostgreSQL server; `source .ci/databases.sh` starts one on 127.0.0.1:25432):
+//! `cargo run --example cluster_pg -- postgres://postgres@127.0.0.1:25432/xjob_test`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +28,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let url = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:55432/xjob_test".into());
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:25432/xjob_test".into());
     let ran: Arc<Mutex<Vec<(&'static str, i64)>>> = Arc::default();
     let mut nodes = Vec::new();
     for name in ["node-a", "node-b"] {
