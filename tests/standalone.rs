@@ -396,6 +396,7 @@ fn results_queued_during_a_callback_go_in_one_batch() {
             HttpExecutorClient::new(None, Duration::from_secs(10)),
             dir.path().join("spool"),
             Duration::from_secs(3600),
+            Clock::system(),
         )
         .start();
         let result = |log_id: i64| HandleCallbackParam {

@@ -16,6 +16,7 @@ use actix::prelude::*;
 
 use super::HttpExecutorClient;
 use crate::actors::complete::Callback;
+use crate::clock::Clock;
 use crate::model::wire::HandleCallbackParam;
 
 /// Sends or spools everything queued, then stops the sender (shutdown); answers once done.
@@ -34,6 +35,8 @@ pub struct CallbackActor {
     client: HttpExecutorClient,
     spool: PathBuf,
     retry_every: Duration,
+    /// Names spool files.
+    clock: Clock,
     queue: Vec<HandleCallbackParam>,
     /// A batch is being delivered (or spooled).
     sending: bool,
@@ -60,11 +63,11 @@ async fn deliver(
 }
 
 /// Writes a batch to the spool atomically (write then rename).
-fn spool(dir: &Path, batch: &[HandleCallbackParam]) -> std::io::Result<PathBuf> {
+fn spool(dir: &Path, batch: &[HandleCallbackParam], now_ms: i64) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let name = format!(
         "xjob-callback-{}-{:08x}.json",
-        chrono::Utc::now().timestamp_millis(),
+        now_ms,
         rand::random::<u32>()
     );
     let tmp = dir.join(format!(".{name}.tmp"));
@@ -123,12 +126,14 @@ impl CallbackActor {
         client: HttpExecutorClient,
         spool: PathBuf,
         retry_every: Duration,
+        clock: Clock,
     ) -> Self {
         CallbackActor {
             admins,
             client,
             spool,
             retry_every,
+            clock,
             queue: Vec::new(),
             sending: false,
             stopping: false,
@@ -154,11 +159,12 @@ impl CallbackActor {
         self.sending = true;
         let batch = std::mem::take(&mut self.queue);
         let (client, admins, dir) = (self.client.clone(), self.admins.clone(), self.spool.clone());
+        let clock = self.clock.clone();
         // one batch at a time, in order; the mailbox keeps filling the queue meanwhile
         ctx.spawn(
             async move {
                 if !deliver(&client, &admins, &batch).await {
-                    match spool(&dir, &batch) {
+                    match spool(&dir, &batch, clock.now_ms()) {
                         Ok(p) => tracing::warn!(file = %p.display(), results = batch.len(), "callbacks spooled for retry"),
                         Err(e) => tracing::error!(error = %e, "cannot spool callbacks; results lost"),
                     }

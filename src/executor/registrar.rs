@@ -11,6 +11,7 @@ use actix::prelude::*;
 use chrono::NaiveDate;
 
 use super::HttpExecutorClient;
+use crate::clock::Clock;
 use crate::model::wire::RegistryParam;
 
 /// Unregisters from every admin; answers when done.
@@ -26,6 +27,8 @@ pub struct Registrar {
     beat: Duration,
     log_dir: PathBuf,
     retention_days: i64,
+    /// Today's date for the run-log cleanup.
+    clock: Clock,
     stopped: bool,
 }
 
@@ -52,6 +55,7 @@ pub fn clean_logs(dir: &Path, today: NaiveDate, days: i64) -> usize {
 
 impl Registrar {
     /// Registers `app` at `address` with `admins` every `beat`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         admins: Vec<String>,
         client: HttpExecutorClient,
@@ -60,8 +64,10 @@ impl Registrar {
         beat: Duration,
         log_dir: PathBuf,
         retention_days: i64,
+        clock: Clock,
     ) -> Self {
         Registrar {
+            clock,
             admins,
             client,
             param: RegistryParam {
@@ -99,7 +105,7 @@ impl Registrar {
     fn clean_run_logs(&self) {
         let n = clean_logs(
             &self.log_dir,
-            chrono::Utc::now().date_naive(),
+            crate::clock::ms_to_naive(self.clock.now_ms()).date(),
             self.retention_days,
         );
         if n > 0 {

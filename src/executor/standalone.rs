@@ -44,6 +44,17 @@ impl StandaloneExecutor {
         handlers: HandlerRegistry,
         listener: Option<TcpListener>,
     ) -> Result<Self> {
+        Self::start_with_clock(cfg, handlers, listener, Clock::system()).await
+    }
+
+    /// [`StandaloneExecutor::start`] on `clock` (every "now" of the executor: run logs, their
+    /// cleanup, spool file names).
+    pub async fn start_with_clock(
+        cfg: &Config,
+        handlers: HandlerRegistry,
+        listener: Option<TcpListener>,
+        clock: Clock,
+    ) -> Result<Self> {
         let app = cfg.executor.app_name.trim().to_string();
         if app.is_empty() {
             return Err(Error::Config(
@@ -95,12 +106,13 @@ impl StandaloneExecutor {
             client.clone(),
             log_dir.join("callbacklog"),
             Duration::from_secs(cfg.executor.callback_retry_secs.max(1)),
+            clock.clone(),
         )
         .start();
         let executor = InProcessExecutor::start(
             handlers,
             callbacks.clone().recipient(),
-            Clock::system(),
+            clock.clone(),
             RuntimeConfig {
                 queue_capacity: cfg.executor.queue_capacity.max(1),
                 scripts_enabled: cfg.executor.scripts_enabled,
@@ -135,6 +147,7 @@ impl StandaloneExecutor {
             Duration::from_secs(cfg.registry.beat_secs),
             log_dir,
             cfg.executor.log_retention_days,
+            clock,
         )
         .start();
         tracing::info!(%address, app = %app, "executor started");
