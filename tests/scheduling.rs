@@ -409,16 +409,9 @@ fn stop_waits_for_results_already_received() {
         app.engine
             .complete()
             .do_send(xjob::actors::complete::Callback(results));
-        // the stop polls every 20 ms of (paused) time: drive the clock while it waits, but only
-        // once the engine is idle (its writes take real time), so the grace never runs out in
-        // virtual time while a write is still on its way
-        let activity = app.engine.activity().clone();
-        let ticker = tokio::spawn(async move {
-            loop {
-                settle(&activity).await;
-                tokio::time::advance(std::time::Duration::from_millis(20)).await;
-            }
-        });
+        // the stop's grace runs on (paused) time: drive the clock while it waits, only when the
+        // engine is idle, so the grace never runs out while a write is still on its way
+        let ticker = drive_clock(app.engine.activity().clone());
         app.engine
             .stop(std::time::Duration::from_secs(5))
             .await
@@ -547,13 +540,7 @@ fn a_graceful_stop_dispatches_the_fires_of_the_next_seconds() {
             .await;
         // at 2.5 s the fires of seconds 3–5 are recorded and wait in the ring
         app.advance(2_500).await;
-        let activity = app.engine.activity().clone();
-        let ticker = tokio::spawn(async move {
-            loop {
-                settle(&activity).await;
-                tokio::time::advance(std::time::Duration::from_millis(20)).await;
-            }
-        });
+        let ticker = drive_clock(app.engine.activity().clone());
         let handed_back = app
             .engine
             .stop_dispatching(

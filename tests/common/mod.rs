@@ -71,6 +71,18 @@ pub async fn settle(activity: &Activity) {
     }
 }
 
+/// Drives paused time in 20 ms steps, each once the engine is idle (its writes take real
+/// time), for a call that waits on the clock itself, such as a stop's grace; abort the handle
+/// when the call returned.
+pub fn drive_clock(activity: Activity) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            settle(&activity).await;
+            tokio::time::advance(Duration::from_millis(20)).await;
+        }
+    })
+}
+
 /// Steps paused time by `ms` in `step`-ms increments, settling after each.
 pub async fn advance(activity: &Activity, ms: i64, step: i64) {
     let mut left = ms;
