@@ -482,6 +482,7 @@ impl Engine {
     /// Reads a run's log from `from_line` at the executor recorded on its row (the only address
     /// contacted); `end` is set once the run has a result and no lines are left (spec §10).
     pub async fn run_log(&self, log_id: i64, from_line: i32) -> Result<RunLog> {
+        self.writer.visible().await?;
         let row = logs::get(&self.db, log_id).await?;
         let Some(address) = row.executor_address.clone().filter(|a| !a.is_empty()) else {
             return Err(Error::Invalid {
@@ -517,6 +518,7 @@ impl Engine {
     /// Kills a running run at its executor (XXL-JOB's logKill): only a run whose trigger
     /// succeeded; on success the run is finished as failed with "Manual operation, kill job".
     pub async fn kill_run(&self, log_id: i64) -> Result<()> {
+        self.writer.visible().await?;
         let row = logs::get(&self.db, log_id).await?;
         if row.trigger_code != 200 {
             return Err(Error::Invalid {
@@ -617,6 +619,8 @@ impl Engine {
         self.scan.send(StopScan).await?;
         let left = self.ring.send(DrainRing).await?;
         let deadline = tokio::time::Instant::now() + grace;
+        // what the writer holds for its partner is written now, not when its hold ends
+        let _ = tokio::time::timeout_at(deadline, self.writer.flush()).await;
         // every trigger on a lane, result and queued run row holds a unit of activity
         if tokio::time::timeout_at(deadline, self.activity.idle())
             .await
@@ -633,6 +637,12 @@ impl Engine {
         self.writer.release_lock();
         tracing::info!(handed_back = left.len(), "scheduling center stopped");
         Ok(left.len())
+    }
+
+    /// Writes the trigger outcomes the run-row writer holds for their results, so a read of
+    /// the runs sees every dispatched run (the console's run pages call it first).
+    pub(crate) async fn runs_visible(&self) -> Result<()> {
+        self.writer.visible().await
     }
 
     /// Notes that a job's definition changed on this node: fires the scan read before now

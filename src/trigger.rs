@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use sea_orm::DatabaseConnection;
 
 use crate::clock::{Clock, naive_to_ms};
@@ -83,6 +84,15 @@ pub struct Dispatched {
     /// `/run` answer code.
     pub trigger_code: i32,
 }
+
+/// A fire of a batch, routed: its request, job, plan, picked address and routing message.
+type Planned = (
+    TriggerRequest,
+    Arc<entity::xxl_job_info::Model>,
+    Plan,
+    Option<String>,
+    &'static str,
+);
 
 /// The trigger service shared by every lane.
 pub struct Trigger {
@@ -289,8 +299,9 @@ impl Trigger {
     }
 
     /// Dispatches a batch of recorded fires: routes each, hands every executor call over in
-    /// one step ([`ExecutorClient::run_many`]: one message for the in-process executor), and
-    /// queues all their outcomes as one writer item. A request that is not
+    /// one step ([`ExecutorClient::run_each`]: one message for the in-process executor), and
+    /// queues their outcomes as the answers come (answers that came together as one writer
+    /// item). A request that is not
     /// [`Trigger::batchable`] goes through [`Trigger::trigger`] on its own.
     pub async fn dispatch_batch(&self, reqs: Vec<TriggerRequest>) -> Result<()> {
         let now = self.clock.now_ms();
@@ -321,45 +332,78 @@ impl Trigger {
             if let Some(a) = &address {
                 calls.push((a.clone(), trigger_param(&job, &plan, log_id, now, (0, 1))));
             }
-            planned.push((req, job, plan, address, route_msg));
+            let p: Planned = (req, job, plan, address, route_msg);
+            planned.push(p);
+        }
+        if !calls.is_empty() {
+            self.writer
+                .dispatching(calls.iter().map(|(_, p)| p.log_id).collect());
         }
         let started = std::time::Instant::now();
-        let answers = if calls.is_empty() {
-            Vec::new()
+        let mut answers = if calls.is_empty() {
+            futures::stream::empty().boxed()
         } else {
-            self.client.run_many(calls).await
+            self.client.run_each(calls)
         };
-        let elapsed = started.elapsed().as_micros() as u64;
-        let mut answers = answers.into_iter();
+        // the planned fire of each call, by the call's index
+        let call_at: Vec<usize> = planned
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.3.is_some())
+            .map(|(i, _)| i)
+            .collect();
+        let mut planned: Vec<Option<Planned>> = planned.into_iter().map(Some).collect();
+        // fires with no executor to call are recorded at once
         let no_call = || ReturnT {
             code: FAIL_CODE,
             msg: None,
             content: None,
         };
-        let records: Vec<TriggerRecord> = planned
-            .into_iter()
-            .map(|(req, job, plan, address, route_msg)| {
-                let result = match address {
-                    Some(_) => answers
-                        .next()
-                        .unwrap_or_else(|| ReturnT::fail("executor gave no answer")),
-                    None => no_call(),
-                };
-                self.metrics.triggered(
-                    result.is_success(),
-                    req.fire_time.map(|f| now - f),
-                    elapsed,
-                );
-                let log_id = req.log_id.unwrap_or_default();
-                self.record(
-                    &req, &job, &plan, log_id, now, None, address, route_msg, &result,
-                )
-            })
+        let uncalled: Vec<TriggerRecord> = planned
+            .iter_mut()
+            .filter(|p| p.as_ref().is_some_and(|p| p.3.is_none()))
+            .filter_map(Option::take)
+            .map(|p| self.outcome_of(p, no_call(), now, 0))
             .collect();
-        let n = records.len();
-        self.writer.outcomes(records).await?;
+        let mut n = uncalled.len();
+        self.writer.outcomes(uncalled).await?;
+        // each answer's outcome is queued as it comes, before the run's result can arrive
+        while let Some(group) = answers.next().await {
+            let elapsed = started.elapsed().as_micros() as u64;
+            let records: Vec<TriggerRecord> = group
+                .into_iter()
+                .filter_map(|(i, r)| {
+                    let p = planned.get_mut(*call_at.get(i)?)?.take()?;
+                    Some(self.outcome_of(p, r, now, elapsed))
+                })
+                .collect();
+            n += records.len();
+            self.writer.outcomes(records).await?;
+        }
+        let elapsed = started.elapsed().as_micros() as u64;
+        let unanswered: Vec<TriggerRecord> = planned
+            .into_iter()
+            .flatten()
+            .map(|p| self.outcome_of(p, ReturnT::fail("executor gave no answer"), now, elapsed))
+            .collect();
+        n += unanswered.len();
+        self.writer.outcomes(unanswered).await?;
         tracing::debug!(fires = n, "triggered a batch");
         Ok(())
+    }
+
+    /// The outcome of one fire of a batch, counted in the metrics.
+    fn outcome_of(&self, p: Planned, result: ReturnT, now: i64, elapsed_us: u64) -> TriggerRecord {
+        let (req, job, plan, address, route_msg) = p;
+        self.metrics.triggered(
+            result.is_success(),
+            req.fire_time.map(|f| now - f),
+            elapsed_us,
+        );
+        let log_id = req.log_id.unwrap_or_default();
+        self.record(
+            &req, &job, &plan, log_id, now, None, address, route_msg, &result,
+        )
     }
 
     async fn dispatch(

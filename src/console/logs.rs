@@ -120,6 +120,7 @@ pub struct Cleared {
 
 impl Console {
     async fn visible_log(&self, who: &Principal, id: i64) -> Result<entity::xxl_job_log::Model> {
+        self.engine().runs_visible().await?;
         let row = logs::get(self.db(), id).await?;
         if row.fire_state != 0 {
             return Err(Error::LogNotFound { log_id: id });
@@ -165,6 +166,7 @@ impl Console {
                 .map(|s| parse_time("to", s, tz))
                 .transpose()?,
         };
+        self.engine().runs_visible().await?;
         let (total, rows) = log_pages::page(self.db(), &f, offset, limit).await?;
         Ok(Page {
             total,
@@ -216,6 +218,7 @@ impl Console {
             let job = crate::store::jobs::get(self.db(), j).await?;
             who.require_group(job.job_group, "jobId")?;
         }
+        self.engine().runs_visible().await?;
         let deleted = log_pages::clear(self.db(), groups, job_id, mode).await?;
         tracing::info!(user = %who.username, deleted, mode = input.mode, "run logs cleared");
         Ok(Cleared { deleted })

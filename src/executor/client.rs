@@ -3,21 +3,35 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{FutureExt, StreamExt};
 
 use crate::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
+
+/// Answers to a batch of `/run` calls ([`ExecutorClient::run_each`]): (index of the call,
+/// answer), several in one item when they came together.
+pub type Answers = BoxStream<'static, Vec<(usize, ReturnT)>>;
 
 /// How the center talks to an executor at an address. Every call answers a `ReturnT`; transport
 /// failures are code 500 with the spec's texts, never a panic or an `Err`.
 pub trait ExecutorClient: Send + Sync + 'static {
     /// `POST /run`: enqueue one trigger.
     fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT>;
-    /// `POST /run` for several triggers at once (one dispatch pass); answers in order. The
-    /// default makes the calls concurrently; a client that can hand a batch over in one step
-    /// (the in-process executor) overrides it.
-    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
-        futures::future::join_all(calls.into_iter().map(|(a, p)| self.run(&a, p))).boxed()
+    /// `POST /run` for several triggers at once (one dispatch pass): every answer as soon as it
+    /// comes, with its call's index (answers that came together in one item), so a run's
+    /// outcome can be recorded before its result arrives. The default makes the calls
+    /// concurrently; a client that can hand a batch over in one step (the in-process executor)
+    /// overrides it.
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
+        let n = calls.len().max(1);
+        calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (a, p))| self.run(&a, p).map(move |r| (i, r)))
+            .collect::<FuturesUnordered<_>>()
+            .ready_chunks(n)
+            .boxed()
     }
     /// `POST /beat`: liveness.
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT>;
@@ -98,12 +112,12 @@ impl ExecutorClient for NodeClient {
         }
     }
 
-    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
         // the in-process executor's share goes over in one step; the rest call one by one
-        let n = calls.len();
+        let n = calls.len().max(1);
         let mut local = Vec::new();
         let mut local_at = Vec::new();
-        let mut other = Vec::new();
+        let other = FuturesUnordered::new();
         for (i, (a, p)) in calls.into_iter().enumerate() {
             if self.local_for(&a).is_some() {
                 local_at.push(i);
@@ -111,31 +125,23 @@ impl ExecutorClient for NodeClient {
                 continue;
             }
             match self.pick(&a) {
-                Ok(c) => other.push((i, c.run(&a, p))),
-                Err(e) => other.push((i, futures::future::ready(e).boxed())),
+                Ok(c) => other.push(c.run(&a, p).map(move |r| (i, r)).boxed()),
+                Err(e) => other.push(futures::future::ready((i, e)).boxed()),
             }
         }
-        let local_run = match (&self.local, local.is_empty()) {
-            (Some(l), false) => l.run_many(local),
-            _ => futures::future::ready(Vec::new()).boxed(),
+        let local_answers = match (&self.local, local.is_empty()) {
+            (Some(l), false) => l
+                .run_each(local)
+                .map(move |answers| {
+                    answers
+                        .into_iter()
+                        .filter_map(|(j, r)| local_at.get(j).map(|&i| (i, r)))
+                        .collect()
+                })
+                .boxed(),
+            _ => futures::stream::empty().boxed(),
         };
-        async move {
-            let (local_answers, other_answers) = futures::join!(
-                local_run,
-                futures::future::join_all(other.into_iter().map(|(i, f)| f.map(move |r| (i, r))))
-            );
-            let mut out: Vec<Option<ReturnT>> = (0..n).map(|_| None).collect();
-            for (i, r) in local_at.into_iter().zip(local_answers) {
-                out[i] = Some(r);
-            }
-            for (i, r) in other_answers {
-                out[i] = Some(r);
-            }
-            out.into_iter()
-                .map(|r| r.unwrap_or_else(|| ReturnT::fail("executor gave no answer")))
-                .collect()
-        }
-        .boxed()
+        futures::stream::select(local_answers, other.ready_chunks(n)).boxed()
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
@@ -177,7 +183,7 @@ mod tests {
     use super::*;
     use parking_lot::Mutex;
 
-    /// Answers every call with its own name and the log id; counts `run_many` calls.
+    /// Answers every call with its own name and the log id; counts `run_each` calls.
     struct Named {
         name: &'static str,
         batches: Mutex<Vec<usize>>,
@@ -191,13 +197,14 @@ mod tests {
             )))
             .boxed()
         }
-        fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+        fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
             self.batches.lock().push(calls.len());
             let out = calls
                 .into_iter()
-                .map(|(a, p)| ReturnT::fail(format!("{} {a} {}", self.name, p.log_id)))
+                .enumerate()
+                .map(|(i, (a, p))| (i, ReturnT::fail(format!("{} {a} {}", self.name, p.log_id))))
                 .collect();
-            futures::future::ready(out).boxed()
+            futures::stream::once(futures::future::ready(out)).boxed()
         }
         fn beat(&self, _: &str) -> BoxFuture<'static, ReturnT> {
             futures::future::ready(ReturnT::success()).boxed()
@@ -213,6 +220,24 @@ mod tests {
         }
     }
 
+    /// Every answer of `run_each`, in the order of the calls (each call answered once).
+    fn in_order(client: &NodeClient, calls: Vec<(String, TriggerParam)>) -> Vec<ReturnT> {
+        let n = calls.len();
+        let mut answers: Vec<(usize, ReturnT)> =
+            futures::executor::block_on(client.run_each(calls).collect::<Vec<_>>())
+                .into_iter()
+                .flatten()
+                .collect();
+        answers.sort_by_key(|(i, _)| *i);
+        let indices: Vec<usize> = answers.iter().map(|(i, _)| *i).collect();
+        assert_eq!(
+            indices,
+            (0..n).collect::<Vec<_>>(),
+            "each call answered once"
+        );
+        answers.into_iter().map(|(_, r)| r).collect()
+    }
+
     fn param(log_id: i64) -> TriggerParam {
         TriggerParam {
             log_id,
@@ -221,9 +246,9 @@ mod tests {
     }
 
     /// A batch mixing the node's own address (with and without its trailing slash) and other
-    /// executors answers in the order of the calls; the local share goes over in one step.
+    /// executors answers every call under its index; the local share goes over in one step.
     #[test]
-    fn run_many_answers_in_order_and_hands_the_local_share_over_at_once() {
+    fn run_each_answers_every_call_by_index_and_hands_the_local_share_over_at_once() {
         let local = Arc::new(Named {
             name: "local",
             batches: Mutex::new(Vec::new()),
@@ -245,7 +270,7 @@ mod tests {
             (" http://me:1".to_string(), param(3)),
             ("http://me:12/".to_string(), param(4)),
         ];
-        let answers = futures::executor::block_on(node.run_many(calls));
+        let answers = in_order(&node, calls);
         let msgs: Vec<String> = answers.into_iter().map(|r| r.msg.unwrap()).collect();
         assert_eq!(
             msgs,
@@ -267,10 +292,13 @@ mod tests {
         );
         // no remote client: other addresses fail with the remoting text, in place
         let alone = NodeClient::new(Some(("http://me:1".into(), local.clone() as _)), None);
-        let answers = futures::executor::block_on(alone.run_many(vec![
-            ("http://x:9".into(), param(5)),
-            ("http://me:1".into(), param(6)),
-        ]));
+        let answers = in_order(
+            &alone,
+            vec![
+                ("http://x:9".into(), param(5)),
+                ("http://me:1".into(), param(6)),
+            ],
+        );
         assert!(
             answers[0]
                 .msg

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use actix::prelude::*;
 use futures::FutureExt;
+use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RunMany, RuntimeConfig, Shutdown};
+use super::client::Answers;
 use super::{ExecutorClient, HandlerRegistry, JobLogger};
 use crate::actors::complete::Callback;
 use crate::clock::Clock;
@@ -118,15 +120,18 @@ impl ExecutorClient for InProcessExecutor {
         async move { f.await.unwrap_or_else(|_| stopped()) }.boxed()
     }
 
-    fn run_many(&self, calls: Vec<(String, TriggerParam)>) -> BoxFuture<'static, Vec<ReturnT>> {
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
         let n = calls.len();
         let f = self
             .addr
             .send(RunMany(calls.into_iter().map(|(_, p)| p).collect()));
-        async move {
+        futures::stream::once(async move {
             f.await
                 .unwrap_or_else(|_| (0..n).map(|_| stopped()).collect())
-        }
+                .into_iter()
+                .enumerate()
+                .collect()
+        })
         .boxed()
     }
 

@@ -19,7 +19,7 @@ pub mod server;
 pub mod standalone;
 
 pub use actor::RuntimeConfig;
-pub use client::{ExecutorClient, NodeClient};
+pub use client::{Answers, ExecutorClient, NodeClient};
 pub use context::{JobContext, JobLogger};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
 pub use http_client::HttpExecutorClient;

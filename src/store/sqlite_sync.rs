@@ -15,8 +15,44 @@ type Job = entity::xxl_job_info::Model;
 type Group = entity::xxl_job_group::Model;
 
 /// DATETIME text as sqlx writes it (`%F %T%.f`), so both connections read the same values.
+/// Written digit by digit: chrono's formatter parsed the pattern on every call and was 5 % of the
+/// SQLite writer's time at 5,000 remote fires/s.
 pub(crate) fn naive_text(ms: i64) -> String {
-    ms_to_naive(ms).format("%F %T%.f").to_string()
+    use chrono::{Datelike, Timelike};
+    let t = ms_to_naive(ms);
+    if !(0..=9999).contains(&t.year()) {
+        return t.format("%F %T%.f").to_string();
+    }
+    fn push(out: &mut String, v: u32, digits: u32) {
+        for d in (0..digits).rev() {
+            out.push(char::from(b'0' + (v / 10u32.pow(d) % 10) as u8));
+        }
+    }
+    let mut out = String::with_capacity(23);
+    push(&mut out, t.year() as u32, 4);
+    out.push('-');
+    push(&mut out, t.month(), 2);
+    out.push('-');
+    push(&mut out, t.day(), 2);
+    out.push(' ');
+    push(&mut out, t.hour(), 2);
+    out.push(':');
+    push(&mut out, t.minute(), 2);
+    out.push(':');
+    push(&mut out, t.second(), 2);
+    let nanos = t.nanosecond();
+    // `%.f`: nothing for whole seconds, else 3, 6 or 9 digits
+    if nanos != 0 {
+        out.push('.');
+        if nanos.is_multiple_of(1_000_000) {
+            push(&mut out, nanos / 1_000_000, 3);
+        } else if nanos.is_multiple_of(1_000) {
+            push(&mut out, nanos / 1_000, 6);
+        } else {
+            push(&mut out, nanos, 9);
+        }
+    }
+    out
 }
 
 /// Reads a DATETIME column written by either connection.
@@ -212,6 +248,18 @@ pub(crate) fn fail_orphaned_claims(
 mod tests {
     use super::*;
     use crate::model::TriggerType;
+
+    proptest::proptest! {
+        /// The hand-written DATETIME text is exactly chrono's `%F %T%.f`, whole seconds included.
+        #[test]
+        fn naive_text_is_chronos_format(ms in -70_000_000_000_000i64..300_000_000_000_000, whole: bool) {
+            let ms = if whole { ms - ms.rem_euclid(1000) } else { ms };
+            proptest::prop_assert_eq!(
+                naive_text(ms),
+                ms_to_naive(ms).format("%F %T%.f").to_string()
+            );
+        }
+    }
 
     /// The synchronous statements read and write what the sea-orm ones do.
     #[tokio::test]
