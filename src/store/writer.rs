@@ -488,8 +488,10 @@ mod sqlite {
         // statement journals (every UPSERT / RETURNING statement keeps one) in memory, not in
         // a temporary file: they were a third of the writer's time as pwrite calls
         conn.pragma_update(None, "temp_store", "MEMORY")?;
-        // the log table's indexes are walked by every write: 16 MiB of page cache (default 2)
-        conn.pragma_update(None, "cache_size", -16_384)?;
+        // the log table's indexes are walked by every write: 4 MiB of page cache (default 2).
+        // With outcomes and results paired (one update per run) 16 MiB bought nothing at
+        // 10,000 fires/s (13.1 vs 12.9 µs, p99 24 ms both) and cost 10–15 MB of RSS.
+        conn.pragma_update(None, "cache_size", -4_096)?;
         conn.set_prepared_statement_cache_capacity(16);
         Ok(conn)
     }
