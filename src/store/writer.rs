@@ -1056,13 +1056,13 @@ mod tests {
     use crate::model::TriggerType;
     use crate::store::logs;
 
-    /// The SQLite writer: an outcome and its result queued together land in one row; first
-    /// result wins; a result never moves an alarm state back; successes with child jobs come
-    /// back; a second writer target on the same file is refused.
-    #[tokio::test]
-    async fn the_sqlite_writer_keeps_the_result_rules() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+    /// A migrated SQLite file in `dir`, its writer target, and one job (with `children`) with
+    /// four recorded runs: (database, target, job id, run ids).
+    async fn fixture(
+        dir: &std::path::Path,
+        children: Option<&str>,
+    ) -> (DatabaseConnection, Target, i32, Vec<i64>) {
+        let url = format!("sqlite://{}?mode=rwc", dir.join("w.db").display());
         let db = crate::store::connect(&crate::config::DatabaseConfig {
             url,
             max_connections: 2,
@@ -1072,28 +1072,38 @@ mod tests {
         .unwrap();
         crate::store::migrate(&db).await.unwrap();
         let target = Target::of(&db).await.unwrap();
-        assert!(target.single_node());
-        assert!(matches!(
-            Target::of(&db).await,
-            Err(Error::DatabaseInUse { .. })
-        ));
         let now = crate::clock::ms_to_naive(1_000);
         let g = crate::store::groups::insert(&db, "app", "App", 1, None, now)
             .await
             .unwrap();
-        let mut spec = crate::JobSpec::cron(g, "parent", "* * * * * ?", "h");
-        spec.child_job_id = Some("2".into());
-        let parent = crate::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+        let mut spec = crate::JobSpec::cron(g, "job", "* * * * * ?", "h");
+        spec.child_job_id = children.map(Into::into);
+        let job = crate::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
             .await
             .unwrap();
         let mut ids = vec![];
         for _ in 0..4 {
             ids.push(
-                logs::insert_run(&db, g, parent, 1_000, TriggerType::Manual, 0)
+                logs::insert_run(&db, g, job, 1_000, TriggerType::Manual, 0)
                     .await
                     .unwrap(),
             );
         }
+        (db, target, job, ids)
+    }
+
+    /// The SQLite writer: an outcome and its result queued together land in one row; first
+    /// result wins; a result never moves an alarm state back; successes with child jobs come
+    /// back; a second writer target on the same file is refused.
+    #[tokio::test]
+    async fn the_sqlite_writer_keeps_the_result_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, target, parent, ids) = fixture(dir.path(), Some("2")).await;
+        assert!(target.single_node());
+        assert!(matches!(
+            Target::of(&db).await,
+            Err(Error::DatabaseInUse { .. })
+        ));
         logs::set_alarm_status(&db, ids[2], 2).await.unwrap();
         let (tx, mut finished) = tokio::sync::mpsc::unbounded_channel();
         let writer = LogWriter::start(
@@ -1174,32 +1184,7 @@ mod tests {
     #[tokio::test]
     async fn the_sqlite_writer_pairs_outcomes_and_results() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display());
-        let db = crate::store::connect(&crate::config::DatabaseConfig {
-            url,
-            max_connections: 2,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        crate::store::migrate(&db).await.unwrap();
-        let target = Target::of(&db).await.unwrap();
-        let now = crate::clock::ms_to_naive(1_000);
-        let g = crate::store::groups::insert(&db, "app", "App", 1, None, now)
-            .await
-            .unwrap();
-        let spec = crate::JobSpec::cron(g, "job", "* * * * * ?", "h");
-        let job = crate::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
-            .await
-            .unwrap();
-        let mut ids = vec![];
-        for _ in 0..4 {
-            ids.push(
-                logs::insert_run(&db, g, job, 1_000, TriggerType::Manual, 0)
-                    .await
-                    .unwrap(),
-            );
-        }
+        let (db, target, job, ids) = fixture(dir.path(), None).await;
         let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}));
         let outcome = |log_id: i64, code: i32| TriggerRecord {
             log_id,
