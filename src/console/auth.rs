@@ -51,6 +51,17 @@ impl Principal {
         }
     }
 
+    /// The engine acting for its embedder ([`crate::Engine`]'s own queries): an administrator
+    /// that is no stored user.
+    pub(crate) fn engine() -> Self {
+        Principal {
+            id: 0,
+            username: "engine".into(),
+            role: 1,
+            permission: Vec::new(),
+        }
+    }
+
     /// Whether this is an administrator.
     pub fn is_admin(&self) -> bool {
         self.role == 1

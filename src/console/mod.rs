@@ -37,6 +37,35 @@ pub struct Page<T> {
     pub items: Vec<T>,
 }
 
+/// Which page of a list an [`Engine`] query answers: `limit` items (1 to [`MAX_LIMIT`]) from
+/// item `offset` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Paging {
+    /// First item (0 is the first).
+    pub offset: u64,
+    /// Page size.
+    pub limit: u64,
+}
+
+impl Paging {
+    /// The first `limit` items.
+    pub fn first(limit: u64) -> Self {
+        Paging { offset: 0, limit }
+    }
+
+    /// `limit` items from item `offset` on.
+    pub fn new(offset: u64, limit: u64) -> Self {
+        Paging { offset, limit }
+    }
+}
+
+impl Default for Paging {
+    /// The first [`DEFAULT_LIMIT`] items.
+    fn default() -> Self {
+        Paging::first(DEFAULT_LIMIT)
+    }
+}
+
 /// The console service: the engine plus login state. Cheap to clone.
 #[derive(Clone)]
 pub struct Console {

@@ -15,6 +15,8 @@
 //! (they stay pending for whichever node scans next), lets in-flight triggers finish, waits for
 //! the writer to write what it was given, and releases the SQLite lock.
 
+mod api;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,154 @@
+//! The embedder's questions to [`Engine`] (runs, one run, job and group reads and edits),
+//! answered without SQL and with the console's validation.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{T0, TestApp, run_paused};
+use xjob::console::Paging;
+use xjob::console::groups::GroupInput;
+use xjob::console::jobs::JobQuery;
+use xjob::prelude::*;
+
+/// A job's runs come newest first, one page at a time; one run reads by its id; a missing job
+/// or run and a bad page size are errors naming what is wrong.
+#[test]
+fn runs_of_a_job_page_newest_first() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "every second",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        app.advance(3_500).await;
+
+        let page = app.engine.runs(job, Paging::first(2)).await.unwrap();
+        assert!(page.total >= 3, "three seconds fired: {}", page.total);
+        assert_eq!(page.items.len(), 2);
+        assert!(page.items[0].id > page.items[1].id, "newest first");
+        assert!(page.items.iter().all(|r| r.job_id == job));
+        let rest = app.engine.runs(job, Paging::new(2, 100)).await.unwrap();
+        assert_eq!(rest.items.len() as u64, page.total - 2);
+        assert!(rest.items[0].id < page.items[1].id);
+
+        let first = &page.items[0];
+        let one = app.engine.run(first.id).await.unwrap();
+        assert_eq!((one.id, one.job_id), (first.id, job));
+        assert_eq!(one.status, "success");
+
+        assert!(matches!(
+            app.engine.runs(job + 1000, Paging::default()).await,
+            Err(Error::JobNotFound { .. })
+        ));
+        assert!(matches!(
+            app.engine.run(999_999).await,
+            Err(Error::LogNotFound { .. })
+        ));
+        assert!(matches!(
+            app.engine.runs(job, Paging::first(0)).await,
+            Err(Error::Invalid { field: "limit", .. })
+        ));
+        app.close().await;
+    });
+}
+
+/// Jobs list, read, change and delete through the engine; a changed job keeps its id and
+/// a deleted one is gone with its runs.
+#[test]
+fn jobs_are_read_changed_and_removed() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "before",
+                "* * * * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        app.advance(1_500).await;
+
+        let all = app.engine.jobs(&JobQuery::default()).await.unwrap();
+        assert_eq!(all.total, 1);
+        assert_eq!(all.items[0].id, job);
+        assert_eq!(app.engine.job(job).await.unwrap().job_desc, "before");
+
+        let changed = app
+            .engine
+            .update_job(
+                job,
+                JobSpec::cron(app.group, "after", "0 0 * * * ?", "demoJobHandler"),
+            )
+            .await
+            .unwrap();
+        assert_eq!((changed.id, changed.job_desc.as_str()), (job, "after"));
+        assert_eq!(changed.schedule_conf.as_deref(), Some("0 0 * * * ?"));
+        let bad = JobSpec::cron(app.group, "bad", "not a cron", "demoJobHandler");
+        assert!(app.engine.update_job(job, bad).await.is_err());
+        assert_eq!(app.engine.job(job).await.unwrap().job_desc, "after");
+
+        app.engine.remove_job(job).await.unwrap();
+        assert!(matches!(
+            app.engine.job(job).await,
+            Err(Error::JobNotFound { .. })
+        ));
+        assert_eq!(
+            app.engine.jobs(&JobQuery::default()).await.unwrap().total,
+            0
+        );
+        app.close().await;
+    });
+}
+
+/// Groups are created, listed, changed and deleted with the console's rules: a bad appname
+/// is refused and changes nothing, the last group stays.
+#[test]
+fn groups_are_created_changed_and_removed() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let manual = |title: &str| GroupInput {
+            app_name: "billing-app".into(),
+            title: title.into(),
+            address_type: 1,
+            address_list: Some("http://127.0.0.1:9999/".into()),
+        };
+        let g = app.engine.add_group(manual("Billing")).await.unwrap();
+        assert_eq!(g.registry_list, vec!["http://127.0.0.1:9999/".to_string()]);
+        assert_eq!(app.engine.groups(Paging::default()).await.unwrap().total, 2);
+
+        let bad = GroupInput {
+            app_name: "<x>".into(),
+            ..manual("Bad")
+        };
+        assert!(matches!(
+            app.engine.update_group(g.id, bad).await,
+            Err(Error::Invalid {
+                field: "appName",
+                ..
+            })
+        ));
+        assert_eq!(app.engine.group(g.id).await.unwrap().title, "Billing");
+        let renamed = app
+            .engine
+            .update_group(g.id, manual("Invoices"))
+            .await
+            .unwrap();
+        assert_eq!(renamed.title, "Invoices");
+
+        app.engine.remove_group(g.id).await.unwrap();
+        assert!(app.engine.group(g.id).await.is_err());
+        assert!(matches!(
+            app.engine.remove_group(app.group).await,
+            Err(Error::Conflict { .. })
+        ));
+        app.close().await;
+    });
+}
