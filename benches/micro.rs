@@ -8,10 +8,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use xjob::actors::scan::plan_job;
+use xjob::testing::actors::plan_job;
 use xjob::model::{MisfireStrategy, RouteStrategy, ScheduleType};
-use xjob::router::Router;
-use xjob::schedule::{CronExpr, Schedule};
+use xjob::testing::Router;
+use xjob::{Schedule, testing::CronExpr};
 
 /// 2026-11-21 14:00:00 UTC.
 const T0: i64 = 1_795_269_600_000;
@@ -86,9 +86,9 @@ fn scan(c: &mut Criterion) {
 /// Ring push + expire: 10,000 fires spread over five seconds pushed, then the five seconds
 /// taken; reported per fire.
 fn ring(c: &mut Criterion) {
-    use xjob::actors::ring::Ring;
+    use xjob::testing::actors::Ring;
     use xjob::model::TriggerType;
-    use xjob::store::logs::Fire;
+    use xjob::testing::store::logs::Fire;
     const N: i64 = 10_000;
     let t0 = 1_795_269_600_000_i64;
     let fires: Vec<Fire> = (0..N)
@@ -163,7 +163,7 @@ impl xjob::executor::ExecutorClient for NoopExecutor {
 /// record the trigger) for one MANUAL trigger, on in-memory SQLite.
 fn trigger(c: &mut Criterion) {
     use std::sync::Arc;
-    use xjob::store;
+    use xjob::testing::store;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -187,24 +187,24 @@ fn trigger(c: &mut Criterion) {
             .validate(chrono_tz::UTC, now)
             .expect("job");
         let id = store::jobs::insert(&db, job).await.expect("insert");
-        let writer = xjob::store::writer::LogWriter::start(
-            xjob::store::writer::Target::Pool(db.clone()),
-            xjob::activity::Activity::default(),
+        let writer = xjob::testing::store::writer::LogWriter::start(
+            xjob::testing::store::writer::Target::Pool(db.clone()),
+            xjob::testing::activity::Activity::default(),
             Box::new(|_| {}),
         );
-        let t = xjob::trigger::Trigger::new(
+        let t = xjob::testing::Trigger::new(
             db,
             xjob::Clock::system(),
             Arc::new(NoopExecutor),
             "bench".into(),
-            xjob::metrics::Metrics::default(),
+            xjob::testing::Metrics::default(),
             writer,
         );
         (t, id)
     });
     c.bench_function("trigger_procedure/in_memory_sqlite_noop_executor", |b| {
         b.iter(|| {
-            let req = xjob::trigger::TriggerRequest::new(job_id, xjob::model::TriggerType::Manual);
+            let req = xjob::testing::TriggerRequest::new(job_id, xjob::model::TriggerType::Manual);
             rt.block_on(service.trigger(req)).expect("trigger")
         })
     });

@@ -60,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
         println!("console: http://{addr}/ (user admin, password {password})");
     }
     // executors (and this node's own) must send this token
-    let token = xjob::token::random_hex(16);
+    let token = xjob::config::random_token();
     let routes = xjob::routes::center(console, Some(token));
     let server = HttpServer::new(move || {
         App::new()

@@ -304,7 +304,7 @@ async fn run(
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let g = xjob::store::groups::get(engine.db(), group).await?;
+            let g = xjob::testing::store::groups::get(engine.db(), group).await?;
             let n = g
                 .address_list
                 .as_deref()

@@ -449,3 +449,9 @@ mod tests {
         assert!(e.contains("scheduler.time_zone"), "{e}");
     }
 }
+
+/// A new random access token (32 bytes from the OS-seeded generator, as hex), for
+/// `security.access_token` when none is configured.
+pub fn random_token() -> String {
+    crate::token::random_hex(32)
+}

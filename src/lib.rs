@@ -48,27 +48,30 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod activity;
-pub mod actors;
+// the stable API: these modules and the re-exports below
 pub mod alarm;
-pub mod clock;
 pub mod config;
 pub mod console;
 pub mod demo;
-pub mod directory;
-pub mod engine;
-pub mod error;
 pub mod executor;
-pub mod jobs;
-pub mod metrics;
 pub mod model;
-pub mod router;
 pub mod routes;
-pub mod schedule;
-pub mod store;
-pub mod token;
-pub mod trigger;
-pub(crate) mod trigger_msg;
+
+// the engine's inside, crate-private (tests reach a few items through `testing`)
+mod activity;
+mod actors;
+mod clock;
+mod directory;
+mod engine;
+mod error;
+mod jobs;
+mod metrics;
+mod router;
+mod schedule;
+mod store;
+mod token;
+mod trigger;
+mod trigger_msg;
 
 pub use clock::Clock;
 pub use config::Config;
@@ -78,10 +81,84 @@ pub use executor::{ExecutorClient, HandlerRegistry, JobContext, JobResult};
 pub use jobs::JobSpec;
 pub use schedule::Schedule;
 
+/// Connects to `database` and applies every pending schema migration (what `xjob migrate`
+/// does; [`EngineBuilder::start`] does it too).
+pub async fn migrate(database: &config::DatabaseConfig) -> Result<()> {
+    let db = store::connect(database).await?;
+    store::migrate(&db).await?;
+    db.close().await?;
+    Ok(())
+}
+
 /// The names most embedding code needs.
 pub mod prelude {
     pub use crate::{
         Clock, Config, Engine, Error, ExecutorClient, HandlerRegistry, JobContext, JobResult,
         JobSpec, Result, Schedule,
     };
+}
+
+/// Internals the crate's own integration tests, benches and load benches reach. Not an API:
+/// anything here may change or go in any release.
+#[doc(hidden)]
+pub mod testing {
+    /// In-flight work counting.
+    pub mod activity {
+        pub use crate::activity::Activity;
+    }
+    /// The center's actors and their messages.
+    pub mod actors {
+        pub use crate::actors::complete::Callback;
+        pub use crate::actors::log_report::{CleanLogs, RefreshReport};
+        pub use crate::actors::registry::Heartbeat;
+        pub use crate::actors::ring::{PushRing, Ring, RingActor};
+        pub use crate::actors::scan::plan_job;
+        pub use crate::actors::trigger_pool::{FireBatch, PoolStats};
+    }
+    /// Time conversions.
+    pub mod clock {
+        pub use crate::clock::ms_to_naive;
+    }
+    /// The executor's actors.
+    pub mod executor {
+        pub use crate::executor::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
+        pub use crate::executor::callback::{CallbackActor, FlushCallbacks};
+        pub use crate::executor::read_log;
+    }
+    pub use crate::metrics::Metrics;
+    pub use crate::router::Router;
+    pub use crate::schedule::CronExpr;
+    /// Storage.
+    pub mod store {
+        pub use crate::store::{connect, migrate, verify_lock_row};
+        /// Groups.
+        pub mod groups {
+            pub use crate::store::groups::{all, by_app_name, get, insert};
+        }
+        /// Jobs.
+        pub mod jobs {
+            pub use crate::store::jobs::{get, insert, page, set_running, update_definition};
+        }
+        /// Run rows.
+        pub mod logs {
+            pub use crate::store::logs::{
+                Fire, PendingFire, TriggerRecord, all, all_pending, claim, for_job, get, record_handle,
+                insert_pending, insert_run, record_trigger,
+            };
+        }
+        /// Daily reports.
+        pub mod reports {
+            pub use crate::store::reports::{all, between};
+        }
+        /// Users.
+        pub mod users {
+            pub use crate::store::users::by_name;
+        }
+        /// The run-row writer.
+        pub mod writer {
+            pub use crate::store::writer::{LogWriter, Target};
+        }
+    }
+    pub use crate::token::random_hex;
+    pub use crate::trigger::{Trigger, TriggerRequest};
 }

@@ -13,7 +13,8 @@ use actix_web::{App, HttpServer};
 use anyhow::Context as _;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
-use xjob::{Config, Engine, store};
+use xjob::console::Paging;
+use xjob::{Config, Engine};
 
 /// On a graceful stop of `xjob serve`, fires due within this long are still dispatched.
 const STOP_DISPATCH_WINDOW: Duration = Duration::from_secs(5);
@@ -78,8 +79,7 @@ fn main() -> anyhow::Result<()> {
         Some("serve") => actix_web::rt::System::new().block_on(serve(cfg)),
         Some("executor") => actix_web::rt::System::new().block_on(executor(cfg)),
         Some("migrate") => actix_web::rt::System::new().block_on(async {
-            let db = store::connect(&cfg.database).await?;
-            store::migrate(&db).await?;
+            xjob::migrate(&cfg.database).await?;
             tracing::info!(url = %cfg.database.url, "migrations applied");
             Ok(())
         }),
@@ -104,7 +104,7 @@ fn access_token(cfg: &Config) -> anyhow::Result<String> {
         return Ok(t.trim().to_string());
     }
     std::fs::create_dir_all("data")?;
-    let token = xjob::token::random_hex(32);
+    let token = xjob::config::random_token();
     let mut f = std::fs::OpenOptions::new();
     f.write(true).create_new(true);
     #[cfg(unix)]
@@ -146,7 +146,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         .log_dir("data/joblogs")
         .start()
         .await?;
-    if store::groups::all(engine.db()).await?.is_empty() {
+    if engine.groups(Paging::first(1)).await?.total == 0 {
         let id = engine
             .ensure_group(xjob::demo::DEMO_APP, "xjob demo")
             .await?;

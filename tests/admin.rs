@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use common::*;
 use parking_lot::Mutex;
-use xjob::actors::registry::Heartbeat;
+use xjob::testing::actors::Heartbeat;
 use xjob::model::TriggerType;
 use xjob::prelude::*;
-use xjob::store::logs::{self, TriggerRecord};
+use xjob::testing::store::logs::{self, TriggerRecord};
 
 /// A log row dispatched to `address` at the engine's now, still running.
 async fn running_on(app: &TestApp, address: &str) -> i64 {
@@ -59,12 +59,12 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
             .unwrap()
             .unwrap();
         let list = || async {
-            xjob::store::groups::get(app.engine.db(), remote)
+            xjob::testing::store::groups::get(app.engine.db(), remote)
                 .await
                 .unwrap()
                 .address_list
         };
-        let manual = xjob::store::groups::insert(
+        let manual = xjob::testing::store::groups::insert(
             app.engine.db(),
             "manual-app",
             "manual",
@@ -88,7 +88,7 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
         // past the dead timeout: evicted, and its run lost within one check (10 s)
         app.advance(20_000).await;
         assert_eq!(list().await, None);
-        let kept = xjob::store::groups::get(app.engine.db(), manual)
+        let kept = xjob::testing::store::groups::get(app.engine.db(), manual)
             .await
             .unwrap()
             .address_list;
@@ -452,12 +452,12 @@ fn reports_count_three_days_and_retention_deletes_old_runs() {
         }
         app.engine
             .log_report()
-            .send(xjob::actors::log_report::RefreshReport)
+            .send(xjob::testing::actors::RefreshReport)
             .await
             .unwrap()
             .unwrap();
-        let from = xjob::clock::ms_to_naive(T0 - 3 * day);
-        let rows = xjob::store::reports::between(&db, from, xjob::clock::ms_to_naive(T0))
+        let from = xjob::testing::clock::ms_to_naive(T0 - 3 * day);
+        let rows = xjob::testing::store::reports::between(&db, from, xjob::testing::clock::ms_to_naive(T0))
             .await
             .unwrap();
         let counts: Vec<(i32, i32, i32)> = rows
@@ -468,7 +468,7 @@ fn reports_count_three_days_and_retention_deletes_old_runs() {
         let deleted = app
             .engine
             .log_report()
-            .send(xjob::actors::log_report::CleanLogs)
+            .send(xjob::testing::actors::CleanLogs)
             .await
             .unwrap()
             .unwrap();

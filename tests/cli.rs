@@ -51,7 +51,7 @@ fn migrate_creates_a_wal_database_with_the_lock_row() {
     );
     actix_rt::System::new().block_on(async {
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        xjob::store::verify_lock_row(&db).await.unwrap();
+        xjob::testing::store::verify_lock_row(&db).await.unwrap();
         let row = db
             .query_one_raw(Statement::from_string(
                 db.get_database_backend(),
@@ -165,7 +165,7 @@ fn serve_answers_health_seeds_the_demo_group_and_prints_first_start_secrets_once
     actix_rt::System::new().block_on(async {
         let url = format!("sqlite://{}?mode=rwc", db.display());
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let g = xjob::store::groups::by_app_name(&db, "xjob-demo")
+        let g = xjob::testing::store::groups::by_app_name(&db, "xjob-demo")
             .await
             .unwrap()
             .expect("seeded");

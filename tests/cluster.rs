@@ -147,18 +147,18 @@ fn fresh_database(base_url: &str) -> String {
 /// Migrates, adds the group and `JOBS` jobs firing every second, first at T0 + 1 s.
 fn setup(url: &str) {
     actix_rt::System::new().block_on(async {
-        let db = xjob::store::connect(&cfg(url).database).await.unwrap();
-        xjob::store::migrate(&db).await.unwrap();
-        let now = xjob::clock::ms_to_naive(T0);
-        let g = xjob::store::groups::insert(&db, APP, "cluster", 1, Some(EXEC.into()), now)
+        let db = xjob::testing::store::connect(&cfg(url).database).await.unwrap();
+        xjob::testing::store::migrate(&db).await.unwrap();
+        let now = xjob::testing::clock::ms_to_naive(T0);
+        let g = xjob::testing::store::groups::insert(&db, APP, "cluster", 1, Some(EXEC.into()), now)
             .await
             .unwrap();
         for i in 0..JOBS {
             let spec = JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "count");
-            let id = xjob::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+            let id = xjob::testing::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
                 .await
                 .unwrap();
-            xjob::store::jobs::set_running(&db, id, T0 + 1000)
+            xjob::testing::store::jobs::set_running(&db, id, T0 + 1000)
                 .await
                 .unwrap();
         }
@@ -178,7 +178,7 @@ struct Outcome {
 fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
     actix_rt::System::new().block_on(async {
         let db = Database::connect(url).await.unwrap();
-        let all = xjob::store::logs::all(&db).await.unwrap();
+        let all = xjob::testing::store::logs::all(&db).await.unwrap();
         db.close().await.unwrap();
         let mut per_fire: HashMap<(i32, i64), Vec<&entity::xxl_job_log::Model>> = HashMap::new();
         for r in &all {
@@ -334,8 +334,8 @@ fn a_database_without_the_schedule_lock_row_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
     run_paused(|| async {
-        let db = xjob::store::connect(&cfg(&url).database).await.unwrap();
-        xjob::store::migrate(&db).await.unwrap();
+        let db = xjob::testing::store::connect(&cfg(&url).database).await.unwrap();
+        xjob::testing::store::migrate(&db).await.unwrap();
         db.execute_unprepared("DELETE FROM xxl_job_lock")
             .await
             .unwrap();

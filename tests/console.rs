@@ -290,7 +290,7 @@ fn a_new_user_walks_through_the_console() {
         // dashboard
         app.engine
             .log_report()
-            .send(xjob::actors::log_report::RefreshReport)
+            .send(xjob::testing::actors::RefreshReport)
             .await
             .unwrap()
             .unwrap();
@@ -891,7 +891,7 @@ fn first_start_creates_admin_once_with_a_generated_or_configured_password() {
             console.login("admin", "123456", "c").await.is_err(),
             "no default password"
         );
-        let row = xjob::store::users::by_name(app.engine.db(), "admin")
+        let row = xjob::testing::store::users::by_name(app.engine.db(), "admin")
             .await
             .unwrap()
             .unwrap();

@@ -45,19 +45,19 @@ fn a_killed_sqlite_node_restarts_without_loss_or_duplicate() {
     .unwrap();
     let first_fire = actix_rt::System::new().block_on(async {
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        xjob::store::migrate(&db).await.unwrap();
+        xjob::testing::store::migrate(&db).await.unwrap();
         let now = chrono::Utc::now().naive_utc();
         let g =
-            xjob::store::groups::insert(&db, "xjob-demo", "demo", 1, Some(address.clone()), now)
+            xjob::testing::store::groups::insert(&db, "xjob-demo", "demo", 1, Some(address.clone()), now)
                 .await
                 .unwrap();
         let first = (chrono::Utc::now().timestamp_millis() / 1000 + 3) * 1000;
         for i in 0..JOBS {
             let spec = xjob::JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "demoJobHandler");
-            let id = xjob::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+            let id = xjob::testing::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
                 .await
                 .unwrap();
-            xjob::store::jobs::set_running(&db, id, first)
+            xjob::testing::store::jobs::set_running(&db, id, first)
                 .await
                 .unwrap();
         }
@@ -77,7 +77,7 @@ fn a_killed_sqlite_node_restarts_without_loss_or_duplicate() {
 
     let rows = actix_rt::System::new().block_on(async {
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
-        let rows = xjob::store::logs::all(&db).await.unwrap();
+        let rows = xjob::testing::store::logs::all(&db).await.unwrap();
         db.close().await.unwrap();
         rows
     });
@@ -102,7 +102,7 @@ fn a_killed_sqlite_node_restarts_without_loss_or_duplicate() {
                 Some([r]) => {
                     assert_eq!(r.fire_state, 0, "fire {t} of job {job} never dispatched");
                     if r.trigger_code == 200 {
-                        let day = xjob::clock::ms_to_naive(
+                        let day = xjob::testing::clock::ms_to_naive(
                             r.trigger_time.unwrap().and_utc().timestamp_millis(),
                         )
                         .format("%Y-%m-%d");

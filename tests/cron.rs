@@ -6,7 +6,7 @@
 use chrono::{NaiveDate, TimeZone};
 use chrono_tz::Tz;
 use proptest::prelude::*;
-use xjob::schedule::CronExpr;
+use xjob::testing::CronExpr;
 
 /// 2026-11-21 14:00:00 UTC.
 const FROM: i64 = 1_795_269_600_000;

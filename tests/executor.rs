@@ -15,8 +15,8 @@ use actix::prelude::*;
 use common::*;
 use parking_lot::Mutex;
 use proptest::prelude::*;
-use xjob::actors::complete::Callback;
-use xjob::executor::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
+use xjob::testing::actors::Callback;
+use xjob::testing::executor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
 use xjob::executor::{Handler as JobHandler, HandlerRegistry};
 use xjob::model::wire::{HandleCallbackParam, TriggerParam};
 use xjob::prelude::*;
@@ -416,7 +416,7 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
         // and until its output reached the run log (the pidfile is written before the echo)
         let log_path = dir.path().join(format!(
             "{}/1.log",
-            xjob::clock::ms_to_naive(T0).format("%Y-%m-%d")
+            xjob::testing::clock::ms_to_naive(T0).format("%Y-%m-%d")
         ));
         while !std::fs::read_to_string(&log_path)
             .unwrap_or_default()
@@ -533,7 +533,7 @@ fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
         );
         let log = std::fs::read_to_string(dir.path().join(format!(
             "{}/3.log",
-            xjob::clock::ms_to_naive(0).format("%Y-%m-%d")
+            xjob::testing::clock::ms_to_naive(0).format("%Y-%m-%d")
         )))
         .unwrap();
         assert!(
@@ -575,7 +575,7 @@ fn non_utf8_output_is_logged_and_read_lossily() {
         // the script runs in a real process: wait (bounded, real time) for its result
         results_within_10s(&results, 1).await;
         assert_eq!(results.lock()[0].handle_code, 200);
-        let day = xjob::clock::ms_to_naive(T0).format("%Y-%m-%d").to_string();
+        let day = xjob::testing::clock::ms_to_naive(T0).format("%Y-%m-%d").to_string();
         let log = std::fs::read_to_string(dir.path().join(&day).join("7.log")).unwrap();
         assert!(
             log.contains("before") && log.contains("\u{fffd}\u{fffd} bad") && log.contains("after"),
@@ -583,7 +583,7 @@ fn non_utf8_output_is_logged_and_read_lossily() {
         );
         // a log file with raw invalid bytes (written by another tool) is read lossily
         std::fs::write(dir.path().join(&day).join("8.log"), b"one\n\xff two\n").unwrap();
-        let read = xjob::executor::read_log(
+        let read = xjob::testing::executor::read_log(
             Some(dir.path().to_path_buf()),
             clock,
             xjob::model::wire::LogParam {

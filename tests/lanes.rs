@@ -12,7 +12,7 @@ use common::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
-use xjob::actors::trigger_pool::PoolStats;
+use xjob::testing::actors::PoolStats;
 use xjob::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
 use xjob::prelude::*;
 
@@ -115,7 +115,7 @@ async fn engine_with(
         .start()
         .await
         .unwrap();
-    let group = xjob::store::groups::insert(
+    let group = xjob::testing::store::groups::insert(
         engine.db(),
         "remote-app",
         "remote",
@@ -180,7 +180,7 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
         );
         // a trigger is complete once its outcome is queued; the writes land right after
         settle(engine.activity()).await;
-        let rows = xjob::store::logs::for_job(engine.db(), job).await.unwrap();
+        let rows = xjob::testing::store::logs::for_job(engine.db(), job).await.unwrap();
         assert_eq!(rows.len(), 5, "nothing dropped");
         assert!(rows.iter().all(|r| r.trigger_code == 200));
         engine.db().clone().close().await.unwrap();
@@ -253,7 +253,7 @@ fn a_scan_records_nothing_while_dispatch_is_behind() {
         tokio::time::advance(Duration::from_millis(1_500)).await;
         wait_until(&engine, "still behind", |s| s.fast_waiting + s.backlog > 10).await;
         let window = engine.clock().now_ms() + 2_500;
-        let (_, jobs) = xjob::store::jobs::page(engine.db(), &Default::default(), 0, 10)
+        let (_, jobs) = xjob::testing::store::jobs::page(engine.db(), &Default::default(), 0, 10)
             .await
             .unwrap();
         assert!(jobs.iter().all(|j| j.trigger_next_time <= window));

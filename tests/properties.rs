@@ -18,11 +18,11 @@ use actix::prelude::*;
 use common::*;
 use parking_lot::Mutex;
 use proptest::prelude::*;
-use xjob::actors::ring::{PushRing, RingActor};
-use xjob::actors::trigger_pool::FireBatch;
+use xjob::testing::actors::{PushRing, RingActor};
+use xjob::testing::actors::FireBatch;
 use xjob::model::{ScheduleType, TriggerType};
 use xjob::prelude::*;
-use xjob::store::logs::Fire;
+use xjob::testing::store::logs::Fire;
 
 #[derive(Clone, Debug)]
 struct JobCase {
@@ -122,7 +122,7 @@ fn check_center(jobs: Vec<JobCase>, steps: Vec<u64>) -> Result<(), TestCaseError
         // let everything due by `end` finish
         advance(engine.activity(), 1_000, 100).await;
 
-        let all = xjob::store::logs::all(engine.db()).await.unwrap();
+        let all = xjob::testing::store::logs::all(engine.db()).await.unwrap();
         let runs = runs.lock().clone();
         // 1. Every handler execution is of a distinct log row: nothing ran twice.
         let mut per_log: HashMap<i64, usize> = HashMap::new();

@@ -136,7 +136,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         let addresses = || {
             let db = db.clone();
             async move {
-                xjob::store::groups::get(&db, group)
+                xjob::testing::store::groups::get(&db, group)
                     .await
                     .unwrap()
                     .address_list
@@ -162,7 +162,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         let done = |job: i32, n: usize| {
             let db = db.clone();
             async move {
-                let rows = xjob::store::logs::for_job(&db, job).await.unwrap();
+                let rows = xjob::testing::store::logs::for_job(&db, job).await.unwrap();
                 rows.len() == n && rows.iter().all(|r| r.handle_code != 0)
             }
         };
@@ -172,7 +172,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             (2, 2),
             "ROUND alternates"
         );
-        let rows = xjob::store::logs::for_job(engine.db(), round)
+        let rows = xjob::testing::store::logs::for_job(engine.db(), round)
             .await
             .unwrap();
         assert!(rows.iter().all(|r| {
@@ -189,7 +189,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             .unwrap();
         engine.trigger_job(shard, None, None).await.unwrap();
         eventually("both shards called back", 10, || done(shard, 2)).await;
-        let mut shards: Vec<String> = xjob::store::logs::for_job(engine.db(), shard)
+        let mut shards: Vec<String> = xjob::testing::store::logs::for_job(engine.db(), shard)
             .await
             .unwrap()
             .iter()
@@ -220,7 +220,7 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
             let job = engine.add_job(job_with(route)).await.unwrap();
             engine.trigger_job(job, None, None).await.unwrap();
             eventually(&format!("{route} run called back"), 10, || done(job, 1)).await;
-            let row = xjob::store::logs::for_job(engine.db(), job)
+            let row = xjob::testing::store::logs::for_job(engine.db(), job)
                 .await
                 .unwrap()
                 .remove(0);
@@ -256,12 +256,12 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         eventually("the run on e2 marked lost", 10, || {
             let db = db.clone();
             async move {
-                xjob::store::logs::for_job(&db, doomed).await.unwrap()[0].handle_code == 500
+                xjob::testing::store::logs::for_job(&db, doomed).await.unwrap()[0].handle_code == 500
             }
         })
         .await;
         let lost_after = died.elapsed();
-        let r = xjob::store::logs::for_job(engine.db(), doomed)
+        let r = xjob::testing::store::logs::for_job(engine.db(), doomed)
             .await
             .unwrap()
             .remove(0);

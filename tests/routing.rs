@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use md5::{Digest, Md5};
 use proptest::prelude::*;
 use xjob::model::RouteStrategy;
-use xjob::router::Router;
+use xjob::testing::Router;
 
 /// The spec's algorithm, written out independently: 100 virtual nodes `SHARD-<addr>-NODE-<i>`,
 /// MD5, first four digest bytes little-endian, first node at or above the job's hash.

@@ -92,7 +92,7 @@ fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
             ))
             .await;
         app.advance(2_500).await;
-        let pending = xjob::store::logs::all_pending(app.engine.db())
+        let pending = xjob::testing::store::logs::all_pending(app.engine.db())
             .await
             .expect("pending");
         // (a job is read again when its next fire is within half the 5 s window, and its
@@ -205,7 +205,7 @@ fn manual_trigger_uses_the_param_override() {
             .await
             .expect("trigger");
         app.advance(100).await;
-        let rows = xjob::store::logs::for_job(app.engine.db(), job)
+        let rows = xjob::testing::store::logs::for_job(app.engine.db(), job)
             .await
             .expect("rows");
         assert_eq!(rows.len(), 1);
@@ -246,9 +246,9 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
             .expect("add");
         // another node recorded a fire and claimed it, then died before writing the trigger
         let db = app.engine.db();
-        xjob::store::logs::insert_pending(
+        xjob::testing::store::logs::insert_pending(
             db,
-            &[xjob::store::logs::PendingFire {
+            &[xjob::testing::store::logs::PendingFire {
                 job_id: job,
                 job_group: app.group,
                 fire_time: T0 + 1000,
@@ -257,25 +257,25 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
         )
         .await
         .expect("pending");
-        let fire = xjob::store::logs::all_pending(db)
+        let fire = xjob::testing::store::logs::all_pending(db)
             .await
             .expect("pending")
             .remove(0);
         // claim it as the dead node did (this node's ring never held it)
         assert_eq!(
-            xjob::store::logs::claim(db, &[fire.log_id])
+            xjob::testing::store::logs::claim(db, &[fire.log_id])
                 .await
                 .expect("claim"),
             vec![fire.log_id]
         );
         app.advance(9_500).await;
-        let row = xjob::store::logs::get(db, fire.log_id).await.expect("row");
+        let row = xjob::testing::store::logs::get(db, fire.log_id).await.expect("row");
         assert_eq!(
             row.trigger_code, 0,
             "within the claim timeout the claimant may still record it"
         );
         app.advance(2_000).await;
-        let row = xjob::store::logs::get(db, fire.log_id).await.expect("row");
+        let row = xjob::testing::store::logs::get(db, fire.log_id).await.expect("row");
         assert_eq!((row.fire_state, row.trigger_code), (0, 500));
         assert!(
             row.trigger_msg
@@ -285,7 +285,7 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
         // a failed trigger is the fail monitor's: it alarms (and would retry)
         app.advance(10_000).await;
         assert_eq!(
-            xjob::store::logs::get(db, fire.log_id)
+            xjob::testing::store::logs::get(db, fire.log_id)
                 .await
                 .expect("row")
                 .alarm_status,
@@ -323,7 +323,7 @@ fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
         let run = |job| {
             let db = app.engine.db().clone();
             async move {
-                xjob::store::logs::for_job(&db, job)
+                xjob::testing::store::logs::for_job(&db, job)
                     .await
                     .expect("rows")
                     .remove(0)
@@ -385,7 +385,7 @@ fn stop_waits_for_results_already_received() {
         let mut ids = Vec::new();
         for _ in 0..50 {
             ids.push(
-                xjob::store::logs::insert_run(
+                xjob::testing::store::logs::insert_run(
                     db,
                     app.group,
                     job,
@@ -408,7 +408,7 @@ fn stop_waits_for_results_already_received() {
             .collect();
         app.engine
             .complete()
-            .do_send(xjob::actors::complete::Callback(results));
+            .do_send(xjob::testing::actors::Callback(results));
         // the stop's grace runs on (paused) time: drive the clock while it waits, only when the
         // engine is idle, so the grace never runs out while a write is still on its way
         let ticker = drive_clock(app.engine.activity().clone());
@@ -419,7 +419,7 @@ fn stop_waits_for_results_already_received() {
         ticker.abort();
         // a shutdown right after stop must not leave received results unwritten
         for id in ids {
-            let row = xjob::store::logs::get(db, id).await.expect("row");
+            let row = xjob::testing::store::logs::get(db, id).await.expect("row");
             assert_eq!(row.handle_code, 200, "run {id}");
             assert_eq!(row.alarm_status, 1, "a success needs no alarm");
         }
@@ -441,17 +441,17 @@ fn an_edited_job_fires_with_its_new_definition() {
         app.advance(10_050).await;
         let db = app.engine.db();
         let edit = |param: &'static str, at_ms: i64| async move {
-            let mut j = xjob::store::jobs::get(db, job).await.unwrap();
+            let mut j = xjob::testing::store::jobs::get(db, job).await.unwrap();
             j.executor_param = Some(param.into());
-            j.update_time = Some(xjob::clock::ms_to_naive(at_ms));
-            xjob::store::jobs::update_definition(db, &j).await.unwrap();
+            j.update_time = Some(xjob::testing::clock::ms_to_naive(at_ms));
+            xjob::testing::store::jobs::update_definition(db, &j).await.unwrap();
         };
         // through this node: same update_time as before, so only the edit mark re-reads it
-        let same = xjob::store::jobs::get(db, job).await.unwrap().update_time;
-        let mut j = xjob::store::jobs::get(db, job).await.unwrap();
+        let same = xjob::testing::store::jobs::get(db, job).await.unwrap().update_time;
+        let mut j = xjob::testing::store::jobs::get(db, job).await.unwrap();
         j.executor_param = Some("second".into());
         j.update_time = same;
-        xjob::store::jobs::update_definition(db, &j).await.unwrap();
+        xjob::testing::store::jobs::update_definition(db, &j).await.unwrap();
         app.engine.job_edited(job);
         app.advance(10_000).await;
         // in the database only: the version moves
@@ -481,7 +481,7 @@ fn periodic_tasks_run_once_at_start() {
     let failed = run_paused(|| async {
         let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
         let db = app.engine.db();
-        let id = xjob::store::logs::insert_run(
+        let id = xjob::testing::store::logs::insert_run(
             db,
             app.group,
             1,
@@ -491,9 +491,9 @@ fn periodic_tasks_run_once_at_start() {
         )
         .await
         .unwrap();
-        xjob::store::logs::record_trigger(
+        xjob::testing::store::logs::record_trigger(
             db,
-            xjob::store::logs::TriggerRecord {
+            xjob::testing::store::logs::TriggerRecord {
                 log_id: id,
                 trigger_ms: T0,
                 trigger_code: 500,
@@ -512,10 +512,10 @@ fn periodic_tasks_run_once_at_start() {
         let app = TestApp::start_in(dir.path(), T0 + 1_000, |_| {}).await;
         app.advance(500).await;
         let db = app.engine.db();
-        let row = xjob::store::logs::get(db, failed).await.unwrap();
+        let row = xjob::testing::store::logs::get(db, failed).await.unwrap();
         assert_ne!(row.alarm_status, 0, "the fail monitor handled it at start");
         assert!(
-            !xjob::store::reports::all(db).await.unwrap().is_empty(),
+            !xjob::testing::store::reports::all(db).await.unwrap().is_empty(),
             "the day's run report is written at start"
         );
         app.close().await;

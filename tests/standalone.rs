@@ -56,7 +56,7 @@ fn a_standalone_executor_works_for_our_admin() {
         let list = || {
             let db = db.clone();
             async move {
-                xjob::store::groups::get(&db, group)
+                xjob::testing::store::groups::get(&db, group)
                     .await
                     .unwrap()
                     .address_list
@@ -84,7 +84,7 @@ fn a_standalone_executor_works_for_our_admin() {
         let row = || {
             let db = db.clone();
             async move {
-                xjob::store::logs::for_job(&db, job)
+                xjob::testing::store::logs::for_job(&db, job)
                     .await
                     .unwrap()
                     .first()
@@ -142,7 +142,7 @@ fn a_standalone_executor_works_for_our_admin() {
             client.idle_beat(&address, sleeper).await.code == 500
         })
         .await;
-        let running = xjob::store::logs::for_job(engine.db(), sleeper)
+        let running = xjob::testing::store::logs::for_job(engine.db(), sleeper)
             .await
             .unwrap()[0]
             .id;
@@ -150,7 +150,7 @@ fn a_standalone_executor_works_for_our_admin() {
         eventually("kill reported", 15, || {
             let db = db.clone();
             async move {
-                xjob::store::logs::for_job(&db, sleeper)
+                xjob::testing::store::logs::for_job(&db, sleeper)
                     .await
                     .unwrap()
                     .first()
@@ -158,7 +158,7 @@ fn a_standalone_executor_works_for_our_admin() {
             }
         })
         .await;
-        let killed = xjob::store::logs::for_job(engine.db(), sleeper)
+        let killed = xjob::testing::store::logs::for_job(engine.db(), sleeper)
             .await
             .unwrap()
             .remove(0);
@@ -191,14 +191,14 @@ fn a_standalone_executor_works_for_our_admin() {
             eventually("both settled", 15, || {
                 let db = db.clone();
                 async move {
-                    let rows = xjob::store::logs::for_job(&db, job).await.unwrap();
+                    let rows = xjob::testing::store::logs::for_job(&db, job).await.unwrap();
                     rows.len() == 2
                         && rows.iter().all(|r| r.trigger_code != 0)
                         && (expect == "discard" || rows.iter().all(|r| r.handle_code != 0))
                 }
             })
             .await;
-            let rows = xjob::store::logs::for_job(engine.db(), job).await.unwrap();
+            let rows = xjob::testing::store::logs::for_job(engine.db(), job).await.unwrap();
             if expect == "discard" {
                 assert_eq!(rows[1].trigger_code, 500);
                 assert!(
@@ -362,8 +362,8 @@ fn results_queued_during_a_callback_go_in_one_batch() {
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
         use actix::Actor;
-        use xjob::actors::complete::Callback;
-        use xjob::executor::callback::{CallbackActor, FlushCallbacks};
+        use xjob::testing::actors::Callback;
+        use xjob::testing::executor::{CallbackActor, FlushCallbacks};
         use xjob::model::wire::HandleCallbackParam;
         let sizes: Arc<Mutex<Vec<usize>>> = Arc::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));

@@ -146,7 +146,7 @@ fn admin_api_registers_removes_and_takes_callbacks() {
         assert_eq!(post(&u("api/registry"), &reg("http://10.0.0.2:9999/"), Some(AUTH)).await["code"], 200);
         assert_eq!(post(&u("xxl-job-admin/api/registry"), &reg("http://10.0.0.1:9999"), Some(AUTH)).await["code"], 200);
         let list = || async {
-            xjob::store::groups::get(n.engine.db(), group).await.unwrap().address_list
+            xjob::testing::store::groups::get(n.engine.db(), group).await.unwrap().address_list
         };
         // a new executor is in the list at once, sorted
         assert_eq!(list().await.as_deref(), Some("http://10.0.0.1:9999,http://10.0.0.2:9999/"));
@@ -163,21 +163,21 @@ fn admin_api_registers_removes_and_takes_callbacks() {
         assert_eq!(list().await.as_deref(), Some("http://10.0.0.1:9999"));
 
         // callbacks: first result wins, messages of any JSON type
-        let log_id = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
+        let log_id = xjob::testing::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
         let cb = json!([{"logId":log_id,"logDateTim":0,"handleCode":200,"handleMsg":{"rows":3},"executeResult":{"code":200}}]).to_string();
         assert_eq!(post(&u("api/callback"), &cb, Some(AUTH)).await, json!({"code":200}));
         let cb2 = json!([{"logId":log_id,"logDateTim":0,"handleCode":500,"handleMsg":"late"}]).to_string();
         assert_eq!(post(&u("xxl-job-admin/api/callback"), &cb2, Some(AUTH)).await["code"], 200);
-        let row = xjob::store::logs::get(n.engine.db(), log_id).await.unwrap();
+        let row = xjob::testing::store::logs::get(n.engine.db(), log_id).await.unwrap();
         assert_eq!((row.handle_code, row.handle_msg.as_deref()), (200, Some(r#"{"rows":3}"#)));
         assert_eq!(post(&u("api/callback"), "[{", Some(AUTH)).await["code"], 500);
         // a callback batch over actix's default 256 KiB body limit is taken on a node that
         // mounts only the node routes (no console), like an embedding app
-        let big = xjob::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
+        let big = xjob::testing::store::logs::insert_run(n.engine.db(), group, 1, 0, xjob::model::TriggerType::Manual, 0).await.unwrap();
         let cb = json!([{"logId":big,"logDateTim":0,"handleCode":200,"handleMsg":"x".repeat(300_000)}]).to_string();
         assert!(cb.len() > 256 << 10);
         assert_eq!(post(&u("api/callback"), &cb, Some(AUTH)).await, json!({"code":200}));
-        assert_eq!(xjob::store::logs::get(n.engine.db(), big).await.unwrap().handle_code, 200);
+        assert_eq!(xjob::testing::store::logs::get(n.engine.db(), big).await.unwrap().handle_code, 200);
         n.server.stop(true).await;
         n.engine.db().clone().close().await.unwrap();
     });
@@ -214,7 +214,7 @@ fn triggers_route_over_http_to_another_nodes_executor() {
             eventually(&format!("{route} run finished"), 10, || {
                 let db = db.clone();
                 async move {
-                    xjob::store::logs::for_job(&db, job)
+                    xjob::testing::store::logs::for_job(&db, job)
                         .await
                         .unwrap()
                         .first()
@@ -222,7 +222,7 @@ fn triggers_route_over_http_to_another_nodes_executor() {
                 }
             })
             .await;
-            let row = xjob::store::logs::for_job(a.engine.db(), job)
+            let row = xjob::testing::store::logs::for_job(a.engine.db(), job)
                 .await
                 .unwrap()
                 .remove(0);
@@ -272,7 +272,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
         eventually("first run dispatched", 10, || {
             let db = db.clone();
             async move {
-                xjob::store::logs::for_job(&db, job)
+                xjob::testing::store::logs::for_job(&db, job)
                     .await
                     .unwrap()
                     .first()
@@ -288,7 +288,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
         eventually("second run dispatched", 10, || {
             let db = db.clone();
             async move {
-                xjob::store::logs::for_job(&db, job)
+                xjob::testing::store::logs::for_job(&db, job)
                     .await
                     .unwrap()
                     .get(1)
@@ -296,7 +296,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
             }
         })
         .await;
-        let second = xjob::store::logs::for_job(a.engine.db(), job)
+        let second = xjob::testing::store::logs::for_job(a.engine.db(), job)
             .await
             .unwrap()
             .remove(1);

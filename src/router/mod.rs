@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use consistent_hash::{HashRing, hash_key};
+pub use consistent_hash::HashRing;
 
 use crate::model::RouteStrategy;
 

@@ -138,15 +138,6 @@ pub async fn insert_session(
     Ok(())
 }
 
-/// The user of an unexpired session.
-pub async fn session_user(
-    c: &impl ConnectionTrait,
-    token_hash: &str,
-    now: i64,
-) -> Result<Option<Model>> {
-    Ok(session(c, token_hash, now).await?.map(|(u, _)| u))
-}
-
 /// The user of a live session and when the session expires (epoch ms).
 pub async fn session(
     c: &impl ConnectionTrait,

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use xjob::activity::Activity;
+use xjob::testing::activity::Activity;
 use xjob::prelude::*;
 
 /// 2026-11-21 14:00:00 UTC, a Saturday.
@@ -164,7 +164,7 @@ impl TestApp {
 
     /// Every log row of `job_id` that was dispatched (not pending), by nominal time.
     pub async fn dispatched(&self, job_id: i32) -> Vec<entity::xxl_job_log::Model> {
-        xjob::store::logs::for_job(self.engine.db(), job_id)
+        xjob::testing::store::logs::for_job(self.engine.db(), job_id)
             .await
             .expect("logs")
             .into_iter()
