@@ -8,9 +8,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use xjob::testing::actors::plan_job;
 use xjob::model::{MisfireStrategy, RouteStrategy, ScheduleType};
 use xjob::testing::Router;
+use xjob::testing::actors::plan_job;
 use xjob::{Schedule, testing::CronExpr};
 
 /// 2026-11-21 14:00:00 UTC.
@@ -86,8 +86,8 @@ fn scan(c: &mut Criterion) {
 /// Ring push + expire: 10,000 fires spread over five seconds pushed, then the five seconds
 /// taken; reported per fire.
 fn ring(c: &mut Criterion) {
-    use xjob::testing::actors::Ring;
     use xjob::model::TriggerType;
+    use xjob::testing::actors::Ring;
     use xjob::testing::store::logs::Fire;
     const N: i64 = 10_000;
     let t0 = 1_795_269_600_000_i64;

@@ -5,7 +5,7 @@
 //! `cargo run --example remote_executor -- http://127.0.0.1:8080 <token>`
 //! and create a job on group `report-app` with handler `buildReport` in the admin.
 
-use xjob::executor::standalone::StandaloneExecutor;
+use xjob::executor::StandaloneExecutor;
 use xjob::prelude::*;
 
 #[actix_web::main]

@@ -90,7 +90,7 @@ pub fn ms_to_naive(ms: i64) -> chrono::NaiveDateTime {
 }
 
 /// A UTC `NaiveDateTime` to epoch ms.
-pub fn naive_to_ms(t: chrono::NaiveDateTime) -> i64 {
+pub(crate) fn naive_to_ms(t: chrono::NaiveDateTime) -> i64 {
     t.and_utc().timestamp_millis()
 }
 

@@ -396,6 +396,12 @@ impl Config {
     }
 }
 
+/// A new random access token (32 bytes from the OS-seeded generator, as hex), for
+/// `security.access_token` when none is configured.
+pub fn random_token() -> String {
+    crate::token::random_hex(32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,10 +454,4 @@ mod tests {
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("scheduler.time_zone"), "{e}");
     }
-}
-
-/// A new random access token (32 bytes from the OS-seeded generator, as hex), for
-/// `security.access_token` when none is configured.
-pub fn random_token() -> String {
-    crate::token::random_hex(32)
 }

@@ -18,7 +18,7 @@ use sea_orm::ConnectionTrait;
 use crate::error::Result;
 
 /// A group as dispatch uses it.
-pub type Group = Arc<entity::xxl_job_group::Model>;
+pub(crate) type Group = Arc<entity::xxl_job_group::Model>;
 
 /// How long a job edit is remembered: longer than any fire waits in the ring.
 const EDIT_MEMORY_MS: i64 = 120_000;

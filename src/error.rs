@@ -112,5 +112,5 @@ impl From<actix::MailboxError> for Error {
     }
 }
 
-/// `Result` with [`Error`].
+/// `Result` with [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;

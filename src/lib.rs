@@ -12,24 +12,91 @@
 //! connection) and finished runs with child jobs come back to the completion actor. See
 //! `DESIGN.md` beside the repository for the whole picture.
 //!
-//! ```no_run
-//! # async fn demo() -> xjob::Result<()> {
+//! ## Embedding it
+//!
+//! An actix-web application binds its listener first (the engine registers its in-process
+//! executor at that address), starts the engine with its Rust handlers, mounts xjob's routes
+//! (the admin API executors call, the executor protocol, the `/v1` console API and the web
+//! console) next to its own, and schedules jobs. `examples/embed.rs` is the same as a program.
+//!
+//! ```
+//! use std::time::Duration;
+//! use actix_web::{App, HttpServer};
+//! use xjob::console::{Console, Paging};
 //! use xjob::prelude::*;
-//! let mut config = Config::default();
-//! config.executor.app_name = "my-app".into();
-//! let engine = Engine::builder(config).handlers(xjob::demo::handlers()?).start().await?;
-//! let group = engine.ensure_group("my-app", "My app").await?;
-//! let job = engine.add_job(JobSpec::cron(group, "hello", "* * * * * ?", "demoJobHandler")).await?;
-//! engine.start_job(job).await?;
-//! # Ok(()) }
+//!
+//! # fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+//! actix_web::rt::System::new().block_on(async {
+//!     let dir = tempfile::tempdir()?;
+//!     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = listener.local_addr()?;
+//!     let mut config = Config::default();
+//!     config.database.url = format!("sqlite://{}?mode=rwc", dir.path().join("app.db").display());
+//!     config.http.bind = addr.to_string();
+//!     config.executor.app_name = "my-app".into();
+//!     config.executor.address = format!("http://{addr}/");
+//!
+//!     let mut handlers = HandlerRegistry::new();
+//!     handlers.register_fn("greet", |ctx: JobContext| async move {
+//!         ctx.log(format!("hello, {}", ctx.param));
+//!         Ok(())
+//!     })?;
+//!     let engine = Engine::builder(config)
+//!         .handlers(handlers)
+//!         .log_dir(dir.path().join("joblogs"))
+//!         .start()
+//!         .await?;
+//!
+//!     // xjob's routes beside the app's own; executors must send the access token
+//!     let routes = xjob::routes::center(Console::new(engine.clone()), Some(xjob::config::random_token()));
+//!     let server = HttpServer::new(move || App::new().configure(routes.clone()))
+//!         .workers(1)
+//!         .listen(listener)?
+//!         .run();
+//!     let http = server.handle();
+//!     actix_web::rt::spawn(server);
+//!
+//!     // a job on a schedule (hourly), started, and triggered once now with a param
+//!     let group = engine.ensure_group("my-app", "My app").await?;
+//!     let job = engine.add_job(JobSpec::cron(group, "greet", "0 0 * * * ?", "greet")).await?;
+//!     engine.start_job(job).await?;
+//!     engine.trigger_job(job, Some("world".into()), None).await?;
+//!
+//!     // its runs, through the engine (no SQL)
+//!     let mut run = None;
+//!     for _ in 0..500 {
+//!         let page = engine.runs(job, Paging::first(10)).await?;
+//!         if let Some(r) = page.items.into_iter().find(|r| r.status != "running") {
+//!             run = Some(r);
+//!             break;
+//!         }
+//!         tokio::time::sleep(Duration::from_millis(10)).await;
+//!     }
+//!     let run = run.expect("the run finished");
+//!     assert_eq!(run.status, "success");
+//!     assert!(engine.run_log(run.id, 1).await?.content.contains("hello, world"));
+//!
+//!     engine.stop(Duration::from_secs(5)).await?;
+//!     http.stop(true).await;
+//!     Ok(())
+//! })
+//! # }
 //! ```
 //!
-//! ## Layout
+//! ## What is stable API
+//! What this page lists: [`Engine`] and [`EngineBuilder`] (with [`RunLog`]), [`Config`] and the
+//! [`config`] tree, [`Error`] / [`Result`], [`JobSpec`], [`Schedule`], the handler types
+//! ([`HandlerRegistry`], [`JobContext`], [`JobResult`]), the [`executor`] clients
+//! ([`ExecutorClient`], [`executor::HttpExecutorClient`], [`executor::StandaloneExecutor`]),
+//! the route scopes in [`routes`], the [`console`] service with its views, the XXL-JOB wire
+//! model in [`model`], [`alarm`] for custom alarms, [`migrate`] and the [`demo`] handlers.
+//! Everything else is the engine's inside (scan, ring, trigger pool, completion, registry,
+//! storage) and private; the hidden `testing` module exists for this crate's own tests and
+//! carries no promise.
+//!
+//! ## Layout (inside)
 //! - `activity`: in-flight work counter (lets tests wait for the engine to settle).
 //! - `clock`: the one source of "now" ([`Clock`]).
-//! - `config`: the typed configuration tree ([`Config`]).
-//! - `error`: the crate's error type ([`Error`]).
-//! - `model`: XXL-JOB enums and wire objects with exact spellings.
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
 //! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`).
 //! - `directory`: jobs and groups as dispatch sees them (in memory, refreshed by the scan).
@@ -37,16 +104,12 @@
 //! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
-//! - `executor`: handlers, [`JobContext`], the in-process executor and [`ExecutorClient`].
 //! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
-//! - `alarm`: alarms for failed runs (e-mail, webhook).
-//! - `engine`: wiring ([`Engine`]).
+//! - `engine`: wiring ([`Engine`]) and the embedder's queries (`engine/api.rs`).
 //! - `metrics`: Prometheus counters and histograms.
-//! - `console`: the console's operations with authentication and per-group permissions.
-//! - `routes`: HTTP scopes (admin API, executor protocol, `/v1` console API, OpenAPI, metrics).
-//! - `demo`: the demo handlers of `xjob serve`.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 // the stable API: these modules and the re-exports below
 pub mod alarm;
@@ -121,9 +184,11 @@ pub mod testing {
     }
     /// The executor's actors.
     pub mod executor {
-        pub use crate::executor::actor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
+        pub use crate::executor::actor::{
+            ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown,
+        };
         pub use crate::executor::callback::{CallbackActor, FlushCallbacks};
-        pub use crate::executor::read_log;
+        pub use crate::executor::local::read_log;
     }
     pub use crate::metrics::Metrics;
     pub use crate::router::Router;
@@ -142,8 +207,8 @@ pub mod testing {
         /// Run rows.
         pub mod logs {
             pub use crate::store::logs::{
-                Fire, PendingFire, TriggerRecord, all, all_pending, claim, for_job, get, record_handle,
-                insert_pending, insert_run, record_trigger,
+                Fire, PendingFire, TriggerRecord, all, all_pending, claim, for_job, get,
+                insert_pending, insert_run, record_handle, record_trigger,
             };
         }
         /// Daily reports.

@@ -118,8 +118,7 @@ fn access_token(cfg: &Config) -> anyhow::Result<String> {
 
 async fn executor(cfg: Config) -> anyhow::Result<()> {
     let exec =
-        xjob::executor::standalone::StandaloneExecutor::start(&cfg, xjob::demo::handlers()?, None)
-            .await?;
+        xjob::executor::StandaloneExecutor::start(&cfg, xjob::demo::handlers()?, None).await?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,

@@ -4,14 +4,14 @@
 use actix_web::HttpRequest;
 
 /// The header XXL-JOB 2.2+ sends.
-pub const TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
+pub(crate) const TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
 /// The header XXL-JOB before 2.2 sent (still sent by some clients).
-pub const OLD_TOKEN_HEADER: &str = "XXL-RPC-ACCESS-TOKEN";
+pub(crate) const OLD_TOKEN_HEADER: &str = "XXL-RPC-ACCESS-TOKEN";
 /// The answer to a wrong token.
-pub const WRONG_TOKEN: &str = "The access token is wrong.";
+pub(crate) const WRONG_TOKEN: &str = "The access token is wrong.";
 
 /// Bytes as lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes
         .iter()
@@ -30,7 +30,7 @@ pub fn random_hex(bytes: usize) -> String {
 }
 
 /// Compares two byte strings in time independent of where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
     for i in 0..a.len().max(b.len()) {
         let x = a.get(i).copied().unwrap_or(0);
@@ -41,7 +41,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Whether `req` carries `expected` (any request passes when no token is configured).
-pub fn token_ok(req: &HttpRequest, expected: Option<&str>) -> bool {
+pub(crate) fn token_ok(req: &HttpRequest, expected: Option<&str>) -> bool {
     let Some(expected) = expected.filter(|t| !t.trim().is_empty()) else {
         return true;
     };

@@ -67,7 +67,7 @@ fn push_clean(out: &mut String, text: &str) {
 
 impl Summary<'_> {
     /// The stored form: the variable parts only.
-    pub fn compact(&self) -> String {
+    pub(crate) fn compact(&self) -> String {
         let mut s = String::with_capacity(64 + self.admin_address.len() + self.route_msg.len());
         s.push_str(MARK);
         push_field(&mut s, self.trigger_type.as_str());

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use common::*;
 use parking_lot::Mutex;
-use xjob::testing::actors::Heartbeat;
 use xjob::model::TriggerType;
 use xjob::prelude::*;
+use xjob::testing::actors::Heartbeat;
 use xjob::testing::store::logs::{self, TriggerRecord};
 
 /// A log row dispatched to `address` at the engine's now, still running.
@@ -457,9 +457,13 @@ fn reports_count_three_days_and_retention_deletes_old_runs() {
             .unwrap()
             .unwrap();
         let from = xjob::testing::clock::ms_to_naive(T0 - 3 * day);
-        let rows = xjob::testing::store::reports::between(&db, from, xjob::testing::clock::ms_to_naive(T0))
-            .await
-            .unwrap();
+        let rows = xjob::testing::store::reports::between(
+            &db,
+            from,
+            xjob::testing::clock::ms_to_naive(T0),
+        )
+        .await
+        .unwrap();
         let counts: Vec<(i32, i32, i32)> = rows
             .iter()
             .map(|r| (r.running_count, r.suc_count, r.fail_count))

@@ -147,17 +147,23 @@ fn fresh_database(base_url: &str) -> String {
 /// Migrates, adds the group and `JOBS` jobs firing every second, first at T0 + 1 s.
 fn setup(url: &str) {
     actix_rt::System::new().block_on(async {
-        let db = xjob::testing::store::connect(&cfg(url).database).await.unwrap();
-        xjob::testing::store::migrate(&db).await.unwrap();
-        let now = xjob::testing::clock::ms_to_naive(T0);
-        let g = xjob::testing::store::groups::insert(&db, APP, "cluster", 1, Some(EXEC.into()), now)
+        let db = xjob::testing::store::connect(&cfg(url).database)
             .await
             .unwrap();
-        for i in 0..JOBS {
-            let spec = JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "count");
-            let id = xjob::testing::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+        xjob::testing::store::migrate(&db).await.unwrap();
+        let now = xjob::testing::clock::ms_to_naive(T0);
+        let g =
+            xjob::testing::store::groups::insert(&db, APP, "cluster", 1, Some(EXEC.into()), now)
                 .await
                 .unwrap();
+        for i in 0..JOBS {
+            let spec = JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "count");
+            let id = xjob::testing::store::jobs::insert(
+                &db,
+                spec.validate(chrono_tz::UTC, now).unwrap(),
+            )
+            .await
+            .unwrap();
             xjob::testing::store::jobs::set_running(&db, id, T0 + 1000)
                 .await
                 .unwrap();
@@ -334,7 +340,9 @@ fn a_database_without_the_schedule_lock_row_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_url(dir.path());
     run_paused(|| async {
-        let db = xjob::testing::store::connect(&cfg(&url).database).await.unwrap();
+        let db = xjob::testing::store::connect(&cfg(&url).database)
+            .await
+            .unwrap();
         xjob::testing::store::migrate(&db).await.unwrap();
         db.execute_unprepared("DELETE FROM xxl_job_lock")
             .await

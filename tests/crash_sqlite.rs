@@ -47,16 +47,25 @@ fn a_killed_sqlite_node_restarts_without_loss_or_duplicate() {
         let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
         xjob::testing::store::migrate(&db).await.unwrap();
         let now = chrono::Utc::now().naive_utc();
-        let g =
-            xjob::testing::store::groups::insert(&db, "xjob-demo", "demo", 1, Some(address.clone()), now)
-                .await
-                .unwrap();
+        let g = xjob::testing::store::groups::insert(
+            &db,
+            "xjob-demo",
+            "demo",
+            1,
+            Some(address.clone()),
+            now,
+        )
+        .await
+        .unwrap();
         let first = (chrono::Utc::now().timestamp_millis() / 1000 + 3) * 1000;
         for i in 0..JOBS {
             let spec = xjob::JobSpec::cron(g, &format!("job {i}"), "* * * * * ?", "demoJobHandler");
-            let id = xjob::testing::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
-                .await
-                .unwrap();
+            let id = xjob::testing::store::jobs::insert(
+                &db,
+                spec.validate(chrono_tz::UTC, now).unwrap(),
+            )
+            .await
+            .unwrap();
             xjob::testing::store::jobs::set_running(&db, id, first)
                 .await
                 .unwrap();

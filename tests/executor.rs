@@ -15,11 +15,11 @@ use actix::prelude::*;
 use common::*;
 use parking_lot::Mutex;
 use proptest::prelude::*;
-use xjob::testing::actors::Callback;
-use xjob::testing::executor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
 use xjob::executor::{Handler as JobHandler, HandlerRegistry};
 use xjob::model::wire::{HandleCallbackParam, TriggerParam};
 use xjob::prelude::*;
+use xjob::testing::actors::Callback;
+use xjob::testing::executor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
 
 /// Collects results.
 struct Probe(Arc<Mutex<Vec<HandleCallbackParam>>>);
@@ -575,7 +575,9 @@ fn non_utf8_output_is_logged_and_read_lossily() {
         // the script runs in a real process: wait (bounded, real time) for its result
         results_within_10s(&results, 1).await;
         assert_eq!(results.lock()[0].handle_code, 200);
-        let day = xjob::testing::clock::ms_to_naive(T0).format("%Y-%m-%d").to_string();
+        let day = xjob::testing::clock::ms_to_naive(T0)
+            .format("%Y-%m-%d")
+            .to_string();
         let log = std::fs::read_to_string(dir.path().join(&day).join("7.log")).unwrap();
         assert!(
             log.contains("before") && log.contains("\u{fffd}\u{fffd} bad") && log.contains("after"),

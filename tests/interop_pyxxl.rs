@@ -74,7 +74,9 @@ fn a_pyxxl_executor_registers_runs_and_reports_against_our_admin() {
         let expected = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let g = xjob::testing::store::groups::get(engine.db(), group).await.unwrap();
+            let g = xjob::testing::store::groups::get(engine.db(), group)
+                .await
+                .unwrap();
             if g.address_list.as_deref() == Some(expected.as_str()) {
                 break;
             }
@@ -99,7 +101,9 @@ fn a_pyxxl_executor_registers_runs_and_reports_against_our_admin() {
                 .unwrap();
             let deadline = Instant::now() + Duration::from_secs(30);
             let row = loop {
-                let rows = xjob::testing::store::logs::for_job(engine.db(), job).await.unwrap();
+                let rows = xjob::testing::store::logs::for_job(engine.db(), job)
+                    .await
+                    .unwrap();
                 if let Some(r) = rows.into_iter().find(|r| r.handle_code != 0) {
                     break r;
                 }

@@ -12,9 +12,9 @@ use common::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
-use xjob::testing::actors::PoolStats;
 use xjob::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
 use xjob::prelude::*;
+use xjob::testing::actors::PoolStats;
 
 /// `/run` waits for a gate permit (or a fixed delay) and counts concurrent calls.
 #[derive(Clone)]
@@ -180,7 +180,9 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
         );
         // a trigger is complete once its outcome is queued; the writes land right after
         settle(engine.activity()).await;
-        let rows = xjob::testing::store::logs::for_job(engine.db(), job).await.unwrap();
+        let rows = xjob::testing::store::logs::for_job(engine.db(), job)
+            .await
+            .unwrap();
         assert_eq!(rows.len(), 5, "nothing dropped");
         assert!(rows.iter().all(|r| r.trigger_code == 200));
         engine.db().clone().close().await.unwrap();

@@ -18,10 +18,10 @@ use actix::prelude::*;
 use common::*;
 use parking_lot::Mutex;
 use proptest::prelude::*;
-use xjob::testing::actors::{PushRing, RingActor};
-use xjob::testing::actors::FireBatch;
 use xjob::model::{ScheduleType, TriggerType};
 use xjob::prelude::*;
+use xjob::testing::actors::FireBatch;
+use xjob::testing::actors::{PushRing, RingActor};
 use xjob::testing::store::logs::Fire;
 
 #[derive(Clone, Debug)]

@@ -256,7 +256,11 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         eventually("the run on e2 marked lost", 10, || {
             let db = db.clone();
             async move {
-                xjob::testing::store::logs::for_job(&db, doomed).await.unwrap()[0].handle_code == 500
+                xjob::testing::store::logs::for_job(&db, doomed)
+                    .await
+                    .unwrap()[0]
+                    .handle_code
+                    == 500
             }
         })
         .await;

@@ -269,13 +269,17 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
             vec![fire.log_id]
         );
         app.advance(9_500).await;
-        let row = xjob::testing::store::logs::get(db, fire.log_id).await.expect("row");
+        let row = xjob::testing::store::logs::get(db, fire.log_id)
+            .await
+            .expect("row");
         assert_eq!(
             row.trigger_code, 0,
             "within the claim timeout the claimant may still record it"
         );
         app.advance(2_000).await;
-        let row = xjob::testing::store::logs::get(db, fire.log_id).await.expect("row");
+        let row = xjob::testing::store::logs::get(db, fire.log_id)
+            .await
+            .expect("row");
         assert_eq!((row.fire_state, row.trigger_code), (0, 500));
         assert!(
             row.trigger_msg
@@ -444,14 +448,21 @@ fn an_edited_job_fires_with_its_new_definition() {
             let mut j = xjob::testing::store::jobs::get(db, job).await.unwrap();
             j.executor_param = Some(param.into());
             j.update_time = Some(xjob::testing::clock::ms_to_naive(at_ms));
-            xjob::testing::store::jobs::update_definition(db, &j).await.unwrap();
+            xjob::testing::store::jobs::update_definition(db, &j)
+                .await
+                .unwrap();
         };
         // through this node: same update_time as before, so only the edit mark re-reads it
-        let same = xjob::testing::store::jobs::get(db, job).await.unwrap().update_time;
+        let same = xjob::testing::store::jobs::get(db, job)
+            .await
+            .unwrap()
+            .update_time;
         let mut j = xjob::testing::store::jobs::get(db, job).await.unwrap();
         j.executor_param = Some("second".into());
         j.update_time = same;
-        xjob::testing::store::jobs::update_definition(db, &j).await.unwrap();
+        xjob::testing::store::jobs::update_definition(db, &j)
+            .await
+            .unwrap();
         app.engine.job_edited(job);
         app.advance(10_000).await;
         // in the database only: the version moves
@@ -515,7 +526,10 @@ fn periodic_tasks_run_once_at_start() {
         let row = xjob::testing::store::logs::get(db, failed).await.unwrap();
         assert_ne!(row.alarm_status, 0, "the fail monitor handled it at start");
         assert!(
-            !xjob::testing::store::reports::all(db).await.unwrap().is_empty(),
+            !xjob::testing::store::reports::all(db)
+                .await
+                .unwrap()
+                .is_empty(),
             "the day's run report is written at start"
         );
         app.close().await;

@@ -15,7 +15,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use common::*;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use xjob::executor::standalone::StandaloneExecutor;
+use xjob::executor::StandaloneExecutor;
 use xjob::executor::{ExecutorClient, HttpExecutorClient};
 use xjob::model::wire::{LogParam, TriggerParam};
 use xjob::prelude::*;
@@ -198,7 +198,9 @@ fn a_standalone_executor_works_for_our_admin() {
                 }
             })
             .await;
-            let rows = xjob::testing::store::logs::for_job(engine.db(), job).await.unwrap();
+            let rows = xjob::testing::store::logs::for_job(engine.db(), job)
+                .await
+                .unwrap();
             if expect == "discard" {
                 assert_eq!(rows[1].trigger_code, 500);
                 assert!(
@@ -362,9 +364,9 @@ fn results_queued_during_a_callback_go_in_one_batch() {
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
         use actix::Actor;
+        use xjob::model::wire::HandleCallbackParam;
         use xjob::testing::actors::Callback;
         use xjob::testing::executor::{CallbackActor, FlushCallbacks};
-        use xjob::model::wire::HandleCallbackParam;
         let sizes: Arc<Mutex<Vec<usize>>> = Arc::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

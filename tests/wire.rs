@@ -22,13 +22,13 @@ async fn node(dir: &std::path::Path, with_executor: bool) -> HttpNode {
 async fn executor(
     dir: &std::path::Path,
     admin_node: &HttpNode,
-) -> xjob::executor::standalone::StandaloneExecutor {
+) -> xjob::executor::StandaloneExecutor {
     let mut c = Config::default();
     c.executor.app_name = "wire-exec".into();
     c.executor.admin_addresses = vec![format!("{}xxl-job-admin", admin_node.address)];
     c.executor.log_path = dir.display().to_string();
     c.executor.access_token = TOKEN.into();
-    xjob::executor::standalone::StandaloneExecutor::start(
+    xjob::executor::StandaloneExecutor::start(
         &c,
         xjob::demo::handlers().unwrap(),
         Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),

@@ -9,7 +9,7 @@
 use sea_orm_migration::prelude::*;
 
 #[derive(DeriveMigrationName)]
-pub struct Migration;
+pub(crate) struct Migration;
 
 fn t(name: &str) -> Alias {
     Alias::new(name)

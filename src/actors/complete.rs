@@ -24,17 +24,17 @@ use crate::metrics::Metrics;
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, HandleCallbackParam};
 use crate::store::log_batches::HandleResult;
-pub use crate::store::writer::RunsFinished;
+pub(crate) use crate::store::writer::RunsFinished;
 use crate::store::writer::{FinishedRun, LogWriter};
 use crate::store::{logs, registry};
 use crate::trigger::TriggerRequest;
 
 /// How often runs on never-registered addresses are checked.
-pub const LOST_SWEEP: Duration = Duration::from_secs(10);
+pub(crate) const LOST_SWEEP: Duration = Duration::from_secs(10);
 /// XXL-JOB's age after which a run on an unregistered address counts as lost.
-pub const LOST_UNREGISTERED_MS: i64 = 10 * 60 * 1000;
+pub(crate) const LOST_UNREGISTERED_MS: i64 = 10 * 60 * 1000;
 /// The message of a lost run (spec §8.10).
-pub const LOST_MSG: &str = "Job result lost, marked as failure";
+pub(crate) const LOST_MSG: &str = "Job result lost, marked as failure";
 
 /// A batch of run results (queued for writing; the sender does not wait for the write).
 #[derive(Message, Debug, Clone)]

@@ -22,17 +22,17 @@ use crate::store::{groups, jobs, logs};
 use crate::trigger::TriggerRequest;
 
 /// How often failures are checked (XXL-JOB: 10 s).
-pub const FAIL_SCAN: Duration = Duration::from_secs(10);
+pub(crate) const FAIL_SCAN: Duration = Duration::from_secs(10);
 /// Most failures handled per check.
-pub const FAIL_BATCH: u64 = 1000;
+pub(crate) const FAIL_BATCH: u64 = 1000;
 
 /// Handles failures now; answers how many runs were handled.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<usize>")]
-pub struct CheckFailures;
+pub(crate) struct CheckFailures;
 
 /// The fail monitor.
-pub struct FailMonitor {
+pub(crate) struct FailMonitor {
     db: DatabaseConnection,
     clock: Clock,
     pool: Recipient<TriggerJob>,
@@ -43,7 +43,7 @@ pub struct FailMonitor {
 
 impl FailMonitor {
     /// A monitor retrying through `pool` and alarming through `alarms`.
-    pub fn new(
+    pub(crate) fn new(
         db: DatabaseConnection,
         clock: Clock,
         pool: Recipient<TriggerJob>,

@@ -21,11 +21,11 @@ use crate::error::Result;
 use crate::store::reports;
 
 /// How often the counts are refreshed (XXL-JOB: every minute).
-pub const REPORT_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
 /// A count pass is followed by at least this many times its own duration before the next.
-pub const REPORT_BUDGET: i64 = 20;
+pub(crate) const REPORT_BUDGET: i64 = 20;
 /// Retention below this many days turns cleanup off.
-pub const MIN_RETENTION_DAYS: i64 = 7;
+pub(crate) const MIN_RETENTION_DAYS: i64 = 7;
 
 /// Refreshes the counts now.
 #[derive(Message, Debug)]

@@ -1,9 +1,9 @@
 //! The scheduling center's actors, one per file. Each file owns the messages it handles.
 
-pub mod complete;
-pub mod fail_monitor;
-pub mod log_report;
-pub mod registry;
-pub mod ring;
-pub mod scan;
-pub mod trigger_pool;
+pub(crate) mod complete;
+pub(crate) mod fail_monitor;
+pub(crate) mod log_report;
+pub(crate) mod registry;
+pub(crate) mod ring;
+pub(crate) mod scan;
+pub(crate) mod trigger_pool;

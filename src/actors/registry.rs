@@ -21,7 +21,7 @@ use crate::model::wire::FAIL_CODE;
 use crate::store::{groups, logs, registry};
 
 /// The registry group every executor registers under.
-pub const EXECUTOR_GROUP: &str = "EXECUTOR";
+pub(crate) const EXECUTOR_GROUP: &str = "EXECUTOR";
 
 /// An executor's heartbeat.
 #[derive(Message, Debug, Clone)]

@@ -18,7 +18,7 @@ use crate::clock::Clock;
 use crate::store::logs::Fire;
 
 /// Slots in the ring: one per second of a minute.
-pub const SLOTS: usize = 60;
+pub(crate) const SLOTS: usize = 60;
 
 /// Adds recorded fires to the ring.
 #[derive(Message, Debug)]

@@ -73,23 +73,23 @@ fn shared_job(
 type PassOutput = (Result<(Vec<Fire>, ScanReport)>, ScanCache);
 
 /// Most stale pending fires one pass recovers.
-pub const RECOVER_BATCH: u64 = 10_000;
+pub(crate) const RECOVER_BATCH: u64 = 10_000;
 
 /// Where in each second the scan runs: half a second away from the ring's tick at the whole
 /// second, so the scan's write transaction never holds SQLite's write lock while the tick
 /// claims the fires that are due. The pre-read window (5 s) leaves ample margin.
-pub const SCAN_PHASE_MS: i64 = 500;
+pub(crate) const SCAN_PHASE_MS: i64 = 500;
 
 /// Runs one scan pass now and answers what it did.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ScanReport>")]
-pub struct ScanNow;
+pub(crate) struct ScanNow;
 
 /// Stops the scan loop; answers once no pass is in progress (a running pass finishes and
 /// pushes its fires to the ring first, so nothing it recorded is held back).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct StopScan;
+pub(crate) struct StopScan;
 
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -181,7 +181,7 @@ pub fn plan_job(
 
 /// Which stale pending fires a pass recovers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recovery {
+pub(crate) enum Recovery {
     /// A shared database: every pass recovers fires older than `recover_after_ms` (another
     /// node may have died holding them; the claim settles who dispatches).
     EveryPass,
@@ -372,7 +372,7 @@ fn pass_sync(
 }
 
 /// The scan.
-pub struct ScanActor {
+pub(crate) struct ScanActor {
     db: DatabaseConnection,
     clock: Clock,
     cfg: SchedulerConfig,
@@ -397,7 +397,7 @@ pub struct ScanActor {
 impl ScanActor {
     /// A scan over `db` pushing to `ring`, refreshing `directory`'s groups every pass.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         db: DatabaseConnection,
         clock: Clock,
         cfg: SchedulerConfig,

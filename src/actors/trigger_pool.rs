@@ -29,11 +29,11 @@ use crate::trigger::{Preloaded, Trigger, TriggerRequest};
 /// scan reads it to stop recording new fires while dispatch is behind (back-pressure: past the
 /// ceiling fires get late, memory does not grow).
 #[derive(Clone, Debug, Default)]
-pub struct Backlog(Arc<std::sync::atomic::AtomicUsize>);
+pub(crate) struct Backlog(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Backlog {
     /// Fires waiting for a lane place now.
-    pub fn get(&self) -> usize {
+    pub(crate) fn get(&self) -> usize {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -62,7 +62,7 @@ pub struct TriggerJob(pub TriggerRequest);
 /// A snapshot of the lanes.
 #[derive(Message, Debug)]
 #[rtype(result = "PoolStats")]
-pub struct GetPoolStats;
+pub(crate) struct GetPoolStats;
 
 /// Lane occupancy and totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub struct PoolStats {
 
 /// Which lane a trigger runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
+pub(crate) enum Lane {
     /// The default lane.
     Fast,
     /// For jobs whose triggers have been slow this minute.
@@ -94,14 +94,14 @@ pub enum Lane {
 
 /// Per-job slow-trigger counts for the current minute (XXL-JOB's rule).
 #[derive(Debug, Default)]
-pub struct SlowCounter {
+pub(crate) struct SlowCounter {
     minute: i64,
     counts: HashMap<i32, u32>,
 }
 
 impl SlowCounter {
     /// Records a trigger of `job_id` that took `elapsed_ms`, at `now_ms`.
-    pub fn record(&mut self, job_id: i32, elapsed_ms: u64, now_ms: i64, threshold_ms: u64) {
+    pub(crate) fn record(&mut self, job_id: i32, elapsed_ms: u64, now_ms: i64, threshold_ms: u64) {
         self.roll(now_ms);
         if elapsed_ms > threshold_ms {
             *self.counts.entry(job_id).or_default() += 1;
@@ -109,7 +109,7 @@ impl SlowCounter {
     }
 
     /// The lane for `job_id` at `now_ms`.
-    pub fn lane(&mut self, job_id: i32, now_ms: i64, limit: u32) -> Lane {
+    pub(crate) fn lane(&mut self, job_id: i32, now_ms: i64, limit: u32) -> Lane {
         self.roll(now_ms);
         if self.counts.get(&job_id).is_some_and(|&c| c > limit) {
             Lane::Slow
@@ -263,7 +263,7 @@ async fn read_jobs(
 }
 
 /// The two trigger lanes.
-pub struct TriggerPool {
+pub(crate) struct TriggerPool {
     db: DatabaseConnection,
     shared: Arc<Shared>,
     directory: Directory,
@@ -275,7 +275,7 @@ pub struct TriggerPool {
 impl TriggerPool {
     /// A pool running `trigger` under `cfg`'s lane bounds; `single_node` skips the claims.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         db: DatabaseConnection,
         trigger: Arc<Trigger>,
         clock: Clock,

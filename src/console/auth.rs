@@ -2,7 +2,7 @@
 //! `xjob_session` (shared by every node), a login rate limit, and the first `admin`.
 //!
 //! Tokens are 256 random bits in hex, sent as `Authorization: Bearer <token>` or in the
-//! HttpOnly cookie [`COOKIE`]. Password hashing and checking run on the blocking pool, never on
+//! HttpOnly cookie `xjob_token`. Password hashing and checking run on the blocking pool, never on
 //! an actix worker.
 
 use std::collections::HashMap;
@@ -19,11 +19,11 @@ use crate::store::users;
 use crate::token::{hex, random_hex};
 
 /// The name of the login cookie.
-pub const COOKIE: &str = "xjob_token";
+pub(crate) const COOKIE: &str = "xjob_token";
 /// Shortest password accepted.
-pub const MIN_PASSWORD: usize = 8;
+pub(crate) const MIN_PASSWORD: usize = 8;
 /// Longest password accepted.
-pub const MAX_PASSWORD: usize = 128;
+pub(crate) const MAX_PASSWORD: usize = 128;
 /// Entries the rate limiter keeps before it drops expired ones.
 const LIMITER_PRUNE_AT: usize = 10_000;
 
@@ -110,7 +110,7 @@ pub struct Login {
 }
 
 /// Hashes a password with argon2id (random salt) into a PHC string.
-pub fn hash_password(password: &str) -> Result<String> {
+pub(crate) fn hash_password(password: &str) -> Result<String> {
     let bytes: [u8; 16] = rand::random();
     let salt =
         SaltString::encode_b64(&bytes).map_err(|e| Error::Config(format!("password salt: {e}")))?;
@@ -122,7 +122,7 @@ pub fn hash_password(password: &str) -> Result<String> {
 
 /// Checks a password against a stored hash: an argon2 PHC string, or (for a database taken
 /// over from XXL-JOB) a 32-character MD5 hex digest, compared in constant time.
-pub fn verify_password(stored: &str, password: &str) -> bool {
+pub(crate) fn verify_password(stored: &str, password: &str) -> bool {
     if let Ok(h) = PasswordHash::new(stored) {
         return Argon2::default()
             .verify_password(password.as_bytes(), &h)
@@ -140,12 +140,12 @@ pub fn verify_password(stored: &str, password: &str) -> bool {
 }
 
 /// The session key of a token: its SHA-256 in lower-case hex.
-pub fn token_hash(token: &str) -> String {
+pub(crate) fn token_hash(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// Checks a new password's length.
-pub fn check_password(field: &'static str, p: &str) -> Result<()> {
+pub(crate) fn check_password(field: &'static str, p: &str) -> Result<()> {
     let n = p.chars().count();
     if !(MIN_PASSWORD..=MAX_PASSWORD).contains(&n) {
         return Err(Error::Invalid {
@@ -169,7 +169,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 /// Counts failed logins per key within a window.
 #[derive(Debug)]
-pub struct LoginLimiter {
+pub(crate) struct LoginLimiter {
     max: u32,
     window_ms: i64,
     failures: Mutex<HashMap<String, (u32, i64)>>,
@@ -177,7 +177,7 @@ pub struct LoginLimiter {
 
 impl LoginLimiter {
     /// At most `max` failures per key per `window_ms`.
-    pub fn new(max: u32, window_ms: i64) -> Self {
+    pub(crate) fn new(max: u32, window_ms: i64) -> Self {
         LoginLimiter {
             max,
             window_ms,

@@ -108,7 +108,7 @@ impl Console {
 }
 
 /// `offset` / `limit` of a list request, bounded.
-pub fn page_bounds(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64)> {
+pub(crate) fn page_bounds(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64)> {
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(Error::Invalid {
@@ -120,13 +120,13 @@ pub fn page_bounds(offset: Option<u64>, limit: Option<u64>) -> Result<(u64, u64)
 }
 
 /// A stored UTC DATETIME as RFC 3339 (`2026-11-21T14:00:00Z`).
-pub fn rfc3339(t: Option<NaiveDateTime>) -> Option<String> {
+pub(crate) fn rfc3339(t: Option<NaiveDateTime>) -> Option<String> {
     t.map(|t| t.and_utc().to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
 /// Parses a time filter: RFC 3339, epoch milliseconds, or `yyyy-MM-dd[ HH:mm:ss]` in `tz`.
 /// Answers the UTC instant (as stored in DATETIME columns).
-pub fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<NaiveDateTime> {
+pub(crate) fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<NaiveDateTime> {
     let s = s.trim();
     let bad = || Error::Invalid {
         field,
@@ -156,7 +156,7 @@ pub fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<Nai
 
 /// Checks that every non-empty item of a comma-separated executor address list is an
 /// `http://` or `https://` URL; answers the trimmed items.
-pub fn check_addresses<'a>(field: &'static str, list: &'a str) -> Result<Vec<&'a str>> {
+pub(crate) fn check_addresses<'a>(field: &'static str, list: &'a str) -> Result<Vec<&'a str>> {
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
     if let Some(bad) = items
         .iter()
@@ -171,7 +171,7 @@ pub fn check_addresses<'a>(field: &'static str, list: &'a str) -> Result<Vec<&'a
 }
 
 /// Splits a comma-separated id list (`"1,2"`) into numbers, ignoring blanks and junk.
-pub fn split_ids(s: Option<&str>) -> Vec<i32> {
+pub(crate) fn split_ids(s: Option<&str>) -> Vec<i32> {
     s.unwrap_or_default()
         .split(',')
         .filter_map(|p| p.trim().parse().ok())

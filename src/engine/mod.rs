@@ -88,7 +88,8 @@ pub struct Engine {
     trigger: Arc<Trigger>,
     local_address: Option<String>,
     local_executor: Option<Arc<dyn ExecutorClient>>,
-    fail_monitor: Addr<FailMonitor>,
+    /// Keeps the fail monitor (retries and alarms) running.
+    _fail_monitor: Addr<FailMonitor>,
     log_report: Addr<LogReport>,
     activity: Activity,
     metrics: Metrics,
@@ -320,7 +321,7 @@ impl EngineBuilder {
             trigger,
             local_address,
             local_executor,
-            fail_monitor,
+            _fail_monitor: fail_monitor,
             log_report,
             activity,
             metrics,
@@ -365,38 +366,32 @@ impl Engine {
     }
 
     /// In-flight work (tests wait for [`Activity::is_idle`] after advancing paused time).
+    #[doc(hidden)]
     pub fn activity(&self) -> &Activity {
         &self.activity
     }
 
     /// This node's in-process executor, if it has one (served over HTTP by the node's routes).
-    pub fn local_executor(&self) -> Option<Arc<dyn ExecutorClient>> {
+    pub(crate) fn local_executor(&self) -> Option<Arc<dyn ExecutorClient>> {
         self.local_executor.clone()
     }
 
     /// The completion actor (results from executors go here).
+    #[doc(hidden)]
     pub fn complete(&self) -> &Addr<CompleteActor> {
         &self.complete
     }
 
-    /// The fail monitor (retries and alarms).
-    pub fn fail_monitor(&self) -> &Addr<FailMonitor> {
-        &self.fail_monitor
-    }
-
     /// The log reporter.
+    #[doc(hidden)]
     pub fn log_report(&self) -> &Addr<LogReport> {
         &self.log_report
     }
 
     /// The registry actor.
+    #[doc(hidden)]
     pub fn registry(&self) -> &Addr<RegistryActor> {
         &self.registry
-    }
-
-    /// The trigger service (executor client access for kill and log reads).
-    pub fn trigger_service(&self) -> &Arc<Trigger> {
-        &self.trigger
     }
 
     /// Returns the id of the group with `app_name`, creating an automatic group if none exists.
@@ -545,17 +540,21 @@ impl Engine {
     }
 
     /// Runs one scan pass now (the loop also runs one every second).
+    #[doc(hidden)]
     pub async fn scan_now(&self) -> Result<ScanReport> {
         self.scan.send(ScanNow).await?
     }
 
     /// The engine's counters and histograms.
+    #[doc(hidden)]
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
     /// Executor addresses with a heartbeat younger than `registry.dead_secs`, by appname.
-    pub async fn live_executors(&self) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
+    pub(crate) async fn live_executors(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
         let alive_after = self
             .clock
             .now_naive()
@@ -567,7 +566,7 @@ impl Engine {
     }
 
     /// The Prometheus text exposition of the engine's metrics, with gauges read now.
-    pub async fn render_metrics(&self) -> Result<String> {
+    pub(crate) async fn render_metrics(&self) -> Result<String> {
         let stats = self.pool_stats().await?;
         let ring_waiting = self.ring.send(GetRingSize).await?;
         let live: std::collections::HashSet<String> = self
@@ -588,6 +587,7 @@ impl Engine {
     }
 
     /// The trigger lanes' occupancy and totals.
+    #[doc(hidden)]
     pub async fn pool_stats(&self) -> Result<PoolStats> {
         Ok(self.pool.send(GetPoolStats).await?)
     }
@@ -649,24 +649,25 @@ impl Engine {
 
     /// Notes that a job's definition changed on this node: fires the scan read before now
     /// read the job again at dispatch.
+    #[doc(hidden)]
     pub fn job_edited(&self, job_id: i32) {
         self.directory.job_edited(job_id, self.clock.now_ms());
     }
 
     /// Whether this node is the only one on its database (a locked SQLite file): every change
     /// goes through this process, so it may keep what it read.
-    pub fn single_node(&self) -> bool {
+    pub(crate) fn single_node(&self) -> bool {
         self.writer.single_node()
     }
 
     /// Whether group `id` is in the dispatch directory (as of the last scan pass or console
     /// edit of a group on this node).
-    pub fn knows_group(&self, id: i32) -> bool {
+    pub(crate) fn knows_group(&self, id: i32) -> bool {
         self.directory.groups().contains_key(&id)
     }
 
     /// Re-reads the groups dispatch routes by (after a console edit of a group).
-    pub async fn groups_edited(&self) -> Result<()> {
+    pub(crate) async fn groups_edited(&self) -> Result<()> {
         self.directory.load_groups(&self.db).await
     }
 }

@@ -55,7 +55,7 @@ pub(crate) fn normalise(address: &str) -> String {
 
 /// A node's client: its own address goes to the in-process executor without HTTP; others go to
 /// `remote`, or fail with XXL-JOB's remoting error text when there is none.
-pub struct NodeClient {
+pub(crate) struct NodeClient {
     local_address: Option<String>,
     local: Option<Arc<dyn ExecutorClient>>,
     remote: Option<Arc<dyn ExecutorClient>>,
@@ -64,7 +64,7 @@ pub struct NodeClient {
 impl NodeClient {
     /// A client with an optional in-process executor at `local_address` and an optional remote
     /// client for every other address.
-    pub fn new(
+    pub(crate) fn new(
         local: Option<(String, Arc<dyn ExecutorClient>)>,
         remote: Option<Arc<dyn ExecutorClient>>,
     ) -> Self {

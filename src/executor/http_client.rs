@@ -38,7 +38,7 @@ pub struct HttpExecutorClient {
 }
 
 /// `address` + `path`, adding the `/` XXL-JOB adds.
-pub fn join_url(address: &str, path: &str) -> String {
+pub(super) fn join_url(address: &str, path: &str) -> String {
     let a = address.trim();
     if a.ends_with('/') {
         format!("{a}{path}")

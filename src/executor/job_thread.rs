@@ -31,20 +31,20 @@ use crate::model::wire::{
 
 /// How often an executor counts an idle round of its threads (XXL-JOB polls each queue every
 /// 3 s).
-pub const IDLE_POLL: Duration = Duration::from_secs(3);
+pub(super) const IDLE_POLL: Duration = Duration::from_secs(3);
 
 /// Executor-side cap on a handle message (spec §7.4).
-pub const EXECUTOR_MSG_MAX: usize = 50_000;
+pub(super) const EXECUTOR_MSG_MAX: usize = 50_000;
 
 /// Something was queued for an idle thread: start it.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct Wake;
+pub(super) struct Wake;
 
 /// A job thread's trigger queue, shared between the executor (which enqueues and refuses) and
 /// the thread (which takes from it). `load` counts queued and running triggers.
 #[derive(Clone)]
-pub struct TriggerQueue(Arc<QueueInner>);
+pub(super) struct TriggerQueue(Arc<QueueInner>);
 
 struct QueueInner {
     queue: parking_lot::Mutex<VecDeque<TriggerParam>>,
@@ -54,7 +54,7 @@ struct QueueInner {
 
 impl TriggerQueue {
     /// An empty queue holding at most `capacity` waiting triggers.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         TriggerQueue(Arc::new(QueueInner {
             queue: parking_lot::Mutex::new(VecDeque::new()),
             load: AtomicUsize::new(0),
@@ -65,7 +65,7 @@ impl TriggerQueue {
     /// Enqueues `p`: `Ok(true)` when the thread was idle and must be woken, `Ok(false)` when it
     /// will take `p` after what it is doing, `Err` with XXL-JOB's text when `p`'s log id is
     /// already queued or the queue is full.
-    pub fn push(&self, p: TriggerParam) -> Result<bool, ReturnT> {
+    pub(super) fn push(&self, p: TriggerParam) -> Result<bool, ReturnT> {
         let mut q = self.0.queue.lock();
         if q.iter().any(|w| w.log_id == p.log_id) {
             return Err(ReturnT::fail(format!(
@@ -84,7 +84,7 @@ impl TriggerQueue {
     }
 
     /// Whether a trigger is queued or running.
-    pub fn busy(&self) -> bool {
+    pub(super) fn busy(&self) -> bool {
         self.0.load.load(Ordering::SeqCst) > 0
     }
 
@@ -104,7 +104,7 @@ impl TriggerQueue {
 /// Kills the thread: the running and queued runs fail with `reason`, then it stops.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct StopThread {
+pub(super) struct StopThread {
     /// Why, as written into each killed run's message.
     pub reason: String,
 }
@@ -117,7 +117,7 @@ struct Running {
 }
 
 /// One job's worker.
-pub struct JobThread {
+pub(super) struct JobThread {
     job_id: i32,
     handler: JobHandler,
     queue: TriggerQueue,
@@ -143,7 +143,7 @@ fn cap(msg: String) -> String {
 /// runs as one [`Callback`] (the results of one dispatch pass go together, like XXL-JOB's
 /// callback thread draining its whole queue), instead of one message per run.
 #[derive(Clone)]
-pub struct Reporter(Arc<ReporterInner>);
+pub(super) struct Reporter(Arc<ReporterInner>);
 
 struct ReporterInner {
     queue: parking_lot::Mutex<Vec<HandleCallbackParam>>,
@@ -152,7 +152,7 @@ struct ReporterInner {
 
 impl Reporter {
     /// A queue sending to `sink`.
-    pub fn new(sink: Recipient<Callback>) -> Self {
+    pub(super) fn new(sink: Recipient<Callback>) -> Self {
         Reporter(Arc::new(ReporterInner {
             queue: parking_lot::Mutex::new(Vec::new()),
             sink,
@@ -160,7 +160,7 @@ impl Reporter {
     }
 
     /// Queues one result (sent with the others queued before the flush task runs).
-    pub fn report(&self, item: HandleCallbackParam) {
+    pub(super) fn report(&self, item: HandleCallbackParam) {
         let first = {
             let mut q = self.0.queue.lock();
             q.push(item);
@@ -173,7 +173,7 @@ impl Reporter {
     }
 
     /// Sends everything queued now (the executor's shutdown, after its threads stopped).
-    pub fn flush(&self) {
+    pub(super) fn flush(&self) {
         let items = std::mem::take(&mut *self.0.queue.lock());
         if !items.is_empty() {
             self.0.sink.do_send(Callback(items));
@@ -183,7 +183,7 @@ impl Reporter {
 
 /// What a thread needs besides its handler.
 #[derive(Clone)]
-pub struct ThreadEnv {
+pub(super) struct ThreadEnv {
     /// Where results go.
     pub callback: Reporter,
     /// The executor's clock.
@@ -194,7 +194,12 @@ pub struct ThreadEnv {
 
 impl JobThread {
     /// A thread for `job_id` running `handler`.
-    pub fn new(job_id: i32, handler: JobHandler, env: ThreadEnv, queue: TriggerQueue) -> Self {
+    pub(super) fn new(
+        job_id: i32,
+        handler: JobHandler,
+        env: ThreadEnv,
+        queue: TriggerQueue,
+    ) -> Self {
         JobThread {
             job_id,
             handler,

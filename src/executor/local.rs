@@ -18,7 +18,7 @@ use crate::model::wire::{LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerPara
 
 /// Runs registered handlers (and, when enabled, scripts) in this process.
 #[derive(Clone)]
-pub struct InProcessExecutor {
+pub(crate) struct InProcessExecutor {
     addr: Addr<ExecutorActor>,
     clock: Clock,
     log_dir: Option<PathBuf>,
@@ -34,7 +34,7 @@ fn stopped<T>() -> ReturnT<T> {
 
 impl InProcessExecutor {
     /// Starts an executor for `handlers` reporting results to `callback`.
-    pub fn start(
+    pub(crate) fn start(
         handlers: HandlerRegistry,
         callback: Recipient<Callback>,
         clock: Clock,
@@ -50,12 +50,12 @@ impl InProcessExecutor {
     }
 
     /// Kills every job thread (their runs report as killed).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let _ = self.addr.send(Shutdown).await;
     }
 
     /// Reads a run log from `fromLineNum` (spec §3.5, 2.4 semantics).
-    pub fn read_log(&self, p: LogParam) -> ReturnT<LogResult> {
+    pub(crate) fn read_log(&self, p: LogParam) -> ReturnT<LogResult> {
         read_log(self.log_dir.clone(), self.clock.clone(), p)
     }
 }
@@ -112,7 +112,7 @@ pub fn read_log(log_dir: Option<PathBuf>, clock: Clock, p: LogParam) -> ReturnT<
 
 /// Most bytes of log text one `/log` answer carries (whole lines; a longer single line goes
 /// alone). Well under the 5 MiB a reader accepts per answer.
-pub const LOG_PAGE_BYTES: usize = 1024 * 1024;
+pub(super) const LOG_PAGE_BYTES: usize = 1024 * 1024;
 
 impl ExecutorClient for InProcessExecutor {
     fn run(&self, _address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {

@@ -17,10 +17,10 @@ use crate::model::wire::RegistryParam;
 /// Unregisters from every admin; answers when done.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct Deregister;
+pub(super) struct Deregister;
 
 /// The registrar.
-pub struct Registrar {
+pub(super) struct Registrar {
     admins: Vec<String>,
     client: HttpExecutorClient,
     param: RegistryParam,
@@ -33,7 +33,7 @@ pub struct Registrar {
 }
 
 /// Deletes `yyyy-MM-dd` directories under `dir` at least `days` old (relative to `today`).
-pub fn clean_logs(dir: &Path, today: NaiveDate, days: i64) -> usize {
+pub(super) fn clean_logs(dir: &Path, today: NaiveDate, days: i64) -> usize {
     if days < 3 {
         return 0;
     }
@@ -56,7 +56,7 @@ pub fn clean_logs(dir: &Path, today: NaiveDate, days: i64) -> usize {
 impl Registrar {
     /// Registers `app` at `address` with `admins` every `beat`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(super) fn new(
         admins: Vec<String>,
         client: HttpExecutorClient,
         app: &str,

@@ -13,7 +13,7 @@ use super::{Handler, JobContext};
 use crate::model::GlueType;
 
 /// The interpreter and file suffix of a script glue type.
-pub fn command(glue: GlueType) -> Option<(&'static str, &'static str)> {
+pub(crate) fn command(glue: GlueType) -> Option<(&'static str, &'static str)> {
     match glue {
         GlueType::GlueShell => Some(("bash", ".sh")),
         GlueType::GluePython => Some(("python3", ".py")),
@@ -43,7 +43,7 @@ impl Drop for GroupGuard {
 }
 
 /// Removes older sources of `job_id` (a new handler starts from its own version).
-pub fn clear_sources(dir: &Path, job_id: i32) {
+pub(crate) fn clear_sources(dir: &Path, job_id: i32) {
     let prefix = format!("{job_id}_");
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
@@ -55,7 +55,7 @@ pub fn clear_sources(dir: &Path, job_id: i32) {
 }
 
 /// A handler running `source` as a script of type `glue`.
-pub fn handler(
+pub(crate) fn handler(
     glue: GlueType,
     job_id: i32,
     version_ms: i64,

@@ -16,7 +16,7 @@ use crate::token::{WRONG_TOKEN, token_ok};
 
 /// What the executor endpoints need.
 #[derive(Clone)]
-pub struct ExecutorApi {
+pub(crate) struct ExecutorApi {
     /// Runs the calls.
     pub backend: Arc<dyn ExecutorClient>,
     /// The token callers must send (none = no check).
@@ -24,7 +24,7 @@ pub struct ExecutorApi {
 }
 
 /// The executor paths.
-pub const PATHS: [&str; 5] = ["/beat", "/idleBeat", "/run", "/kill", "/log"];
+pub(crate) const PATHS: [&str; 5] = ["/beat", "/idleBeat", "/run", "/kill", "/log"];
 
 fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
     HttpResponse::Ok()
@@ -34,10 +34,10 @@ fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
 
 /// Largest request body the executor endpoints accept (a `/run` carries the GLUE source):
 /// more than XXL-JOB's 5 MiB, set on each path so it holds however the routes are mounted.
-pub const EXECUTOR_MAX_BODY: usize = 8 << 20;
+pub(crate) const EXECUTOR_MAX_BODY: usize = 8 << 20;
 
 /// Mounts the five executor paths (every method, so a wrong one gets XXL-JOB's answer).
-pub fn config(cfg: &mut web::ServiceConfig, api: ExecutorApi) {
+pub(crate) fn config(cfg: &mut web::ServiceConfig, api: ExecutorApi) {
     cfg.app_data(web::Data::new(api));
     for p in PATHS {
         cfg.service(

@@ -5,6 +5,6 @@ use super::probe::{Probed, probe};
 use crate::executor::ExecutorClient;
 
 /// Probes `addresses` in order for `job_id`.
-pub async fn pick(client: &dyn ExecutorClient, addresses: &[String], job_id: i32) -> Probed {
+pub(crate) async fn pick(client: &dyn ExecutorClient, addresses: &[String], job_id: i32) -> Probed {
     probe(client, addresses, Some(job_id)).await
 }

@@ -8,23 +8,23 @@ use std::collections::BTreeMap;
 use md5::{Digest, Md5};
 
 /// Virtual nodes per address.
-pub const VIRTUAL_NODES: usize = 100;
+pub(super) const VIRTUAL_NODES: usize = 100;
 
 /// XXL-JOB's hash of a key.
-pub fn hash_key(key: &str) -> u32 {
+pub(super) fn hash_key(key: &str) -> u32 {
     let d = Md5::digest(key.as_bytes());
     u32::from_le_bytes([d[0], d[1], d[2], d[3]])
 }
 
 /// A ring built once per address list.
 #[derive(Debug)]
-pub struct HashRing {
+pub(crate) struct HashRing {
     ring: BTreeMap<u32, String>,
 }
 
 impl HashRing {
     /// Builds the ring for `addresses` (later addresses win a hash collision, as in XXL-JOB).
-    pub fn new(addresses: &[String]) -> Self {
+    pub(crate) fn new(addresses: &[String]) -> Self {
         let mut ring = BTreeMap::new();
         for a in addresses {
             for i in 0..VIRTUAL_NODES {
@@ -35,7 +35,7 @@ impl HashRing {
     }
 
     /// The address for `job_id`.
-    pub fn pick(&self, job_id: i32) -> Option<&str> {
+    pub(crate) fn pick(&self, job_id: i32) -> Option<&str> {
         let h = hash_key(&job_id.to_string());
         self.ring
             .range(h..)

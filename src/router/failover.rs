@@ -5,6 +5,6 @@ use super::probe::{Probed, probe};
 use crate::executor::ExecutorClient;
 
 /// Probes `addresses` in order.
-pub async fn pick(client: &dyn ExecutorClient, addresses: &[String]) -> Probed {
+pub(crate) async fn pick(client: &dyn ExecutorClient, addresses: &[String]) -> Probed {
     probe(client, addresses, None).await
 }

@@ -6,29 +6,29 @@
 //! trigger procedure ([`sharding_broadcast`]). Per-job state is wiped every 24 hours, as XXL-JOB
 //! does, and the consistent-hash ring is built once per address list and cached.
 
-pub mod busyover;
+pub(crate) mod busyover;
 mod consistent_hash;
-pub mod failover;
+pub(crate) mod failover;
 mod first;
 mod last;
 mod lfu;
 mod lru;
-pub mod probe;
+pub(crate) mod probe;
 mod random;
 mod round;
-pub mod sharding_broadcast;
+pub(crate) mod sharding_broadcast;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use consistent_hash::HashRing;
+pub(crate) use consistent_hash::HashRing;
 
 use crate::model::RouteStrategy;
 
 /// Per-job routing state lives this long before it is wiped (spec §8.6).
-pub const STATE_TTL_MS: i64 = 24 * 3600 * 1000;
+pub(crate) const STATE_TTL_MS: i64 = 24 * 3600 * 1000;
 
 #[derive(Default)]
 struct State {

@@ -6,7 +6,7 @@ use crate::executor::ExecutorClient;
 
 /// The outcome of probing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probed {
+pub(crate) struct Probed {
     /// The first address that answered 200, if any.
     pub address: Option<String>,
     /// `<br>address：…<br>code：…<br>msg：…` per probe.
@@ -14,7 +14,7 @@ pub struct Probed {
 }
 
 /// Probes with `/beat` (FAILOVER) or `/idleBeat` (BUSYOVER, when `idle_job` is set).
-pub async fn probe(
+pub(crate) async fn probe(
     client: &dyn ExecutorClient,
     addresses: &[String],
     idle_job: Option<i32>,

@@ -2,7 +2,7 @@
 
 /// The shards of one broadcast trigger: `(index, total)` for each address, or the single shard
 /// given (a retry of one shard), or `(0, 1)` when there is nothing to broadcast to.
-pub fn shards(addresses: usize, given: Option<(i32, i32)>) -> Vec<(i32, i32)> {
+pub(crate) fn shards(addresses: usize, given: Option<(i32, i32)>) -> Vec<(i32, i32)> {
     match given {
         Some(s) => vec![s],
         None if addresses > 0 => {
@@ -14,7 +14,7 @@ pub fn shards(addresses: usize, given: Option<(i32, i32)>) -> Vec<(i32, i32)> {
 }
 
 /// The address of shard `index` (the first when out of range, as XXL-JOB does).
-pub fn address(addresses: &[String], index: i32) -> Option<&String> {
+pub(crate) fn address(addresses: &[String], index: i32) -> Option<&String> {
     usize::try_from(index)
         .ok()
         .and_then(|i| addresses.get(i))

@@ -27,7 +27,7 @@ pub struct AdminApi {
 /// message of up to 50,000 characters. Set on the routes themselves, so it holds however they
 /// are mounted (a body over actix's default 256 KiB used to be refused with 413 outside
 /// `xjob serve`, and executors re-sent it forever).
-pub const ADMIN_MAX_BODY: usize = 32 << 20;
+pub(crate) const ADMIN_MAX_BODY: usize = 32 << 20;
 
 /// Mounts `/api/{uri}` and `/xxl-job-admin/api/{uri}`.
 pub fn config(cfg: &mut web::ServiceConfig, api: AdminApi) {
@@ -55,7 +55,7 @@ fn text_of(v: Option<&Value>) -> Option<String> {
 }
 
 /// Parses a callback body leniently: an array of results (or one object).
-pub fn parse_callbacks(body: &[u8]) -> Result<Vec<HandleCallbackParam>, String> {
+pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Vec<HandleCallbackParam>, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("invalid callback body: {e}"))?;
     let items = match v {

@@ -1,5 +1,5 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 document of the console API, built from the route table
-//! [`v1::ROUTES`] so it cannot forget a route, with the request and answer schemas.
+//! [`super::v1::ROUTES`] so it cannot forget a route, with the request and answer schemas.
 
 use actix_web::{HttpResponse, web};
 use serde_json::{Map, Value, json};
@@ -198,7 +198,7 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
 }
 
 /// The whole document.
-pub fn document() -> Value {
+pub(crate) fn document() -> Value {
     let mut paths = Map::new();
     for (method, path, summary) in ROUTES {
         let (body, query, answer) = shape(method, path);

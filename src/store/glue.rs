@@ -9,10 +9,10 @@ use sea_orm::{
 use crate::error::Result;
 
 /// Versions kept per job.
-pub const KEEP: u64 = 30;
+pub(crate) const KEEP: u64 = 30;
 
 /// A job's history, newest first.
-pub async fn history(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>> {
+pub(crate) async fn history(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>> {
     Ok(Entity::find()
         .filter(Column::JobId.eq(job_id))
         .order_by_desc(Column::UpdateTime)
@@ -23,7 +23,7 @@ pub async fn history(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>
 }
 
 /// Records a version and trims the job's history to the newest [`KEEP`].
-pub async fn push(
+pub(crate) async fn push(
     c: &impl ConnectionTrait,
     job_id: i32,
     glue_type: &str,
@@ -63,7 +63,7 @@ pub async fn push(
 }
 
 /// Deletes a job's history.
-pub async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<()> {
+pub(crate) async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<()> {
     Entity::delete_many()
         .filter(Column::JobId.eq(job_id))
         .exec(c)

@@ -14,7 +14,7 @@ pub async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
 }
 
 /// Groups by id (missing ids are simply absent).
-pub async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
+pub(crate) async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
     Ok(Entity::find()
         .filter(Column::Id.is_in(ids.iter().copied()))
         .all(c)
@@ -55,7 +55,7 @@ pub async fn insert(
 }
 
 /// Sets an automatic group's address list.
-pub async fn set_address_list(
+pub(crate) async fn set_address_list(
     c: &impl ConnectionTrait,
     id: i32,
     list: Option<String>,
@@ -73,7 +73,7 @@ pub async fn set_address_list(
 
 /// A page of groups (appname / title contains; only `ids` when given), ordered by appname, and
 /// the total matching.
-pub async fn page(
+pub(crate) async fn page(
     c: &impl ConnectionTrait,
     ids: Option<&[i32]>,
     app_name: Option<&str>,
@@ -104,7 +104,7 @@ pub async fn page(
 }
 
 /// Writes a group's appname, title, type and list.
-pub async fn update(
+pub(crate) async fn update(
     c: &impl ConnectionTrait,
     id: i32,
     app_name: &str,
@@ -126,7 +126,7 @@ pub async fn update(
 }
 
 /// Deletes a group row.
-pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     let r = Entity::delete_by_id(id).exec(c).await?;
     if r.rows_affected == 0 {
         return Err(Error::GroupNotFound { group_id: id });
@@ -135,7 +135,7 @@ pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
 }
 
 /// How many groups exist.
-pub async fn count(c: &impl ConnectionTrait) -> Result<u64> {
+pub(crate) async fn count(c: &impl ConnectionTrait) -> Result<u64> {
     use sea_orm::PaginatorTrait;
     Ok(Entity::find().count(c).await?)
 }

@@ -10,7 +10,7 @@ use sea_orm::{
 use crate::error::{Error, Result};
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`.
-pub async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> Result<Vec<Model>> {
+pub(crate) async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> Result<Vec<Model>> {
     Ok(due_query(max_next, limit).all(c).await?)
 }
 
@@ -37,7 +37,10 @@ pub struct ScheduleUpdate {
 
 /// Writes many schedule updates in one statement per 500 jobs, by primary key. Only rows still
 /// running are touched, so a job stopped concurrently from the console is not re-enabled.
-pub async fn update_schedules(c: &impl ConnectionTrait, updates: &[ScheduleUpdate]) -> Result<()> {
+pub(crate) async fn update_schedules(
+    c: &impl ConnectionTrait,
+    updates: &[ScheduleUpdate],
+) -> Result<()> {
     for chunk in updates.chunks(500) {
         c.execute(&schedule_update(chunk)).await?;
     }
@@ -75,7 +78,7 @@ pub async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
 }
 
 /// Jobs by id (missing ids are simply absent).
-pub async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
+pub(crate) async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
     let mut out = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(500) {
         out.extend(
@@ -94,7 +97,7 @@ pub async fn insert(c: &impl ConnectionTrait, job: Model) -> Result<i32> {
 }
 
 /// Inserts a job (created stopped) and returns it as stored, in one statement.
-pub async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Result<Model> {
+pub(crate) async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Result<Model> {
     job.trigger_status = 0;
     job.trigger_last_time = 0;
     job.trigger_next_time = 0;
@@ -116,7 +119,7 @@ pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result
 }
 
 /// Stops a job (status 0, last 0, next 0).
-pub async fn set_stopped(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+pub(crate) async fn set_stopped(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     let am = ActiveModel {
         id: Set(id),
         trigger_status: Set(0),
@@ -184,7 +187,7 @@ pub async fn page(
 }
 
 /// How many jobs exist (in `groups`, when given).
-pub async fn count(c: &impl ConnectionTrait, groups: Option<&[i32]>) -> Result<u64> {
+pub(crate) async fn count(c: &impl ConnectionTrait, groups: Option<&[i32]>) -> Result<u64> {
     use sea_orm::PaginatorTrait;
     let mut q = Entity::find();
     if let Some(g) = groups {
@@ -222,7 +225,11 @@ pub async fn update_definition(c: &impl ConnectionTrait, job: &Model) -> Result<
 }
 
 /// Moves a running job's next fire time (after its schedule changed); a stopped job is untouched.
-pub async fn reschedule_if_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<()> {
+pub(crate) async fn reschedule_if_running(
+    c: &impl ConnectionTrait,
+    id: i32,
+    next: i64,
+) -> Result<()> {
     Entity::update_many()
         .col_expr(Column::TriggerNextTime, Expr::val(next))
         .filter(Column::Id.eq(id))
@@ -233,7 +240,7 @@ pub async fn reschedule_if_running(c: &impl ConnectionTrait, id: i32, next: i64)
 }
 
 /// Sets a job's GLUE source and remark and stamps `glue_updatetime` (executors reload on it).
-pub async fn set_glue(
+pub(crate) async fn set_glue(
     c: &impl ConnectionTrait,
     id: i32,
     source: &str,
@@ -253,7 +260,7 @@ pub async fn set_glue(
 }
 
 /// Deletes a job row.
-pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     let r = Entity::delete_by_id(id).exec(c).await?;
     if r.rows_affected == 0 {
         return Err(Error::JobNotFound { job_id: id });
@@ -262,7 +269,7 @@ pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
 }
 
 /// Of `ids`, those that exist, with their groups.
-pub async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(i32, i32)>> {
+pub(crate) async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(i32, i32)>> {
     Ok(Entity::find()
         .select_only()
         .columns([Column::Id, Column::JobGroup])

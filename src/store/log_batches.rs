@@ -130,7 +130,10 @@ const OUTCOME_COLS: &[(&str, &str)] = &[
 ];
 
 /// Writes many trigger outcomes (as [`super::logs::record_trigger`] does for one).
-pub async fn record_triggers(c: &impl ConnectionTrait, records: &[TriggerRecord]) -> Result<()> {
+pub(crate) async fn record_triggers(
+    c: &impl ConnectionTrait,
+    records: &[TriggerRecord],
+) -> Result<()> {
     let backend = c.get_database_backend();
     let mut set: Vec<(&str, String)> = OUTCOME_COLS[1..]
         .iter()
@@ -203,7 +206,7 @@ struct Unfinished {
 /// Records many results, first result wins per run (as [`super::logs::record_handle`] does for
 /// one): answers, per item, the run when this call wrote its result, `None` when the log is
 /// unknown, already finished, or repeated within the batch.
-pub async fn record_handles(
+pub(crate) async fn record_handles(
     c: &impl ConnectionTrait,
     items: &[HandleResult],
     now_ms: i64,
@@ -324,7 +327,10 @@ pub async fn record_handles(
 }
 
 /// The child job list (`child_jobid`) of each job id (None when the job is gone).
-pub async fn child_lists(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Option<String>>> {
+pub(crate) async fn child_lists(
+    c: &impl ConnectionTrait,
+    ids: &[i32],
+) -> Result<Vec<Option<String>>> {
     let mut found = std::collections::HashMap::new();
     for chunk in ids.chunks(CHUNK) {
         let chunk = &*padded(chunk);

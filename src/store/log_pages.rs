@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// A run's state as the console filters it (spec §6.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunStatus {
+pub(crate) enum RunStatus {
     /// `handle_code = 200`.
     Success,
     /// A trigger or handle code other than 0 and 200.
@@ -24,7 +24,7 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// The status of a row.
-    pub fn of(row: &Model) -> RunStatus {
+    pub(crate) fn of(row: &Model) -> RunStatus {
         if row.handle_code == 200 {
             RunStatus::Success
         } else if !matches!(row.trigger_code, 0 | 200) || !matches!(row.handle_code, 0 | 200) {
@@ -35,7 +35,7 @@ impl RunStatus {
     }
 
     /// `success`, `failed` or `running`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunStatus::Success => "success",
             RunStatus::Failed => "failed",
@@ -73,7 +73,7 @@ impl std::str::FromStr for RunStatus {
 
 /// Filters of the console's log list.
 #[derive(Clone, Debug, Default)]
-pub struct LogFilter {
+pub(crate) struct LogFilter {
     /// Only these groups (None = all).
     pub groups: Option<Vec<i32>>,
     /// Only this job.
@@ -107,7 +107,7 @@ fn filtered(f: &LogFilter) -> Select<Entity> {
 }
 
 /// A page of runs, newest trigger first, and the total matching.
-pub async fn page(
+pub(crate) async fn page(
     c: &impl ConnectionTrait,
     f: &LogFilter,
     offset: u64,
@@ -126,7 +126,7 @@ pub async fn page(
 
 /// What a clear removes (spec §10 `clearLog` types 1–9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClearMode {
+pub(crate) enum ClearMode {
     /// Runs triggered before this time (types 1–4: one, three, six, twelve months ago).
     OlderThan(NaiveDateTime),
     /// All but the newest this many runs (types 5–8: 1,000, 10,000, 30,000, 100,000).
@@ -137,7 +137,7 @@ pub enum ClearMode {
 
 impl ClearMode {
     /// The mode of XXL-JOB's `type` number, relative to `now`.
-    pub fn from_type(t: i32, now: NaiveDateTime) -> Result<ClearMode> {
+    pub(crate) fn from_type(t: i32, now: NaiveDateTime) -> Result<ClearMode> {
         let months = |m: u32| {
             now.checked_sub_months(chrono::Months::new(m))
                 .map(ClearMode::OlderThan)
@@ -165,7 +165,7 @@ impl ClearMode {
 
 /// Deletes the runs `mode` selects among those of `groups` / `job_id`, in batches of 1,000;
 /// returns how many were deleted.
-pub async fn clear(
+pub(crate) async fn clear(
     c: &impl ConnectionTrait,
     groups: Option<Vec<i32>>,
     job_id: Option<i32>,
@@ -208,7 +208,7 @@ pub async fn clear(
 }
 
 /// Deletes every log row of a job, pending fires included (the job is being deleted).
-pub async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<u64> {
+pub(crate) async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<u64> {
     Ok(Entity::delete_many()
         .filter(Column::JobId.eq(job_id))
         .exec(c)

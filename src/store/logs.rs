@@ -129,7 +129,7 @@ fn pending_of_jobs(job_ids: &[i32], from: i64, to: i64) -> sea_orm::Select<Entit
 }
 
 /// Pending fires of these jobs with nominal times in `[from, to]`, oldest first.
-pub async fn pending_for_jobs(
+pub(crate) async fn pending_for_jobs(
     c: &impl ConnectionTrait,
     job_ids: &[i32],
     from: i64,
@@ -146,7 +146,11 @@ pub async fn pending_for_jobs(
 
 /// Pending fires whose nominal time is at or before `before` (their node should have dispatched
 /// them by now), oldest first, at most `limit`.
-pub async fn stale_pending(c: &impl ConnectionTrait, before: i64, limit: u64) -> Result<Vec<Fire>> {
+pub(crate) async fn stale_pending(
+    c: &impl ConnectionTrait,
+    before: i64,
+    limit: u64,
+) -> Result<Vec<Fire>> {
     let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
         .filter(Column::FireTime.lte(before))
         .order_by_asc(Column::FireTime)
@@ -158,7 +162,7 @@ pub async fn stale_pending(c: &impl ConnectionTrait, before: i64, limit: u64) ->
 }
 
 /// Pending fires with nominal times in `(after, until]`, oldest first (adoption at start-up).
-pub async fn pending_between(
+pub(crate) async fn pending_between(
     c: &impl ConnectionTrait,
     after: i64,
     until: i64,
@@ -212,7 +216,7 @@ pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
 
 /// Marks fires claimed by a node that never recorded their trigger (it died between the claim
 /// and the write) as failed triggers; returns how many.
-pub async fn fail_orphaned_claims(
+pub(crate) async fn fail_orphaned_claims(
     c: &impl ConnectionTrait,
     before: i64,
     now_ms: i64,
@@ -230,7 +234,7 @@ fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
 }
 
 /// The trigger message of a fire whose claimant died before recording it.
-pub const ORPHANED_MSG: &str =
+pub(crate) const ORPHANED_MSG: &str =
     "Trigger Fail：the node dispatching this fire stopped before recording it";
 
 fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
@@ -247,7 +251,7 @@ fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
 }
 
 /// Deletes pending fires that the misfire policy skipped (no run happens for them).
-pub async fn delete_pending(c: &impl ConnectionTrait, ids: &[i64]) -> Result<u64> {
+pub(crate) async fn delete_pending(c: &impl ConnectionTrait, ids: &[i64]) -> Result<u64> {
     let mut n = 0;
     for chunk in ids.chunks(500) {
         n += Entity::delete_many()
@@ -315,13 +319,13 @@ pub struct TriggerRecord {
 }
 
 /// Writes a trigger's outcome onto its log row (the one-row case of
-/// [`super::log_batches::record_triggers`]).
+/// `log_batches::record_triggers`).
 pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Result<()> {
     super::log_batches::record_triggers(c, std::slice::from_ref(&r)).await
 }
 
 /// The handle-message cap on the admin side (spec §4.3).
-pub const HANDLE_MSG_MAX: usize = 15_000;
+pub(crate) const HANDLE_MSG_MAX: usize = 15_000;
 
 /// Cuts a handle message to [`HANDLE_MSG_MAX`] characters.
 pub(crate) fn cap_msg(text: String) -> String {
@@ -335,7 +339,7 @@ pub(crate) fn cap_msg(text: String) -> String {
 /// Records a run's result unless one was already recorded (first result wins): the message is
 /// appended to any the row already has (after `<br>`), capped at 15,000 characters. Returns the
 /// run when this call wrote its result, `None` when the log is unknown or finished.
-/// (The one-row case of [`super::log_batches::record_handles`].)
+/// (The one-row case of `log_batches::record_handles`.)
 pub async fn record_handle(
     c: &impl ConnectionTrait,
     log_id: i64,
@@ -355,7 +359,11 @@ pub async fn record_handle(
 }
 
 /// Appends text to a finished run's handle message (child-job lines), keeping the cap.
-pub async fn append_handle_msg(c: &impl ConnectionTrait, log_id: i64, extra: &str) -> Result<()> {
+pub(crate) async fn append_handle_msg(
+    c: &impl ConnectionTrait,
+    log_id: i64,
+    extra: &str,
+) -> Result<()> {
     let row = get(c, log_id).await?;
     let text = cap_msg(format!("{}{extra}", row.handle_msg.unwrap_or_default()));
     Entity::update_many()
@@ -368,7 +376,11 @@ pub async fn append_handle_msg(c: &impl ConnectionTrait, log_id: i64, extra: &st
 
 /// Appends text to a run's trigger message (the fail-retry marker); the row then holds the
 /// rendered text.
-pub async fn append_trigger_msg(c: &impl ConnectionTrait, log_id: i64, extra: &str) -> Result<()> {
+pub(crate) async fn append_trigger_msg(
+    c: &impl ConnectionTrait,
+    log_id: i64,
+    extra: &str,
+) -> Result<()> {
     let row = get(c, log_id).await?;
     let text = format!("{}{extra}", row.trigger_msg.unwrap_or_default());
     Entity::update_many()
@@ -380,7 +392,7 @@ pub async fn append_trigger_msg(c: &impl ConnectionTrait, log_id: i64, extra: &s
 }
 
 /// Runs dispatched to one of `addresses` that have no result yet.
-pub async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -> Result<Vec<i64>> {
+pub(crate) async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -> Result<Vec<i64>> {
     if addresses.is_empty() {
         return Ok(vec![]);
     }
@@ -399,7 +411,7 @@ pub async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -> Resul
 }
 
 /// Runs without a result dispatched at or before `before`, with their address, at most 1000.
-pub async fn running_since(
+pub(crate) async fn running_since(
     c: &impl ConnectionTrait,
     before: chrono::NaiveDateTime,
 ) -> Result<Vec<(i64, Option<String>)>> {
@@ -421,7 +433,7 @@ fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity>
 }
 
 /// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
-pub async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
+pub(crate) async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
     Ok(shown(failed_unalarmed_query(limit).all(c).await?))
 }
 
@@ -458,7 +470,7 @@ fn failed_unalarmed_query(limit: u64) -> sea_orm::Select<Entity> {
 }
 
 /// Takes a failed run for the fail monitor (`alarm_status` 0 → −1); false if another took it.
-pub async fn lock_alarm(c: &impl ConnectionTrait, log_id: i64) -> Result<bool> {
+pub(crate) async fn lock_alarm(c: &impl ConnectionTrait, log_id: i64) -> Result<bool> {
     Ok(Entity::update_many()
         .col_expr(Column::AlarmStatus, Expr::val(-1i16))
         .filter(Column::Id.eq(log_id))
@@ -470,7 +482,11 @@ pub async fn lock_alarm(c: &impl ConnectionTrait, log_id: i64) -> Result<bool> {
 }
 
 /// Sets a run's alarm status (1 no alarm needed, 2 sent, 3 failed).
-pub async fn set_alarm_status(c: &impl ConnectionTrait, log_id: i64, status: i16) -> Result<()> {
+pub(crate) async fn set_alarm_status(
+    c: &impl ConnectionTrait,
+    log_id: i64,
+    status: i16,
+) -> Result<()> {
     Entity::update_many()
         .col_expr(Column::AlarmStatus, Expr::val(status))
         .filter(Column::Id.eq(log_id))

@@ -3,17 +3,17 @@
 //!
 //! DATETIME columns hold UTC. The same statements run on SQLite, PostgreSQL and MySQL.
 
-pub mod glue;
-pub mod groups;
-pub mod jobs;
-pub mod log_batches;
-pub mod log_pages;
-pub mod logs;
-pub mod registry;
-pub mod reports;
-pub mod sqlite_sync;
-pub mod users;
-pub mod writer;
+pub(crate) mod glue;
+pub(crate) mod groups;
+pub(crate) mod jobs;
+pub(crate) mod log_batches;
+pub(crate) mod log_pages;
+pub(crate) mod logs;
+pub(crate) mod registry;
+pub(crate) mod reports;
+pub(crate) mod sqlite_sync;
+pub(crate) mod users;
+pub(crate) mod writer;
 
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// batched statements are large (a 256-row CASE update compiles to a big program) and each
 /// connection caches its own copies: at 100 the caches of an 8-connection pool held about
 /// 50 MB under load with no CPU gained over 32 (measured with the load bench, BENCHMARKS.md).
-pub const SQLITE_STATEMENT_CACHE: usize = 32;
+pub(crate) const SQLITE_STATEMENT_CACHE: usize = 32;
 
 /// Opens a pool. SQLite files get WAL mode, `synchronous=NORMAL` and a busy timeout, and the
 /// parent directory of the file is created.
@@ -68,7 +68,7 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
 ///
 /// PostgreSQL and MySQL: `SELECT … FOR UPDATE` on the `schedule_lock` row, as XXL-JOB does.
 /// SQLite has no row locks: a no-op UPDATE of the row takes the database write lock instead.
-pub async fn lock_schedule(txn: &impl ConnectionTrait) -> Result<()> {
+pub(crate) async fn lock_schedule(txn: &impl ConnectionTrait) -> Result<()> {
     let backend = txn.get_database_backend();
     let found = match backend {
         DbBackend::Sqlite => {

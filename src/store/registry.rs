@@ -11,7 +11,7 @@ use sea_orm::{
 use crate::error::Result;
 
 /// Records a heartbeat: refreshes the row, inserting it when absent. Returns whether it was new.
-pub async fn upsert(
+pub(crate) async fn upsert(
     c: &impl ConnectionTrait,
     group: &str,
     key: &str,
@@ -40,7 +40,12 @@ pub async fn upsert(
 }
 
 /// Removes one registration.
-pub async fn remove(c: &impl ConnectionTrait, group: &str, key: &str, value: &str) -> Result<u64> {
+pub(crate) async fn remove(
+    c: &impl ConnectionTrait,
+    group: &str,
+    key: &str,
+    value: &str,
+) -> Result<u64> {
     Ok(Entity::delete_many()
         .filter(Column::RegistryGroup.eq(group))
         .filter(Column::RegistryKey.eq(key))
@@ -51,7 +56,7 @@ pub async fn remove(c: &impl ConnectionTrait, group: &str, key: &str, value: &st
 }
 
 /// Deletes registrations not refreshed since `dead_before`.
-pub async fn delete_dead(
+pub(crate) async fn delete_dead(
     c: &impl ConnectionTrait,
     dead_before: chrono::NaiveDateTime,
 ) -> Result<u64> {
@@ -63,7 +68,9 @@ pub async fn delete_dead(
 }
 
 /// Every registered address (live or not yet evicted).
-pub async fn all_values(c: &impl ConnectionTrait) -> Result<std::collections::HashSet<String>> {
+pub(crate) async fn all_values(
+    c: &impl ConnectionTrait,
+) -> Result<std::collections::HashSet<String>> {
     let rows: Vec<String> = Entity::find()
         .select_only()
         .column(Column::RegistryValue)
@@ -74,7 +81,7 @@ pub async fn all_values(c: &impl ConnectionTrait) -> Result<std::collections::Ha
 }
 
 /// Addresses of registrations not refreshed since `dead_before`.
-pub async fn dead_values(
+pub(crate) async fn dead_values(
     c: &impl ConnectionTrait,
     dead_before: chrono::NaiveDateTime,
 ) -> Result<Vec<String>> {
@@ -89,7 +96,7 @@ pub async fn dead_values(
 }
 
 /// Live `EXECUTOR` addresses by appname, each list sorted and de-duplicated.
-pub async fn live_by_app(
+pub(crate) async fn live_by_app(
     c: &impl ConnectionTrait,
     alive_after: chrono::NaiveDateTime,
 ) -> Result<BTreeMap<String, Vec<String>>> {

@@ -13,7 +13,7 @@ use crate::error::Result;
 
 /// One day's counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DayCounts {
+pub(crate) struct DayCounts {
     /// Runs without a result yet.
     pub running: i32,
     /// Runs that succeeded.
@@ -24,7 +24,7 @@ pub struct DayCounts {
 
 /// Counts runs triggered in `[from, to)`, in one pass over the day's rows (three counts in
 /// one statement: the day can hold millions of rows, and this runs every minute).
-pub async fn count_between(
+pub(crate) async fn count_between(
     c: &impl ConnectionTrait,
     from: NaiveDateTime,
     to: NaiveDateTime,
@@ -59,7 +59,7 @@ pub async fn count_between(
 }
 
 /// Writes a day's counts (update, insert when the day has no row).
-pub async fn upsert_day(
+pub(crate) async fn upsert_day(
     c: &impl ConnectionTrait,
     day: NaiveDateTime,
     n: DayCounts,
@@ -110,7 +110,10 @@ pub async fn between(
 }
 
 /// Deletes runs triggered at or before `before`, 1000 ids at a time; returns how many.
-pub async fn delete_logs_before(c: &impl ConnectionTrait, before: NaiveDateTime) -> Result<u64> {
+pub(crate) async fn delete_logs_before(
+    c: &impl ConnectionTrait,
+    before: NaiveDateTime,
+) -> Result<u64> {
     let mut total = 0;
     loop {
         let ids: Vec<i64> = Log::find()

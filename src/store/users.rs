@@ -12,12 +12,12 @@ use sea_orm::{
 use crate::error::{Error, Result};
 
 /// How many users exist.
-pub async fn count(c: &impl ConnectionTrait) -> Result<u64> {
+pub(crate) async fn count(c: &impl ConnectionTrait) -> Result<u64> {
     Ok(Entity::find().count(c).await?)
 }
 
 /// One user by id.
-pub async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Option<Model>> {
+pub(crate) async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Option<Model>> {
     Ok(Entity::find_by_id(id).one(c).await?)
 }
 
@@ -30,7 +30,7 @@ pub async fn by_name(c: &impl ConnectionTrait, username: &str) -> Result<Option<
 }
 
 /// A page of users (optionally whose name contains `name`, or with `role`), by id, and the total.
-pub async fn page(
+pub(crate) async fn page(
     c: &impl ConnectionTrait,
     name: Option<&str>,
     role: Option<i16>,
@@ -55,7 +55,7 @@ pub async fn page(
 }
 
 /// Inserts a user (the password already hashed) and returns its id.
-pub async fn insert(
+pub(crate) async fn insert(
     c: &impl ConnectionTrait,
     username: &str,
     password_hash: &str,
@@ -74,7 +74,7 @@ pub async fn insert(
 }
 
 /// Sets a user's role and permission, and the password hash when one is given.
-pub async fn update(
+pub(crate) async fn update(
     c: &impl ConnectionTrait,
     id: i32,
     role: i16,
@@ -95,7 +95,11 @@ pub async fn update(
 }
 
 /// Sets a user's password hash.
-pub async fn set_password(c: &impl ConnectionTrait, id: i32, password_hash: &str) -> Result<()> {
+pub(crate) async fn set_password(
+    c: &impl ConnectionTrait,
+    id: i32,
+    password_hash: &str,
+) -> Result<()> {
     let am = ActiveModel {
         id: Set(id),
         password: Set(password_hash.into()),
@@ -106,7 +110,7 @@ pub async fn set_password(c: &impl ConnectionTrait, id: i32, password_hash: &str
 }
 
 /// Deletes a user and their sessions.
-pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     Session::delete_many()
         .filter(S::UserId.eq(id))
         .exec(c)
@@ -122,7 +126,7 @@ pub async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
 }
 
 /// Records a session.
-pub async fn insert_session(
+pub(crate) async fn insert_session(
     c: &impl ConnectionTrait,
     token_hash: &str,
     user_id: i32,
@@ -139,7 +143,7 @@ pub async fn insert_session(
 }
 
 /// The user of a live session and when the session expires (epoch ms).
-pub async fn session(
+pub(crate) async fn session(
     c: &impl ConnectionTrait,
     token_hash: &str,
     now: i64,
@@ -155,7 +159,7 @@ pub async fn session(
 }
 
 /// Ends one session.
-pub async fn delete_session(c: &impl ConnectionTrait, token_hash: &str) -> Result<()> {
+pub(crate) async fn delete_session(c: &impl ConnectionTrait, token_hash: &str) -> Result<()> {
     Session::delete_by_id(token_hash.to_string())
         .exec(c)
         .await?;
@@ -163,7 +167,7 @@ pub async fn delete_session(c: &impl ConnectionTrait, token_hash: &str) -> Resul
 }
 
 /// Ends every session of a user except `keep` (after a password change).
-pub async fn delete_other_sessions(
+pub(crate) async fn delete_other_sessions(
     c: &impl ConnectionTrait,
     user_id: i32,
     keep: &str,
@@ -177,7 +181,7 @@ pub async fn delete_other_sessions(
 }
 
 /// Deletes expired sessions.
-pub async fn delete_expired_sessions(c: &impl ConnectionTrait, now: i64) -> Result<u64> {
+pub(crate) async fn delete_expired_sessions(c: &impl ConnectionTrait, now: i64) -> Result<u64> {
     Ok(Session::delete_many()
         .filter(S::ExpiresAt.lte(now))
         .exec(c)

@@ -45,20 +45,20 @@ use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
 
 /// Most items (outcomes + results) one batch writes.
-pub const MAX_BATCH: usize = 4096;
+pub(crate) const MAX_BATCH: usize = 4096;
 /// Items that may wait for the writer; beyond that, callers wait.
-pub const QUEUE: usize = 16_384;
+pub(crate) const QUEUE: usize = 16_384;
 /// Attempts at one batch before its items are given up (logged as errors).
 const ATTEMPTS: u32 = 5;
 /// How long the SQLite writer keeps a dispatched run's outcome waiting for the run's result, so
 /// that one row update writes both (a remote executor's callback comes within milliseconds). A
 /// run still without a result then has its outcome written alone. Short: a run still running
 /// that was dispatched less than this before a crash is dispatched again after the restart.
-pub const OUTCOME_HOLD: Duration = Duration::from_secs(1);
+pub(crate) const OUTCOME_HOLD: Duration = Duration::from_secs(1);
 /// How long the SQLite writer keeps a result waiting for the outcome of its run while the run's
 /// executor calls are still being made (a batch's outcomes come when its last call answered).
 /// A result is not acknowledged (`/api/callback` does not answer) before it is written.
-pub const RESULT_HOLD: Duration = Duration::from_secs(1);
+pub(crate) const RESULT_HOLD: Duration = Duration::from_secs(1);
 /// Most outcomes the SQLite writer holds at once; beyond that they are written at once.
 const MAX_HELD: usize = 16_384;
 /// How long an exclusive lock on the SQLite file is waited for at start (a node of this
@@ -84,7 +84,7 @@ pub struct FinishedRun {
 pub struct RunsFinished(pub Vec<FinishedRun>);
 
 /// Where [`RunsFinished`] goes (the completion actor's address, in the engine).
-pub type FinishedSink = Box<dyn Fn(RunsFinished) + Send + 'static>;
+pub(crate) type FinishedSink = Box<dyn Fn(RunsFinished) + Send + 'static>;
 
 /// Work run on the SQLite writer's own connection (the single-node scan pass).
 type Exec = Box<dyn FnOnce(&mut rusqlite::Connection) + Send + Sync>;

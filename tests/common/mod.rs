@@ -10,8 +10,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use xjob::testing::activity::Activity;
 use xjob::prelude::*;
+use xjob::testing::activity::Activity;
 
 /// 2026-11-21 14:00:00 UTC, a Saturday.
 pub const T0: i64 = 1_795_269_600_000;

@@ -1,7 +1,7 @@
 //! The console's JSON REST API under `/v1` (spec §10 as resources), one file per resource.
 //!
 //! Every handler is short: extract, call the [`Console`], map the result. Errors map in one
-//! place ([`ApiError`]): 400 with the field named, 401, 403, 404, 409, 429, 503; anything
+//! place (`ApiError`): 400 with the field named, 401, 403, 404, 409, 429, 503; anything
 //! internal is logged and answered 500 without detail. Lists answer `{"total", "items"}`.
 //! A request is authenticated by `Authorization: Bearer <token>` or the HttpOnly cookie
 //! `xjob_token` set at login.
@@ -141,12 +141,12 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
 }
 
 /// Largest request body accepted (script sources are the big ones).
-pub const MAX_BODY: usize = 4 << 20;
+pub(crate) const MAX_BODY: usize = 4 << 20;
 
 /// A JSON request body whose errors name the field that is wrong (`executorTimeout`, not
 /// "line 1 column 178").
 #[derive(Debug)]
-pub struct Body<T>(pub T);
+pub(crate) struct Body<T>(pub T);
 
 impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
     type Error = ApiError;
@@ -167,7 +167,7 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
 }
 
 /// Parses JSON; an error names the field it concerns.
-pub fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Error> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Error> {
     let de = &mut serde_json::Deserializer::from_slice(b);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -239,7 +239,7 @@ const KNOWN_FIELDS: &[&str] = &[
 
 /// An [`Error`] answered over HTTP.
 #[derive(Debug)]
-pub struct ApiError(pub Error);
+pub(crate) struct ApiError(pub Error);
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
@@ -315,15 +315,15 @@ impl ResponseError for ApiError {
 }
 
 /// What a `/v1` handler answers.
-pub type ApiResult = Result<HttpResponse, ApiError>;
+pub(crate) type ApiResult = Result<HttpResponse, ApiError>;
 
 /// 200 with `v` as JSON.
-pub fn ok<T: Serialize>(v: T) -> ApiResult {
+pub(crate) fn ok<T: Serialize>(v: T) -> ApiResult {
     Ok(HttpResponse::Ok().json(v))
 }
 
 /// The token a request carries: the bearer header first, then the login cookie.
-pub fn request_token(req: &HttpRequest) -> Option<String> {
+pub(crate) fn request_token(req: &HttpRequest) -> Option<String> {
     if let Some(t) = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -345,7 +345,7 @@ pub fn request_token(req: &HttpRequest) -> Option<String> {
 
 /// The signed-in user of a request (401 without a valid token).
 #[derive(Clone, Debug)]
-pub struct Auth {
+pub(crate) struct Auth {
     /// Who.
     pub user: Principal,
     /// The token they presented.
@@ -370,7 +370,7 @@ impl FromRequest for Auth {
 }
 
 /// A `Set-Cookie` value for the login cookie (`max_age` 0 clears it).
-pub fn login_cookie(token: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
+pub(crate) fn login_cookie(token: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     let v = format!(
         "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
