@@ -171,7 +171,6 @@ pub mod testing {
     }
     /// The center's actors and their messages.
     pub mod actors {
-        pub use crate::actors::complete::Callback;
         pub use crate::actors::log_report::{CleanLogs, RefreshReport};
         pub use crate::actors::registry::Heartbeat;
         pub use crate::actors::ring::{PushRing, Ring, RingActor};
@@ -187,6 +186,7 @@ pub mod testing {
         pub use crate::executor::actor::{
             ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown,
         };
+        pub use crate::executor::client::Callback;
         pub use crate::executor::callback::{CallbackActor, FlushCallbacks};
         pub use crate::executor::local::read_log;
     }

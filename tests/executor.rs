@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use xjob::executor::{Handler as JobHandler, HandlerRegistry};
 use xjob::model::wire::{HandleCallbackParam, TriggerParam};
 use xjob::prelude::*;
-use xjob::testing::actors::Callback;
+use xjob::testing::executor::Callback;
 use xjob::testing::executor::{ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown};
 
 /// Collects results.

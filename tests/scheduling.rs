@@ -412,7 +412,7 @@ fn stop_waits_for_results_already_received() {
             .collect();
         app.engine
             .complete()
-            .do_send(xjob::testing::actors::Callback(results));
+            .do_send(xjob::testing::executor::Callback(results));
         // the stop's grace runs on (paused) time: drive the clock while it waits, only when the
         // engine is idle, so the grace never runs out while a write is still on its way
         let ticker = drive_clock(app.engine.activity().clone());

@@ -365,7 +365,7 @@ fn results_queued_during_a_callback_go_in_one_batch() {
     actix_rt::System::new().block_on(async {
         use actix::Actor;
         use xjob::model::wire::HandleCallbackParam;
-        use xjob::testing::actors::Callback;
+        use xjob::testing::executor::Callback;
         use xjob::testing::executor::{CallbackActor, FlushCallbacks};
         let sizes: Arc<Mutex<Vec<usize>>> = Arc::default();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));

@@ -3,7 +3,7 @@
 //!
 //! Receives [`Callback`] batches (in-process executor: queued for writing, nobody waits),
 //! [`RecordResults`] (`/api/callback`: answered once written), [`RunsFinished`] from the
-//! run-row writer, and [`ConnectPool`] at wiring. The writer applies "first result wins",
+//! run-row writer. The writer applies "first result wins",
 //! appends messages and caps them at 15,000 characters; successful runs whose job has child
 //! jobs come back as [`RunsFinished`], and this actor triggers the children (type PARENT): ids
 //! are validated, a job listing itself is skipped, and a chain deeper than the configured limit
@@ -22,6 +22,7 @@ use crate::clock::{Clock, ms_to_naive};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
+use crate::executor::Callback;
 use crate::model::wire::{FAIL_CODE, HandleCallbackParam};
 use crate::store::log_batches::HandleResult;
 pub(crate) use crate::store::writer::RunsFinished;
@@ -36,21 +37,11 @@ pub(crate) const LOST_UNREGISTERED_MS: i64 = 10 * 60 * 1000;
 /// The message of a lost run (spec §8.10).
 pub(crate) const LOST_MSG: &str = "Job result lost, marked as failure";
 
-/// A batch of run results (queued for writing; the sender does not wait for the write).
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
-pub struct Callback(pub Vec<HandleCallbackParam>);
-
 /// A batch of run results from an executor's callback; answers once they are written, so the
 /// executor re-sends them if this node could not write them.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<()>")]
 pub struct RecordResults(pub Vec<HandleCallbackParam>);
-
-/// Gives the actor the trigger pool it starts child jobs on.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectPool(pub Recipient<TriggerJob>);
 
 /// Runs the lost-result sweep now.
 #[derive(Message, Debug)]
@@ -62,7 +53,7 @@ pub struct CompleteActor {
     db: DatabaseConnection,
     clock: Clock,
     activity: Activity,
-    pool: Option<Recipient<TriggerJob>>,
+    pool: Recipient<TriggerJob>,
     max_chain_depth: i16,
     metrics: Metrics,
     writer: LogWriter,
@@ -80,8 +71,10 @@ fn handle_results(items: Vec<HandleCallbackParam>) -> Vec<HandleResult> {
 }
 
 impl CompleteActor {
-    /// An actor whose results go through `writer`; child chains stop below `max_chain_depth`
-    /// parents.
+    /// An actor whose results go through `writer` and whose child jobs start on `pool`; child
+    /// chains stop below `max_chain_depth` parents. The pool dispatches through this node's
+    /// executor, whose results come here: create this actor's context first and hand its
+    /// address around (see `EngineBuilder::start`).
     pub fn new(
         db: DatabaseConnection,
         clock: Clock,
@@ -89,6 +82,7 @@ impl CompleteActor {
         max_chain_depth: i16,
         metrics: Metrics,
         writer: LogWriter,
+        pool: Recipient<TriggerJob>,
     ) -> Self {
         CompleteActor {
             db,
@@ -96,7 +90,7 @@ impl CompleteActor {
             activity,
             metrics,
             writer,
-            pool: None,
+            pool,
             max_chain_depth,
         }
     }
@@ -105,7 +99,7 @@ impl CompleteActor {
     /// the run's handle message.
     async fn trigger_children(
         db: &DatabaseConnection,
-        pool: Option<&Recipient<TriggerJob>>,
+        pool: &Recipient<TriggerJob>,
         max_depth: i16,
         row: FinishedRun,
     ) -> Result<()> {
@@ -146,14 +140,11 @@ impl CompleteActor {
                 Ok(id) if id > 0 => {
                     let mut req = TriggerRequest::new(id, TriggerType::Parent);
                     req.chain_depth = depth;
-                    let sent = match pool {
-                        Some(p) => p
-                            .send(TriggerJob(req))
-                            .await
-                            .map_err(|e| e.to_string())
-                            .and_then(|r| r.map_err(|e| e.to_string())),
-                        None => Err("no trigger pool".to_string()),
-                    };
+                    let sent = pool
+                        .send(TriggerJob(req))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.map_err(|e| e.to_string()));
                     match sent {
                         Ok(()) => format!(
                             "{k}/{n} [Job ID={id}], Trigger success, Trigger msg: null <br>"
@@ -225,14 +216,6 @@ impl Actor for CompleteActor {
     }
 }
 
-impl Handler<ConnectPool> for CompleteActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConnectPool, _ctx: &mut Self::Context) {
-        self.pool = Some(msg.0);
-    }
-}
-
 impl Handler<Callback> for CompleteActor {
     type Result = ();
 
@@ -282,7 +265,7 @@ impl Handler<RunsFinished> for CompleteActor {
             let _guard = guard;
             for row in msg.0 {
                 let id = row.id;
-                if let Err(e) = Self::trigger_children(&db, pool.as_ref(), depth, row).await {
+                if let Err(e) = Self::trigger_children(&db, &pool, depth, row).await {
                     tracing::error!(log_id = id, error = %e, "cannot trigger child jobs");
                 }
             }

@@ -25,7 +25,7 @@ use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
 use crate::activity::Activity;
-use crate::actors::complete::{CompleteActor, ConnectPool};
+use crate::actors::complete::CompleteActor;
 use crate::actors::fail_monitor::FailMonitor;
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
@@ -155,25 +155,15 @@ impl EngineBuilder {
         let metrics = Metrics::default();
         let directory = Directory::default();
         directory.load_groups(&db).await?;
-        let mut writer_slot = None;
-        let complete = CompleteActor::create(|ctx| {
-            let me = ctx.address();
-            let writer = LogWriter::start(
-                target,
-                activity.clone(),
-                Box::new(move |finished| me.do_send(finished)),
-            );
-            writer_slot = Some(writer.clone());
-            CompleteActor::new(
-                db.clone(),
-                clock.clone(),
-                activity.clone(),
-                cfg.scheduler.max_chain_depth,
-                metrics.clone(),
-                writer,
-            )
-        });
-        let writer = writer_slot.ok_or(Error::Stopped("run-row writer"))?;
+        // the completion actor's address exists before the actor: the executor sends it results
+        // and the writer finished runs, and the actor starts child jobs on the trigger pool,
+        // which dispatches through that executor (the cycle closes when the actor runs, below)
+        let complete_ctx = Context::<CompleteActor>::new();
+        let complete = complete_ctx.address();
+        let writer = {
+            let me = complete.clone();
+            LogWriter::start(target, activity.clone(), Box::new(move |f| me.do_send(f)))
+        };
         let app = cfg.executor.app_name.trim().to_string();
         let local_address = (!app.is_empty()).then(|| {
             let a = cfg.executor.address.trim();
@@ -243,7 +233,15 @@ impl EngineBuilder {
             backlog.clone(),
         )
         .start();
-        complete.do_send(ConnectPool(pool.clone().recipient()));
+        let complete = complete_ctx.run(CompleteActor::new(
+            db.clone(),
+            clock.clone(),
+            activity.clone(),
+            cfg.scheduler.max_chain_depth,
+            metrics.clone(),
+            writer.clone(),
+            pool.clone().recipient(),
+        ));
         let ring = RingActor::new(clock.clone(), pool.clone().recipient()).start();
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go

@@ -15,7 +15,7 @@ use super::job_thread::{
     IDLE_POLL, JobThread, Reporter, StopThread, ThreadEnv, TriggerQueue, Wake,
 };
 use super::{HandlerRegistry, script};
-use crate::actors::complete::Callback;
+use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::{ReturnT, SUCCESS_CODE, TriggerParam};
 use crate::model::{BlockStrategy, GlueType};

@@ -15,7 +15,7 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::HttpExecutorClient;
-use crate::actors::complete::Callback;
+use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::HandleCallbackParam;
 

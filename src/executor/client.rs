@@ -7,7 +7,14 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 
-use crate::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
+use crate::model::wire::{HandleCallbackParam, LogParam, LogResult, ReturnT, TriggerParam};
+
+/// Results of runs (executor → center, spec §2 `/api/callback`), as a message: what the job
+/// threads send to the standalone executor's callback sender and the in-process executor to
+/// the center's completion actor. Queued for writing; the sender does not wait for the write.
+#[derive(actix::Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Callback(pub Vec<HandleCallbackParam>);
 
 /// Answers to a batch of `/run` calls ([`ExecutorClient::run_each`]): (index of the call,
 /// answer), several in one item when they came together.

@@ -23,7 +23,7 @@ use actix::prelude::*;
 use futures::FutureExt;
 
 use super::{Handler as JobHandler, JobContext, JobLogger};
-use crate::actors::complete::Callback;
+use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::{
     FAIL_CODE, HandleCallbackParam, ReturnT, SUCCESS_CODE, TIMEOUT_CODE, TriggerParam,

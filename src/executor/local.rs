@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RunMany, RuntimeConfig, Shutdown};
 use super::client::Answers;
 use super::{ExecutorClient, HandlerRegistry, JobLogger};
-use crate::actors::complete::Callback;
+use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::{LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerParam};
 

@@ -7,7 +7,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod callback;
-mod client;
+pub(crate) mod client;
 mod context;
 mod handlers;
 mod http_client;
@@ -21,6 +21,7 @@ mod standalone;
 pub(crate) use actor::RuntimeConfig;
 pub(crate) use client::NodeClient;
 pub use client::{Answers, ExecutorClient};
+pub(crate) use client::Callback;
 pub use context::{JobContext, JobLogger};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
 pub use http_client::{DEFAULT_TIMEOUT, HttpExecutorClient};
