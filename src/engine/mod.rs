@@ -44,6 +44,7 @@ use crate::executor::{
 use crate::jobs::JobSpec;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
+use crate::model::wire::SUCCESS_CODE;
 use crate::schedule::Schedule;
 use crate::store::writer::{LogWriter, Target};
 use crate::store::{self, groups, jobs, logs};
@@ -515,13 +516,14 @@ impl Engine {
     pub async fn kill_run(&self, log_id: i64) -> Result<()> {
         self.writer.visible().await?;
         let row = logs::get(&self.db, log_id).await?;
-        if row.trigger_code != 200 {
+        if row.trigger_code != SUCCESS_CODE {
             return Err(Error::Invalid {
                 field: "logId",
                 reason: "only a run whose trigger succeeded can be killed".into(),
             });
         }
         let address = row.executor_address.clone().unwrap_or_default();
+        let since = self.clock.now_ms();
         let r = self.trigger.client().kill(&address, row.job_id).await;
         if !r.is_success() {
             return Err(Error::Invalid {
@@ -533,7 +535,8 @@ impl Engine {
             });
         }
         let msg = format!("Manual operation, kill job:{}", r.msg.unwrap_or_default());
-        logs::record_handle(&self.db, log_id, 500, Some(&msg), self.clock.now_ms()).await?;
+        // the executor reports the kill too; the center's message wins whichever lands first
+        logs::record_kill(&self.db, log_id, &msg, self.clock.now_ms(), since).await?;
         Ok(())
     }
 

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 
 use actix::prelude::*;
 
+use super::Callback;
 use super::job_thread::{
     IDLE_POLL, JobThread, Reporter, StopThread, ThreadEnv, TriggerQueue, Wake,
 };
 use super::{HandlerRegistry, script};
-use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::{ReturnT, SUCCESS_CODE, TriggerParam};
 use crate::model::{BlockStrategy, GlueType};

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::HttpExecutorClient;
 use super::Callback;
+use super::HttpExecutorClient;
 use crate::clock::Clock;
 use crate::model::wire::HandleCallbackParam;
 

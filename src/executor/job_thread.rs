@@ -22,8 +22,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures::FutureExt;
 
-use super::{Handler as JobHandler, JobContext, JobLogger};
 use super::Callback;
+use super::{Handler as JobHandler, JobContext, JobLogger};
 use crate::clock::Clock;
 use crate::model::wire::{
     FAIL_CODE, HandleCallbackParam, ReturnT, SUCCESS_CODE, TIMEOUT_CODE, TriggerParam,

@@ -9,10 +9,10 @@ use futures::FutureExt;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use super::Callback;
 use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RunMany, RuntimeConfig, Shutdown};
 use super::client::Answers;
 use super::{ExecutorClient, HandlerRegistry, JobLogger};
-use super::Callback;
 use crate::clock::Clock;
 use crate::model::wire::{LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerParam};
 

@@ -19,9 +19,9 @@ pub(crate) mod server;
 mod standalone;
 
 pub(crate) use actor::RuntimeConfig;
+pub(crate) use client::Callback;
 pub(crate) use client::NodeClient;
 pub use client::{Answers, ExecutorClient};
-pub(crate) use client::Callback;
 pub use context::{JobContext, JobLogger};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
 pub use http_client::{DEFAULT_TIMEOUT, HttpExecutorClient};

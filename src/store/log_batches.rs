@@ -459,6 +459,75 @@ mod tests {
         db.close().await.unwrap();
     }
 
+    /// A kill's message is the center's whichever comes first, the executor's report of the
+    /// kill or the center's mark; a result recorded before the kill was sent stays.
+    #[tokio::test]
+    async fn a_kill_reads_the_centers_message_in_either_order() {
+        on_every_backend(kill_either_order).await;
+    }
+
+    async fn kill_either_order(db: DatabaseConnection) {
+        let mut ids = vec![];
+        for _ in 0..4 {
+            ids.push(
+                logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap(),
+            );
+        }
+        const MARK: &str = "Manual operation, kill job:";
+        const REPORT: &str = "scheduling center kill job. [job running, killed]";
+        // 0: the executor's report lands first (after the kill was sent at 2,000)
+        record_handles(&db, &[result(ids[0], 500, REPORT)], 2_100)
+            .await
+            .unwrap();
+        logs::record_kill(&db, ids[0], MARK, 2_200, 2_000)
+            .await
+            .unwrap();
+        // 1: the mark lands first, the report after it
+        logs::record_kill(&db, ids[1], MARK, 2_200, 2_000)
+            .await
+            .unwrap();
+        let late = record_handles(&db, &[result(ids[1], 500, REPORT)], 2_300)
+            .await
+            .unwrap();
+        assert!(
+            late[0].is_none(),
+            "the report after the mark changes nothing"
+        );
+        // 2: a failure and 3: a success recorded before the kill was sent stay
+        record_handles(
+            &db,
+            &[
+                result(ids[2], 500, "failed earlier"),
+                result(ids[3], 200, "done"),
+            ],
+            1_500,
+        )
+        .await
+        .unwrap();
+        for id in [ids[2], ids[3]] {
+            logs::record_kill(&db, id, MARK, 2_200, 2_000)
+                .await
+                .unwrap();
+        }
+        let rows = logs::all(&db).await.unwrap();
+        let got: Vec<(i32, Option<&str>)> = rows
+            .iter()
+            .map(|r| (r.handle_code, r.handle_msg.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (500, Some(MARK)),
+                (500, Some(MARK)),
+                (500, Some("failed earlier")),
+                (200, Some("done")),
+            ]
+        );
+        db.close().await.unwrap();
+    }
+
     #[tokio::test]
     async fn batched_trigger_outcomes_land_on_their_own_rows() {
         on_every_backend(outcomes_on_their_rows).await;

@@ -6,6 +6,7 @@
 //! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins).
 
 use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
+use sea_orm::Condition;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -356,6 +357,40 @@ pub async fn record_handle(
         .await?
         .pop()
         .flatten())
+}
+
+/// Records a kill the center made (XXL-JOB's logKill) as the run's failed result, with the
+/// center's message: on a run without a result, and over a failure recorded at or after
+/// `since_ms` (when the kill was sent): the executor's own report of this kill, which can
+/// arrive before the kill's answer. Whatever order the two come in, a killed run reads the
+/// center's message; a result recorded before the kill stays.
+pub(crate) async fn record_kill(
+    c: &impl ConnectionTrait,
+    log_id: i64,
+    msg: &str,
+    now_ms: i64,
+    since_ms: i64,
+) -> Result<()> {
+    use crate::model::wire::{FAIL_CODE, SUCCESS_CODE};
+    let since = crate::clock::ms_to_naive(since_ms);
+    Entity::update_many()
+        .col_expr(Column::HandleCode, Expr::val(FAIL_CODE))
+        .col_expr(
+            Column::HandleTime,
+            Expr::val(crate::clock::ms_to_naive(now_ms)),
+        )
+        .col_expr(Column::HandleMsg, Expr::val(cap_msg(msg.to_string())))
+        .filter(Column::Id.eq(log_id))
+        .filter(
+            Condition::any().add(Column::HandleCode.eq(0)).add(
+                Condition::all()
+                    .add(Column::HandleCode.ne(SUCCESS_CODE))
+                    .add(Column::HandleTime.gte(since)),
+            ),
+        )
+        .exec(c)
+        .await?;
+    Ok(())
 }
 
 /// Appends text to a finished run's handle message (child-job lines), keeping the cap.
