@@ -128,6 +128,7 @@ mod directory;
 mod engine;
 mod error;
 mod jobs;
+mod lost_runs;
 mod metrics;
 mod router;
 mod schedule;

@@ -7,35 +7,26 @@
 //! appends messages and caps them at 15,000 characters; successful runs whose job has child
 //! jobs come back as [`RunsFinished`], and this actor triggers the children (type PARENT): ids
 //! are validated, a job listing itself is skipped, and a chain deeper than the configured limit
-//! (a loop such as A → B → A) stops with a clear message. Every [`LOST_SWEEP`] it marks runs on
-//! addresses that never registered (manual groups) as lost after XXL-JOB's ten minutes; runs on
-//! registered executors that die are marked by the registry when it evicts them.
-
-use std::time::Duration;
+//! (a loop such as A → B → A) stops with a clear message. It runs the periodic sweep of
+//! [`crate::lost_runs`] (runs on addresses that never registered).
 
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
 use crate::activity::Activity;
 use crate::actors::trigger_pool::TriggerJob;
-use crate::clock::{Clock, ms_to_naive};
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::executor::Callback;
+use crate::lost_runs;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
-use crate::model::wire::{FAIL_CODE, HandleCallbackParam};
+use crate::model::wire::HandleCallbackParam;
 use crate::store::log_batches::HandleResult;
+use crate::store::logs;
 pub(crate) use crate::store::writer::RunsFinished;
 use crate::store::writer::{FinishedRun, LogWriter};
-use crate::store::{logs, registry};
 use crate::trigger::TriggerRequest;
-
-/// How often runs on never-registered addresses are checked.
-pub(crate) const LOST_SWEEP: Duration = Duration::from_secs(10);
-/// XXL-JOB's age after which a run on an unregistered address counts as lost.
-pub(crate) const LOST_UNREGISTERED_MS: i64 = 10 * 60 * 1000;
-/// The message of a lost run (spec §8.10).
-pub(crate) const LOST_MSG: &str = "Job result lost, marked as failure";
 
 /// A batch of run results from an executor's callback; answers once they are written, so the
 /// executor re-sends them if this node could not write them.
@@ -162,32 +153,6 @@ impl CompleteActor {
         }
         logs::append_handle_msg(db, row.id, &text).await
     }
-
-    /// Marks runs lost whose address never registered and which started over ten minutes ago.
-    pub async fn sweep_lost(db: &DatabaseConnection, clock: &Clock) -> Result<usize> {
-        let now = clock.now_ms();
-        let candidates = logs::running_since(db, ms_to_naive(now - LOST_UNREGISTERED_MS)).await?;
-        if candidates.is_empty() {
-            return Ok(0);
-        }
-        let known = registry::all_values(db).await?;
-        let mut n = 0;
-        for (id, addr) in candidates {
-            if addr.as_ref().is_some_and(|a| known.contains(a)) {
-                continue;
-            }
-            if logs::record_handle(db, id, FAIL_CODE, Some(LOST_MSG), now)
-                .await?
-                .is_some()
-            {
-                n += 1;
-            }
-        }
-        if n > 0 {
-            tracing::warn!(lost = n, "runs on unregistered executors marked lost");
-        }
-        Ok(n)
-    }
 }
 
 impl CompleteActor {
@@ -197,7 +162,7 @@ impl CompleteActor {
         ctx.spawn(
             async move {
                 let _guard = guard;
-                if let Err(e) = Self::sweep_lost(&db, &clock).await {
+                if let Err(e) = lost_runs::on_unregistered(&db, clock.now_ms()).await {
                     tracing::error!(error = %e, "lost-result sweep failed");
                 }
             }
@@ -209,10 +174,10 @@ impl CompleteActor {
 impl Actor for CompleteActor {
     type Context = Context<Self>;
 
-    /// Sweeps once at start, then every [`LOST_SWEEP`].
+    /// Sweeps for lost runs once at start, then every [`lost_runs::SWEEP`].
     fn started(&mut self, ctx: &mut Self::Context) {
         self.lost_sweep(ctx);
-        ctx.run_interval(LOST_SWEEP, |a, ctx| a.lost_sweep(ctx));
+        ctx.run_interval(lost_runs::SWEEP, |a, ctx| a.lost_sweep(ctx));
     }
 }
 
@@ -278,6 +243,6 @@ impl Handler<SweepLost> for CompleteActor {
 
     fn handle(&mut self, _: SweepLost, _ctx: &mut Self::Context) -> Self::Result {
         let (db, clock) = (self.db.clone(), self.clock.clone());
-        Box::pin(async move { Self::sweep_lost(&db, &clock).await })
+        Box::pin(async move { lost_runs::on_unregistered(&db, clock.now_ms()).await })
     }
 }

@@ -12,13 +12,11 @@ use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
 use crate::activity::Activity;
-use crate::actors::complete::LOST_MSG;
 use crate::clock::Clock;
 use crate::config::RegistryConfig;
 use crate::directory::Directory;
 use crate::error::Result;
-use crate::model::wire::FAIL_CODE;
-use crate::store::{groups, logs, registry};
+use crate::store::{groups, registry};
 
 /// The registry group every executor registers under.
 pub(crate) const EXECUTOR_GROUP: &str = "EXECUTOR";
@@ -123,26 +121,8 @@ impl RegistryActor {
         }
         if evicted > 0 {
             tracing::warn!(evicted, ?dead, "executors evicted after missing heartbeats");
-            // runs on an executor that died will never report: mark them lost now, unless the
-            // address still lives under another registration
-            let still = registry::all_values(db).await?;
-            let gone: Vec<String> = dead.into_iter().filter(|a| !still.contains(a)).collect();
-            let lost: Vec<crate::store::log_batches::HandleResult> = logs::running_on(db, &gone)
-                .await?
-                .into_iter()
-                .map(|log_id| crate::store::log_batches::HandleResult {
-                    log_id,
-                    code: FAIL_CODE,
-                    msg: Some(LOST_MSG.into()),
-                })
-                .collect();
-            let marked = crate::store::log_batches::record_handles(db, &lost, now).await?;
-            for (item, _) in lost.iter().zip(marked).filter(|(_, m)| m.is_some()) {
-                tracing::warn!(
-                    log_id = item.log_id,
-                    "run lost with its executor; marked failed"
-                );
-            }
+            // runs on an executor that died will never report
+            crate::lost_runs::on_evicted(db, &dead, now).await?;
         }
         Ok(())
     }
