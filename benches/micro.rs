@@ -10,7 +10,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use xjob::model::{MisfireStrategy, RouteStrategy, ScheduleType};
 use xjob::testing::Router;
-use xjob::testing::actors::plan_job;
+use xjob::testing::{Window, plan_job};
 use xjob::{Schedule, testing::CronExpr};
 
 /// 2026-11-21 14:00:00 UTC.
@@ -74,10 +74,12 @@ fn scan(c: &mut Criterion) {
                 T0,
                 &s,
                 MisfireStrategy::DoNothing,
-                T0,
-                5_000,
-                5_000,
-                1_000,
+                &Window {
+                    now: T0,
+                    ahead_ms: 5_000,
+                    misfire_ms: 5_000,
+                    max_fires: 1_000,
+                },
             )
         })
     });

@@ -175,7 +175,6 @@ pub mod testing {
         pub use crate::actors::log_report::{CleanLogs, RefreshReport};
         pub use crate::actors::registry::Heartbeat;
         pub use crate::actors::ring::{PushRing, Ring, RingActor};
-        pub use crate::actors::scan::plan_job;
         pub use crate::actors::trigger_pool::{FireBatch, PoolStats};
     }
     /// Time conversions.
@@ -194,6 +193,7 @@ pub mod testing {
     pub use crate::metrics::Metrics;
     pub use crate::router::Router;
     pub use crate::schedule::CronExpr;
+    pub use crate::schedule::plan::{Window, plan_job};
     /// Storage.
     pub mod store {
         pub use crate::store::{connect, migrate, verify_lock_row};

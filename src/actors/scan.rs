@@ -25,7 +25,8 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::model::{MisfireStrategy, TriggerType};
 use crate::schedule::Schedule;
-use crate::store::jobs::{self, ScheduleUpdate};
+use crate::schedule::plan::{ScheduleUpdate, Window, plan_job};
+use crate::store::jobs;
 use crate::store::logs::{self, Fire, PendingFire};
 use crate::store::writer::LogWriter;
 use futures::future::LocalBoxFuture;
@@ -116,69 +117,6 @@ impl ScanReport {
     }
 }
 
-/// What a pass computes for one job (pure; see [`plan_job`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobPlan {
-    /// Fires to record.
-    pub fires: Vec<(i64, TriggerType)>,
-    /// Fires skipped by the misfire policy (nominal times not recorded).
-    pub misfired: usize,
-    /// The job's new last / next / status.
-    pub update: ScheduleUpdate,
-}
-
-/// Decides one job's fires for a pass at `now` (spec §8.2, made lossless): a next time later
-/// than `misfire_ms` is a misfire (FIRE_ONCE_NOW records one MISFIRE fire at that nominal time,
-/// DO_NOTHING none) and the schedule resumes after `now`; every other fire up to
-/// `now + window_ms` is recorded, including those slightly in the past, which fire at once.
-#[allow(clippy::too_many_arguments)]
-pub fn plan_job(
-    job_id: i32,
-    next: i64,
-    last: i64,
-    schedule: &Schedule,
-    misfire: MisfireStrategy,
-    now: i64,
-    window_ms: i64,
-    misfire_ms: i64,
-    max_fires: usize,
-) -> JobPlan {
-    let mut fires = Vec::new();
-    let mut misfired = 0;
-    let mut last = last;
-    let mut next_opt = Some(next);
-    if now > next + misfire_ms {
-        match misfire {
-            MisfireStrategy::FireOnceNow => fires.push((next, TriggerType::Misfire)),
-            MisfireStrategy::DoNothing => misfired += 1,
-        }
-        last = next;
-        next_opt = schedule.next_after(now, next);
-    }
-    while let Some(n) = next_opt {
-        if n > now + window_ms || fires.len() >= max_fires {
-            break;
-        }
-        fires.push((n, TriggerType::Cron));
-        last = n;
-        next_opt = schedule.next_after(n, n);
-    }
-    let (next, status) = match next_opt {
-        Some(n) => (n, 1),
-        None => (0, 0),
-    };
-    JobPlan {
-        fires,
-        misfired,
-        update: ScheduleUpdate {
-            id: job_id,
-            last,
-            next,
-            status,
-        },
-    }
-}
-
 /// Which stale pending fires a pass recovers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Recovery {
@@ -207,6 +145,7 @@ fn plan_due<'a>(
     schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     report: &mut ScanReport,
 ) -> (Vec<PendingFire>, Vec<ScheduleUpdate>) {
+    let window = Window::of(cfg, now);
     let mut pending = Vec::new();
     let mut updates = Vec::with_capacity(due.len());
     // each job with its schedule state as read now (last, next fire)
@@ -232,17 +171,7 @@ fn plan_due<'a>(
                 .parse()
                 .unwrap_or(MisfireStrategy::DoNothing)
         };
-        let plan = plan_job(
-            job.id,
-            next,
-            last,
-            &schedule,
-            misfire,
-            now,
-            cfg.pre_read_ms,
-            cfg.misfire_threshold_ms,
-            cfg.max_fires_per_job_scan,
-        );
+        let plan = plan_job(job.id, next, last, &schedule, misfire, &window);
         if plan.misfired > 0 {
             // one line per job only at debug: a node far behind misfires every job at once
             tracing::debug!(job_id = job.id, next, "misfire: skipped by DO_NOTHING");
@@ -431,7 +360,9 @@ impl ScanActor {
         }
     }
 
-    /// One pass; returns the fires to push and a report.
+    /// One pass in one transaction under the schedule lock, as named steps: refresh the
+    /// groups, [`Self::recover_stale`], fail orphaned claims, [`Self::record_due`], commit.
+    /// Answers the fires to push (recovered ones first) and a report.
     #[allow(clippy::too_many_arguments)]
     async fn pass(
         db: DatabaseConnection,
@@ -447,80 +378,129 @@ impl ScanActor {
         crate::store::lock_schedule(&txn).await?;
         let now = clock.now_ms();
         let mut report = ScanReport::default();
-        let mut to_ring = Vec::new();
-        // Jobs whose FIRE_ONCE_NOW compensation this pass already made.
-        let mut compensated = HashSet::new();
         directory.set_groups(crate::store::groups::all(&txn).await?);
+        let (mut to_ring, compensated) =
+            Self::recover_stale(&txn, now, &cfg, recovery, &mut report).await?;
+        Self::fail_orphaned_claims(&txn, now, &cfg).await?;
+        let recorded = Self::record_due(
+            &txn,
+            now,
+            &cfg,
+            pre_read_count,
+            &compensated,
+            jobs,
+            &mut schedule_of,
+            &mut report,
+        )
+        .await?;
+        to_ring.extend(recorded);
+        txn.commit().await?;
+        report.fires = to_ring.len();
+        Ok((to_ring, report))
+    }
 
-        // 1. Pending fires whose node should have dispatched them by now.
+    /// Pending fires whose node should have dispatched them by now (per `recovery`): those
+    /// within the misfire threshold go to the ring again, later ones get their job's misfire
+    /// policy. Answers the fires and the jobs whose FIRE_ONCE_NOW compensation this made.
+    async fn recover_stale(
+        txn: &sea_orm::DatabaseTransaction,
+        now: i64,
+        cfg: &SchedulerConfig,
+        recovery: Recovery,
+        report: &mut ScanReport,
+    ) -> Result<(Vec<Fire>, HashSet<i32>)> {
+        let mut to_ring = Vec::new();
+        let mut compensated = HashSet::new();
         let recover_before = match recovery {
             Recovery::EveryPass => Some(now - cfg.recover_after_ms),
             Recovery::FirstPass { before } => Some(before.min(now - cfg.recover_after_ms)),
             Recovery::Done => None,
         };
         let stale = match recover_before {
-            Some(before) => logs::stale_pending(&txn, before, RECOVER_BATCH).await?,
+            Some(before) => logs::stale_pending(txn, before, RECOVER_BATCH).await?,
             None => Vec::new(),
         };
-        if !stale.is_empty() {
-            let (late, on_time): (Vec<Fire>, Vec<Fire>) = stale
-                .into_iter()
-                .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
-            report.recovered += on_time.len();
-            to_ring.extend(on_time);
-            if !late.is_empty() {
-                let (fire, skip) = Self::misfire_recovered(&txn, late).await?;
-                compensated.extend(fire.iter().map(|f| f.job_id));
-                report.recovered += fire.len();
-                report.misfired += skip.len();
-                for f in &skip {
-                    tracing::warn!(
-                        job_id = f.job_id,
-                        fire_time = f.fire_time,
-                        "recovered fire is past the misfire threshold; skipped"
-                    );
-                }
-                logs::delete_pending(&txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>())
-                    .await?;
-                to_ring.extend(fire);
-            }
+        if stale.is_empty() {
+            return Ok((to_ring, compensated));
         }
+        let (late, on_time): (Vec<Fire>, Vec<Fire>) = stale
+            .into_iter()
+            .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
+        report.recovered += on_time.len();
+        to_ring.extend(on_time);
+        if !late.is_empty() {
+            let (fire, skip) = Self::misfire_recovered(txn, late).await?;
+            compensated.extend(fire.iter().map(|f| f.job_id));
+            report.recovered += fire.len();
+            report.misfired += skip.len();
+            for f in &skip {
+                tracing::warn!(
+                    job_id = f.job_id,
+                    fire_time = f.fire_time,
+                    "recovered fire is past the misfire threshold; skipped"
+                );
+            }
+            logs::delete_pending(txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>()).await?;
+            to_ring.extend(fire);
+        }
+        Ok((to_ring, compensated))
+    }
 
-        // 1b. Fires claimed by a node that died before recording them: failed, not lost.
-        let orphans = logs::fail_orphaned_claims(&txn, now - cfg.claim_timeout_ms, now).await?;
+    /// Fires claimed by a node that died before recording them: failed, not lost.
+    async fn fail_orphaned_claims(
+        txn: &sea_orm::DatabaseTransaction,
+        now: i64,
+        cfg: &SchedulerConfig,
+    ) -> Result<()> {
+        let orphans = logs::fail_orphaned_claims(txn, now - cfg.claim_timeout_ms, now).await?;
         if orphans > 0 {
             tracing::warn!(
                 orphans,
                 "fires claimed by a node that stopped mid-dispatch recorded as failed"
             );
         }
+        Ok(())
+    }
 
-        // 2. Jobs due within the window.
-        let due = jobs::due(&txn, now + due_horizon(&cfg), pre_read_count).await?;
+    /// Jobs due within the window: plans their fires ([`plan_due`]), records them as pending
+    /// rows and advances each job's schedule. Answers the recorded fires, each carrying its
+    /// job as read now (shared), so dispatch reads nothing.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_due(
+        txn: &sea_orm::DatabaseTransaction,
+        now: i64,
+        cfg: &SchedulerConfig,
+        pre_read_count: u64,
+        compensated: &HashSet<i32>,
+        jobs: &mut JobArcs,
+        schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+        report: &mut ScanReport,
+    ) -> Result<Vec<Fire>> {
+        let due = jobs::due(txn, now + due_horizon(cfg), pre_read_count).await?;
         report.jobs = due.len();
         let (pending, updates) = plan_due(
             due.iter()
                 .map(|j| (j, j.trigger_last_time, j.trigger_next_time)),
             now,
-            &cfg,
-            &compensated,
-            &mut schedule_of,
-            &mut report,
+            cfg,
+            compensated,
+            schedule_of,
+            report,
         );
+        let mut fires = Vec::new();
         if !pending.is_empty() {
-            logs::insert_pending(&txn, &pending).await?;
+            logs::insert_pending(txn, &pending).await?;
             let ids: Vec<i32> = due.iter().map(|j| j.id).collect();
             let lo = pending.iter().map(|p| p.fire_time).min().unwrap_or(now);
             let hi = pending.iter().map(|p| p.fire_time).max().unwrap_or(now);
             let wanted: HashSet<(i32, i64)> =
                 pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
-            let recorded = logs::pending_for_jobs(&txn, &ids, lo, hi).await?;
-            // each fire carries its job as read now (shared), so dispatch reads nothing
+            let recorded = logs::pending_for_jobs(txn, &ids, lo, hi).await?;
             let models: JobArcs = due
                 .into_iter()
                 .map(|j| (j.id, shared_job(jobs, j)))
                 .collect();
-            to_ring.extend(
+            fires.extend(
                 recorded
                     .into_iter()
                     .filter(|f| wanted.contains(&(f.job_id, f.fire_time)))
@@ -531,10 +511,8 @@ impl ScanActor {
                     }),
             );
         }
-        jobs::update_schedules(&txn, &updates).await?;
-        txn.commit().await?;
-        report.fires = to_ring.len();
-        Ok((to_ring, report))
+        jobs::update_schedules(txn, &updates).await?;
+        Ok(fires)
     }
 
     /// Applies each job's misfire policy to recovered fires later than the threshold: the newest
@@ -694,12 +672,18 @@ impl ScanActor {
             .into_actor(self)
             .map(move |(res, cache, took, wall_us), act, ctx| {
                 act.metrics.scan_pass(wall_us);
-                act.cache = cache;
-                if res.is_err() {
-                    act.restore_recovery(recovery);
-                }
                 act.running = false;
-                act.after_pass(res, took, ctx, reschedule);
+                if let Err(e) = act.finish(recovery, res, cache, took) {
+                    tracing::error!(error = %e, "scan pass failed; retrying next second");
+                }
+                if reschedule && !act.stopped {
+                    let delay = if took >= 1000 {
+                        std::time::Duration::ZERO
+                    } else {
+                        act.clock.until_phase(SCAN_PHASE_MS)
+                    };
+                    ctx.run_later(delay, |a, ctx| a.run_pass(ctx, true));
+                }
                 for w in act.stop_waiters.drain(..) {
                     let _ = w.send(());
                 }
@@ -707,39 +691,35 @@ impl ScanActor {
         );
     }
 
-    fn after_pass(
+    /// What every pass ends with, the loop's and [`ScanNow`]'s: takes the cache back, keeps
+    /// the recovery for the next pass if this one failed, pushes the recorded fires to the
+    /// ring and counts them; answers the report.
+    fn finish(
         &mut self,
+        recovery: Recovery,
         res: Result<(Vec<Fire>, ScanReport)>,
+        cache: ScanCache,
         took_ms: i64,
-        ctx: &mut Context<Self>,
-        reschedule: bool,
-    ) {
-        match res {
-            Ok((fires, report)) => {
-                self.metrics.scanned(report.fires, report.misfired);
-                if !fires.is_empty() {
-                    self.ring.do_send(PushRing(fires));
-                }
-                if report.misfired > 0 {
-                    tracing::warn!(
-                        misfired = report.misfired,
-                        "misfire: fires later than the threshold skipped by DO_NOTHING this pass"
-                    );
-                }
-                if report.jobs > 0 || report.recovered > 0 {
-                    tracing::debug!(?report, took_ms, "scan pass");
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "scan pass failed; retrying next second"),
+    ) -> Result<ScanReport> {
+        self.cache = cache;
+        if res.is_err() {
+            self.restore_recovery(recovery);
         }
-        if reschedule && !self.stopped {
-            let delay = if took_ms >= 1000 {
-                std::time::Duration::ZERO
-            } else {
-                self.clock.until_phase(SCAN_PHASE_MS)
-            };
-            ctx.run_later(delay, |a, ctx| a.run_pass(ctx, true));
+        let (fires, report) = res?;
+        self.metrics.scanned(report.fires, report.misfired);
+        if !fires.is_empty() {
+            self.ring.do_send(PushRing(fires));
         }
+        if report.misfired > 0 {
+            tracing::warn!(
+                misfired = report.misfired,
+                "misfire: fires later than the threshold skipped by DO_NOTHING this pass"
+            );
+        }
+        if report.jobs > 0 || report.recovered > 0 {
+            tracing::debug!(?report, took_ms, "scan pass");
+        }
+        Ok(report)
     }
 }
 
@@ -791,17 +771,9 @@ impl Handler<ScanNow> for ScanActor {
 
     fn handle(&mut self, _: ScanNow, _ctx: &mut Self::Context) -> Self::Result {
         let (recovery, pass) = self.pass_future();
+        let (clock, started) = (self.clock.clone(), self.clock.now_ms());
         Box::pin(pass.into_actor(self).map(move |(res, cache), act, _ctx| {
-            act.cache = cache;
-            if res.is_err() {
-                act.restore_recovery(recovery);
-            }
-            let (fires, report) = res?;
-            act.metrics.scanned(report.fires, report.misfired);
-            if !fires.is_empty() {
-                act.ring.do_send(PushRing(fires));
-            }
-            Ok(report)
+            act.finish(recovery, res, cache, clock.now_ms() - started)
         }))
     }
 }
@@ -825,7 +797,6 @@ impl Handler<StopScan> for ScanActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScheduleType;
 
     /// A single-node pass goes page by page: each page a transaction of at most `limit` jobs,
     /// answering where the next one starts; together the pages record every due job's fires
@@ -902,38 +873,6 @@ mod tests {
         assert!(again.is_empty(), "{again:?}");
     }
 
-    fn every_second() -> Schedule {
-        Schedule::parse(ScheduleType::Cron, Some("* * * * * ?"), chrono_tz::UTC).expect("cron")
-    }
-
-    #[test]
-    fn upcoming_and_slightly_late_fires_are_all_recorded() {
-        let s = every_second();
-        // next was 3 s ago (within the 5 s threshold): all of them and the next 5 s are recorded
-        let p = plan_job(
-            1,
-            97_000,
-            96_000,
-            &s,
-            MisfireStrategy::DoNothing,
-            100_000,
-            5_000,
-            5_000,
-            1000,
-        );
-        let times: Vec<i64> = p.fires.iter().map(|f| f.0).collect();
-        assert_eq!(times, (97..=105).map(|s| s * 1000).collect::<Vec<_>>());
-        assert_eq!(
-            p.update,
-            ScheduleUpdate {
-                id: 1,
-                last: 105_000,
-                next: 106_000,
-                status: 1
-            }
-        );
-    }
-
     /// Fires of successive passes share one copy of a job until its definition changes.
     #[test]
     fn fires_share_a_job_until_its_definition_changes() {
@@ -960,64 +899,5 @@ mod tests {
             "an edited job is a new copy"
         );
         assert_eq!(c.executor_handler.as_deref(), Some("other"));
-    }
-
-    #[test]
-    fn misfire_policies() {
-        let s = every_second();
-        let p = plan_job(
-            1,
-            10_000,
-            9_000,
-            &s,
-            MisfireStrategy::DoNothing,
-            100_000,
-            5_000,
-            5_000,
-            1000,
-        );
-        assert_eq!(p.misfired, 1);
-        assert_eq!(
-            p.fires.first().map(|f| f.0),
-            Some(101_000),
-            "resumes after now"
-        );
-        let p = plan_job(
-            1,
-            10_000,
-            9_000,
-            &s,
-            MisfireStrategy::FireOnceNow,
-            100_000,
-            5_000,
-            5_000,
-            1000,
-        );
-        assert_eq!(p.fires[0], (10_000, TriggerType::Misfire));
-        assert_eq!(p.fires[1].0, 101_000);
-    }
-
-    #[test]
-    fn a_schedule_that_ends_stops_the_job() {
-        let s = Schedule::parse(ScheduleType::Cron, Some("0 0 0 1 1 ? 2028"), chrono_tz::UTC)
-            .expect("cron");
-        let t = chrono::NaiveDate::from_ymd_opt(2028, 1, 1)
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|d| d.and_utc().timestamp_millis())
-            .expect("date");
-        let p = plan_job(
-            1,
-            t,
-            0,
-            &s,
-            MisfireStrategy::DoNothing,
-            t - 1000,
-            5_000,
-            5_000,
-            1000,
-        );
-        assert_eq!(p.fires, vec![(t, TriggerType::Cron)]);
-        assert_eq!(p.update.status, 0);
-        assert_eq!(p.update.next, 0);
     }
 }

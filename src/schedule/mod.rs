@@ -6,6 +6,7 @@
 //!   3.4 does), so every fire time, cron or fixed rate, is a whole second.
 //! - `NONE`: never.
 
+pub(crate) mod plan;
 mod quartz;
 
 use std::sync::Arc;

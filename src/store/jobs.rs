@@ -22,18 +22,7 @@ fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {
         .limit(limit)
 }
 
-/// A job's new schedule state after a scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScheduleUpdate {
-    /// Job id.
-    pub id: i32,
-    /// New `trigger_last_time`.
-    pub last: i64,
-    /// New `trigger_next_time`.
-    pub next: i64,
-    /// New `trigger_status` (0 when the scan stopped the job).
-    pub status: i16,
-}
+pub(crate) use crate::schedule::plan::ScheduleUpdate;
 
 /// Writes many schedule updates in one statement per 500 jobs, by primary key. Only rows still
 /// running are touched, so a job stopped concurrently from the console is not re-enabled.
