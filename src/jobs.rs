@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::model::TriggerStatus;
 use crate::model::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
 use crate::schedule::Schedule;
 
@@ -201,7 +202,7 @@ impl JobSpec {
             glue_remark: self.glue_remark,
             glue_updatetime: Some(now),
             child_jobid: self.child_job_id,
-            trigger_status: 0,
+            trigger_status: TriggerStatus::Stopped.code(),
             trigger_last_time: 0,
             trigger_next_time: 0,
             time_zone: self.time_zone.filter(|z| !z.trim().is_empty()),

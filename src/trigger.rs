@@ -16,6 +16,7 @@ use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
 use crate::metrics::Metrics;
+use crate::model::AddressType;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 use crate::router::{Router, busyover, failover, sharding_broadcast};
@@ -272,7 +273,8 @@ impl Trigger {
             retry: req
                 .fail_retry_count
                 .unwrap_or(job.executor_fail_retry_count),
-            manual_registration: manual || group.is_some_and(|g| g.address_type == 1),
+            manual_registration: manual
+                || group.is_some_and(|g| g.address_type == AddressType::Manual.code()),
             addresses,
             route: route_of(job),
             block: job

@@ -104,30 +104,6 @@ impl Summary<'_> {
     }
 }
 
-fn route_title(r: Option<RouteStrategy>) -> &'static str {
-    match r {
-        Some(RouteStrategy::First) => "First",
-        Some(RouteStrategy::Last) => "Last",
-        Some(RouteStrategy::Round) => "Round",
-        Some(RouteStrategy::Random) => "Random",
-        Some(RouteStrategy::ConsistentHash) => "Consistent Hash",
-        Some(RouteStrategy::LeastFrequentlyUsed) => "Least Frequently Used",
-        Some(RouteStrategy::LeastRecentlyUsed) => "Least Recently Used",
-        Some(RouteStrategy::Failover) => "Failover",
-        Some(RouteStrategy::Busyover) => "Busyover",
-        Some(RouteStrategy::ShardingBroadcast) => "Sharding Broadcast",
-        None => "null",
-    }
-}
-
-fn block_title(b: Option<BlockStrategy>) -> &'static str {
-    match b {
-        Some(BlockStrategy::SerialExecution) | None => "Serial execution",
-        Some(BlockStrategy::DiscardLater) => "Discard Later",
-        Some(BlockStrategy::CoverEarly) => "Cover Early",
-    }
-}
-
 /// The text to show for a stored `trigger_msg`: a compact summary rendered as XXL-JOB's HTML,
 /// anything else as stored.
 pub(crate) fn render(stored: &str) -> Cow<'_, str> {
@@ -155,13 +131,16 @@ pub(crate) fn render(stored: &str) -> Cow<'_, str> {
             "Automatic registration"
         },
         if f[3].is_empty() { "null" } else { f[3] },
-        route_title(f[4].parse().ok()),
+        f[4].parse::<RouteStrategy>()
+            .map_or("null", RouteStrategy::title),
         if f[5].is_empty() {
             String::new()
         } else {
             format!("({})", f[5])
         },
-        block_title(f[6].parse().ok()),
+        f[6].parse::<BlockStrategy>()
+            .unwrap_or(BlockStrategy::SerialExecution)
+            .title(),
         f[7],
         f[8],
     );

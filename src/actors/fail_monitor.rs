@@ -17,7 +17,9 @@ use crate::actors::trigger_pool::TriggerJob;
 use crate::alarm::{Alarm, AlarmEvent};
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
+use crate::model::AlarmStatus;
 use crate::model::TriggerType;
+use crate::model::wire::SUCCESS_CODE;
 use crate::store::{groups, jobs, logs};
 use crate::trigger::TriggerRequest;
 
@@ -113,7 +115,7 @@ impl FailMonitor {
                 }
             }
             let status = match &job {
-                None => 1,
+                None => AlarmStatus::NotNeeded,
                 Some(j) => {
                     let title = groups::get(&db, j.job_group)
                         .await
@@ -127,7 +129,7 @@ impl FailMonitor {
                         group_title: title,
                         log_id: log.id,
                         trigger_code: log.trigger_code,
-                        trigger_msg: (log.trigger_code != 200)
+                        trigger_msg: (log.trigger_code != SUCCESS_CODE)
                             .then(|| log.trigger_msg.clone().unwrap_or_default()),
                         handle_code: log.handle_code,
                         handle_msg: (log.handle_code != 0)
@@ -143,10 +145,14 @@ impl FailMonitor {
                             tracing::error!(log_id = log.id, alarm = a.name(), error = %e, "alarm not delivered");
                         }
                     }
-                    if ok { 2 } else { 3 }
+                    if ok {
+                        AlarmStatus::Sent
+                    } else {
+                        AlarmStatus::Failed
+                    }
                 }
             };
-            logs::set_alarm_status(&db, log.id, status).await?;
+            logs::set_alarm_status(&db, log.id, status.code()).await?;
         }
         Ok(handled)
     }

@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::config::RegistryConfig;
 use crate::directory::Directory;
 use crate::error::Result;
+use crate::model::AddressType;
 use crate::store::{groups, registry};
 
 /// The registry group every executor registers under.
@@ -102,7 +103,7 @@ impl RegistryActor {
         let live = registry::live_by_app(db, dead_before).await?;
         let mut changed = false;
         for g in groups::all(db).await? {
-            if g.address_type != 0 {
+            if g.address_type != AddressType::Automatic.code() {
                 continue;
             }
             let list = live

@@ -23,7 +23,7 @@ use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::model::{MisfireStrategy, TriggerType};
+use crate::model::{MisfireStrategy, TriggerStatus, TriggerType};
 use crate::schedule::Schedule;
 use crate::schedule::plan::{ScheduleUpdate, Window, plan_job};
 use crate::store::jobs;
@@ -159,7 +159,7 @@ fn plan_due<'a>(
                     id: job.id,
                     last: 0,
                     next: 0,
-                    status: 0,
+                    status: TriggerStatus::Stopped.code(),
                 });
                 continue;
             }

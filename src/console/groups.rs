@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Console, Page, Principal, rfc3339};
 use crate::actors::registry::RefreshRegistry;
 use crate::error::{Error, Result};
+use crate::model::AddressType;
 use crate::store::{groups, jobs};
 
 /// A group as the console shows it.
@@ -91,7 +92,7 @@ fn view(
     g: entity::xxl_job_group::Model,
     live: &std::collections::BTreeMap<String, Vec<String>>,
 ) -> GroupView {
-    let registry_list = if g.address_type == 0 {
+    let registry_list = if g.address_type == AddressType::Automatic.code() {
         live.get(&g.app_name).cloned().unwrap_or_default()
     } else {
         g.address_list

@@ -10,6 +10,7 @@ use super::{Console, Page, Principal, rfc3339};
 use crate::error::{Error, Result};
 use crate::jobs::JobSpec;
 use crate::model::GlueType;
+use crate::model::TriggerStatus;
 use crate::schedule::Schedule;
 use crate::store::{glue, groups, jobs, log_pages};
 
@@ -302,7 +303,7 @@ impl Console {
             != (&old.schedule_type, &old.schedule_conf, &old.time_zone);
         let txn = self.db().begin().await?;
         jobs::update_definition(&txn, &model).await?;
-        if schedule_changed && old.trigger_status == 1 {
+        if schedule_changed && old.trigger_status == TriggerStatus::Running.code() {
             let schedule = Schedule::for_job(
                 &model.schedule_type,
                 model.schedule_conf.as_deref(),

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Console, Page, Principal, parse_time, rfc3339};
 use crate::engine::RunLog;
 use crate::error::{Error, Result};
+use crate::model::fire_state;
 use crate::store::log_pages::{self, ClearMode, LogFilter, RunStatus};
 use crate::store::logs;
 
@@ -122,7 +123,7 @@ impl Console {
     async fn visible_log(&self, who: &Principal, id: i64) -> Result<entity::xxl_job_log::Model> {
         self.engine().runs_visible().await?;
         let row = logs::get(self.db(), id).await?;
-        if row.fire_state != 0 {
+        if row.fire_state != fire_state::DISPATCHED {
             return Err(Error::LogNotFound { log_id: id });
         }
         who.require_group(row.job_group, "id")?;

@@ -14,7 +14,7 @@ use super::actor::{ExecutorActor, IdleBeat, Kill, Run, RunMany, RuntimeConfig, S
 use super::client::Answers;
 use super::{ExecutorClient, HandlerRegistry, JobLogger};
 use crate::clock::Clock;
-use crate::model::wire::{LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerParam};
+use crate::model::wire::{FAIL_CODE, LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerParam};
 
 /// Runs registered handlers (and, when enabled, scripts) in this process.
 #[derive(Clone)]
@@ -26,7 +26,7 @@ pub(crate) struct InProcessExecutor {
 
 fn stopped<T>() -> ReturnT<T> {
     ReturnT {
-        code: 500,
+        code: FAIL_CODE,
         msg: Some("executor is stopping".into()),
         content: None,
     }

@@ -159,6 +159,35 @@ impl Default for TriggerType {
     }
 }
 
+impl RouteStrategy {
+    /// The English title XXL-JOB writes into `trigger_msg`.
+    pub fn title(self) -> &'static str {
+        match self {
+            RouteStrategy::First => "First",
+            RouteStrategy::Last => "Last",
+            RouteStrategy::Round => "Round",
+            RouteStrategy::Random => "Random",
+            RouteStrategy::ConsistentHash => "Consistent Hash",
+            RouteStrategy::LeastFrequentlyUsed => "Least Frequently Used",
+            RouteStrategy::LeastRecentlyUsed => "Least Recently Used",
+            RouteStrategy::Failover => "Failover",
+            RouteStrategy::Busyover => "Busyover",
+            RouteStrategy::ShardingBroadcast => "Sharding Broadcast",
+        }
+    }
+}
+
+impl BlockStrategy {
+    /// The English title XXL-JOB writes into `trigger_msg`.
+    pub fn title(self) -> &'static str {
+        match self {
+            BlockStrategy::SerialExecution => "Serial execution",
+            BlockStrategy::DiscardLater => "Discard Later",
+            BlockStrategy::CoverEarly => "Cover Early",
+        }
+    }
+}
+
 impl TriggerType {
     /// The English title XXL-JOB writes into `trigger_msg`.
     pub fn title(self) -> &'static str {

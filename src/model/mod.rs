@@ -2,6 +2,8 @@
 //! print to their stored names, and the JSON objects of the wire protocol.
 
 mod enums;
+mod stored;
 pub mod wire;
 
 pub use enums::*;
+pub use stored::{AddressType, AlarmStatus, TriggerStatus, fire_state};

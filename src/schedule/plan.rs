@@ -4,7 +4,7 @@
 
 use super::Schedule;
 use crate::config::SchedulerConfig;
-use crate::model::{MisfireStrategy, TriggerType};
+use crate::model::{MisfireStrategy, TriggerStatus, TriggerType};
 
 /// A job's schedule state as a pass leaves it (`trigger_last_time`, `trigger_next_time`,
 /// `trigger_status`).
@@ -91,8 +91,8 @@ pub fn plan_job(
         next_opt = schedule.next_after(n, n);
     }
     let (next, status) = match next_opt {
-        Some(n) => (n, 1),
-        None => (0, 0),
+        Some(n) => (n, TriggerStatus::Running.code()),
+        None => (0, TriggerStatus::Stopped.code()),
     };
     JobPlan {
         fires,

@@ -8,6 +8,7 @@ use sea_orm::{
 };
 
 use crate::error::{Error, Result};
+use crate::model::TriggerStatus;
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`.
 pub(crate) async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> Result<Vec<Model>> {
@@ -16,7 +17,7 @@ pub(crate) async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> 
 
 fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {
     Entity::find()
-        .filter(Column::TriggerStatus.eq(1))
+        .filter(Column::TriggerStatus.eq(TriggerStatus::Running.code()))
         .filter(Column::TriggerNextTime.lte(max_next))
         .order_by_asc(Column::Id)
         .limit(limit)
@@ -54,7 +55,11 @@ fn schedule_update(chunk: &[ScheduleUpdate]) -> sea_orm::sea_query::UpdateStatem
         // `trigger_status + 0`, not `trigger_status`: with a bare column SQLite's planner
         // (no statistics) walks the (status, next) index over every running job instead of
         // looking up the listed ids: 100 ms per pass with 1,000,000 jobs defined
-        .and_where(Expr::col(Column::TriggerStatus).add(0).eq(1))
+        .and_where(
+            Expr::col(Column::TriggerStatus)
+                .add(0)
+                .eq(TriggerStatus::Running.code()),
+        )
         .to_owned()
 }
 
@@ -87,7 +92,7 @@ pub async fn insert(c: &impl ConnectionTrait, job: Model) -> Result<i32> {
 
 /// Inserts a job (created stopped) and returns it as stored, in one statement.
 pub(crate) async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Result<Model> {
-    job.trigger_status = 0;
+    job.trigger_status = TriggerStatus::Stopped.code();
     job.trigger_last_time = 0;
     job.trigger_next_time = 0;
     let mut am: ActiveModel = job.into();
@@ -99,7 +104,7 @@ pub(crate) async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Re
 pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<Model> {
     let am = ActiveModel {
         id: Set(id),
-        trigger_status: Set(1),
+        trigger_status: Set(TriggerStatus::Running.code()),
         trigger_last_time: Set(0),
         trigger_next_time: Set(next),
         ..Default::default()
@@ -111,7 +116,7 @@ pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result
 pub(crate) async fn set_stopped(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     let am = ActiveModel {
         id: Set(id),
-        trigger_status: Set(0),
+        trigger_status: Set(TriggerStatus::Stopped.code()),
         trigger_last_time: Set(0),
         trigger_next_time: Set(0),
         ..Default::default()
@@ -222,7 +227,7 @@ pub(crate) async fn reschedule_if_running(
     Entity::update_many()
         .col_expr(Column::TriggerNextTime, Expr::val(next))
         .filter(Column::Id.eq(id))
-        .filter(Column::TriggerStatus.eq(1))
+        .filter(Column::TriggerStatus.eq(TriggerStatus::Running.code()))
         .exec(c)
         .await?;
     Ok(())

@@ -139,7 +139,10 @@ pub(crate) async fn record_triggers(
         .iter()
         .map(|(name, _)| (*name, format!("v.v_{name}")))
         .collect();
-    set.push(("fire_state", "0".into()));
+    set.push((
+        "fire_state",
+        crate::model::fire_state::DISPATCHED.to_string(),
+    ));
     for chunk in records.chunks(CHUNK) {
         let chunk = &*padded(chunk);
         let mut values: Vec<Value> = Vec::with_capacity(chunk.len() * OUTCOME_COLS.len());

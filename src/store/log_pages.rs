@@ -10,6 +10,8 @@ use sea_orm::{
 };
 
 use crate::error::{Error, Result};
+use crate::model::fire_state;
+use crate::model::wire::SUCCESS_CODE;
 
 /// A run's state as the console filters it (spec §6.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,9 +27,11 @@ pub(crate) enum RunStatus {
 impl RunStatus {
     /// The status of a row.
     pub(crate) fn of(row: &Model) -> RunStatus {
-        if row.handle_code == 200 {
+        if row.handle_code == SUCCESS_CODE {
             RunStatus::Success
-        } else if !matches!(row.trigger_code, 0 | 200) || !matches!(row.handle_code, 0 | 200) {
+        } else if !matches!(row.trigger_code, 0 | SUCCESS_CODE)
+            || !matches!(row.handle_code, 0 | SUCCESS_CODE)
+        {
             RunStatus::Failed
         } else {
             RunStatus::Running
@@ -45,12 +49,12 @@ impl RunStatus {
 
     fn condition(self) -> Condition {
         match self {
-            RunStatus::Success => Condition::all().add(Column::HandleCode.eq(200)),
+            RunStatus::Success => Condition::all().add(Column::HandleCode.eq(SUCCESS_CODE)),
             RunStatus::Failed => Condition::any()
-                .add(Column::TriggerCode.is_not_in([0, 200]))
-                .add(Column::HandleCode.is_not_in([0, 200])),
+                .add(Column::TriggerCode.is_not_in([0, SUCCESS_CODE]))
+                .add(Column::HandleCode.is_not_in([0, SUCCESS_CODE])),
             RunStatus::Running => Condition::all()
-                .add(Column::TriggerCode.eq(200))
+                .add(Column::TriggerCode.eq(SUCCESS_CODE))
                 .add(Column::HandleCode.eq(0)),
         }
     }
@@ -87,7 +91,7 @@ pub(crate) struct LogFilter {
 }
 
 fn filtered(f: &LogFilter) -> Select<Entity> {
-    let mut q = Entity::find().filter(Column::FireState.eq(0));
+    let mut q = Entity::find().filter(Column::FireState.eq(fire_state::DISPATCHED));
     if let Some(g) = &f.groups {
         q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
     }

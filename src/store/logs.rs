@@ -16,6 +16,8 @@ use sea_orm::{
 use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::TriggerType;
+use crate::model::wire::{FAIL_CODE, SUCCESS_CODE};
+use crate::model::{AlarmStatus, fire_state};
 
 /// A fire the scan hands to the ring.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,14 +118,14 @@ fn pending_columns() -> sea_orm::Select<Entity> {
 
 /// Pending fires, read through i_fire_state.
 fn pending_select() -> sea_orm::Select<Entity> {
-    pending_columns().filter(Column::FireState.eq(1))
+    pending_columns().filter(Column::FireState.eq(fire_state::PENDING))
 }
 
 /// By (job, fire time) through uk_job_fire: `fire_state + 0` keeps SQLite from walking every
 /// pending fire of the window through i_fire_state once per chunk.
 fn pending_of_jobs(job_ids: &[i32], from: i64, to: i64) -> sea_orm::Select<Entity> {
     pending_columns()
-        .filter(Expr::col(Column::FireState).add(0).eq(1))
+        .filter(Expr::col(Column::FireState).add(0).eq(fire_state::PENDING))
         .filter(Column::JobId.is_in(job_ids.iter().copied()))
         .filter(Column::FireTime.between(from, to))
         .order_by_asc(Column::FireTime)
@@ -231,7 +233,7 @@ fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
         .filter(Column::Id.is_in(chunk.iter().copied()))
         // `fire_state + 0`: a bare column makes SQLite walk every pending fire through
         // i_fire_state instead of looking up the listed ids
-        .filter(Expr::col(Column::FireState).add(0).eq(1))
+        .filter(Expr::col(Column::FireState).add(0).eq(fire_state::PENDING))
 }
 
 /// The trigger message of a fire whose claimant died before recording it.
@@ -240,13 +242,13 @@ pub(crate) const ORPHANED_MSG: &str =
 
 fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
     Entity::update_many()
-        .col_expr(Column::FireState, Expr::val(0i64))
-        .col_expr(Column::TriggerCode, Expr::val(500))
+        .col_expr(Column::FireState, Expr::val(fire_state::DISPATCHED))
+        .col_expr(Column::TriggerCode, Expr::val(FAIL_CODE))
         .col_expr(Column::TriggerTime, Expr::val(ms_to_naive(now_ms)))
         .col_expr(Column::TriggerMsg, Expr::val(ORPHANED_MSG))
         // claim tokens are > 1: a range on i_fire_state over the claimed rows only (`<> 0 AND
         // <> 1` made SQLite scan the whole log table every pass)
-        .filter(Column::FireState.gt(1))
+        .filter(Column::FireState.gt(fire_state::PENDING))
         .filter(Column::TriggerCode.eq(0))
         .filter(Column::FireTime.lte(before))
 }
@@ -257,7 +259,7 @@ pub(crate) async fn delete_pending(c: &impl ConnectionTrait, ids: &[i64]) -> Res
     for chunk in ids.chunks(500) {
         n += Entity::delete_many()
             .filter(Column::Id.is_in(chunk.iter().copied()))
-            .filter(Column::FireState.eq(1))
+            .filter(Column::FireState.eq(fire_state::PENDING))
             .exec(c)
             .await?
             .rows_affected;
@@ -281,8 +283,8 @@ pub async fn insert_run(
         trigger_code: Set(0),
         handle_code: Set(0),
         executor_fail_retry_count: Set(0),
-        alarm_status: Set(0),
-        fire_state: Set(0),
+        alarm_status: Set(AlarmStatus::Unchecked.code()),
+        fire_state: Set(fire_state::DISPATCHED),
         trigger_type: Set(Some(trigger_type.as_str().into())),
         chain_depth: Set(chain_depth),
         ..Default::default()
@@ -371,7 +373,6 @@ pub(crate) async fn record_kill(
     now_ms: i64,
     since_ms: i64,
 ) -> Result<()> {
-    use crate::model::wire::{FAIL_CODE, SUCCESS_CODE};
     let since = crate::clock::ms_to_naive(since_ms);
     Entity::update_many()
         .col_expr(Column::HandleCode, Expr::val(FAIL_CODE))
@@ -434,11 +435,11 @@ pub(crate) async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -
     Ok(Entity::find()
         .select_only()
         .column(Column::Id)
-        .filter(Column::TriggerCode.eq(200))
+        .filter(Column::TriggerCode.eq(SUCCESS_CODE))
         .filter(Column::HandleCode.eq(0))
         // through i_alarm_fire: a run in flight has alarm_status 0 and fire_state 0
-        .filter(Column::AlarmStatus.eq(0))
-        .filter(Column::FireState.eq(0))
+        .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
         .into_tuple()
         .all(c)
@@ -458,9 +459,9 @@ fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity>
     Entity::find()
         .select_only()
         .columns([Column::Id, Column::ExecutorAddress])
-        .filter(Column::AlarmStatus.eq(0))
-        .filter(Column::FireState.eq(0))
-        .filter(Column::TriggerCode.eq(200))
+        .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(Column::FireState.eq(fire_state::DISPATCHED))
+        .filter(Column::TriggerCode.eq(SUCCESS_CODE))
         .filter(Column::HandleCode.eq(0))
         .filter(Column::TriggerTime.lte(before))
         .order_by_asc(Column::Id)
@@ -489,16 +490,16 @@ fn failed_unalarmed_query(limit: u64) -> sea_orm::Select<Entity> {
     use sea_orm::Condition;
     let ok_trigger = Condition::any()
         .add(Column::TriggerCode.eq(0))
-        .add(Column::TriggerCode.eq(200));
+        .add(Column::TriggerCode.eq(SUCCESS_CODE));
     let running = Condition::all()
         .add(ok_trigger)
         .add(Column::HandleCode.eq(0));
     let fine = Condition::any()
         .add(running)
-        .add(Column::HandleCode.eq(200));
+        .add(Column::HandleCode.eq(SUCCESS_CODE));
     Entity::find()
-        .filter(Column::AlarmStatus.eq(0))
-        .filter(Column::FireState.eq(0))
+        .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(fine.not())
         .order_by_asc(Column::Id)
         .limit(limit)
@@ -507,9 +508,9 @@ fn failed_unalarmed_query(limit: u64) -> sea_orm::Select<Entity> {
 /// Takes a failed run for the fail monitor (`alarm_status` 0 → −1); false if another took it.
 pub(crate) async fn lock_alarm(c: &impl ConnectionTrait, log_id: i64) -> Result<bool> {
     Ok(Entity::update_many()
-        .col_expr(Column::AlarmStatus, Expr::val(-1i16))
+        .col_expr(Column::AlarmStatus, Expr::val(AlarmStatus::Locked.code()))
         .filter(Column::Id.eq(log_id))
-        .filter(Column::AlarmStatus.eq(0))
+        .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
         .exec(c)
         .await?
         .rows_affected

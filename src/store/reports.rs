@@ -10,6 +10,7 @@ use sea_orm::{
 };
 
 use crate::error::Result;
+use crate::model::fire_state;
 
 /// One day's counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub(crate) async fn count_between(
         .column_as(count_if(Condition::all().add(L::HandleCode.eq(200))), "suc")
         .filter(L::TriggerTime.gte(from))
         .filter(L::TriggerTime.lt(to))
-        .filter(L::FireState.eq(0))
+        .filter(L::FireState.eq(fire_state::DISPATCHED))
         .into_tuple()
         .one(c)
         .await?;
@@ -120,7 +121,7 @@ pub(crate) async fn delete_logs_before(
             .select_only()
             .column(L::Id)
             .filter(L::TriggerTime.lte(before))
-            .filter(L::FireState.eq(0))
+            .filter(L::FireState.eq(fire_state::DISPATCHED))
             .limit(1000)
             .into_tuple()
             .all(c)
