@@ -212,6 +212,53 @@ impl JobSpec {
     }
 }
 
+/// A stored job as the scan and dispatch use it: the row (read through `Deref`) with its
+/// strategy names parsed once, when it is read, instead of on every fire.
+#[derive(Debug, PartialEq, Eq)]
+pub struct JobDef {
+    row: entity::xxl_job_info::Model,
+    /// `executor_route_strategy` (`None` when the text names none: the trigger fails).
+    pub route: Option<RouteStrategy>,
+    /// `executor_block_strategy` (`None`: the executor's default, serial execution).
+    pub block: Option<BlockStrategy>,
+    /// `misfire_strategy` (an unknown name counts as DO_NOTHING).
+    pub misfire: MisfireStrategy,
+}
+
+impl JobDef {
+    /// Parses `row`'s strategies.
+    pub fn new(row: entity::xxl_job_info::Model) -> Self {
+        JobDef {
+            route: row
+                .executor_route_strategy
+                .as_deref()
+                .and_then(|r| r.parse().ok()),
+            block: row
+                .executor_block_strategy
+                .as_deref()
+                .and_then(|b| b.parse().ok()),
+            misfire: row
+                .misfire_strategy
+                .parse()
+                .unwrap_or(MisfireStrategy::DoNothing),
+            row,
+        }
+    }
+
+    /// The stored row.
+    pub fn row(&self) -> &entity::xxl_job_info::Model {
+        &self.row
+    }
+}
+
+impl std::ops::Deref for JobDef {
+    type Target = entity::xxl_job_info::Model;
+
+    fn deref(&self) -> &Self::Target {
+        &self.row
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +267,30 @@ mod tests {
         chrono::DateTime::from_timestamp(0, 0)
             .unwrap_or_default()
             .naive_utc()
+    }
+
+    /// A job's strategy names are parsed once into its definition; names a newer or older
+    /// XXL-JOB wrote that xjob does not know become no route (the trigger fails with XXL-JOB's
+    /// message), the default block strategy and DO_NOTHING.
+    #[test]
+    fn a_job_definition_parses_its_strategies_once() {
+        let mut spec = JobSpec::cron(1, "j", "* * * * * ?", "h");
+        spec.executor_route_strategy = "ROUND".into();
+        spec.executor_block_strategy = "COVER_EARLY".into();
+        spec.misfire_strategy = "FIRE_ONCE_NOW".into();
+        let row = spec.validate(chrono_tz::UTC, now()).unwrap();
+        let def = JobDef::new(row.clone());
+        assert_eq!(def.route, Some(RouteStrategy::Round));
+        assert_eq!(def.block, Some(BlockStrategy::CoverEarly));
+        assert_eq!(def.misfire, MisfireStrategy::FireOnceNow);
+        assert_eq!(def.row(), &row);
+        let mut odd = row;
+        odd.executor_route_strategy = Some("SOMETHING_NEW".into());
+        odd.executor_block_strategy = None;
+        odd.misfire_strategy = "?".into();
+        let def = JobDef::new(odd);
+        assert_eq!((def.route, def.block), (None, None));
+        assert_eq!(def.misfire, MisfireStrategy::DoNothing);
     }
 
     #[test]

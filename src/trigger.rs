@@ -15,6 +15,7 @@ use sea_orm::DatabaseConnection;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
+use crate::jobs::JobDef;
 use crate::metrics::Metrics;
 use crate::model::AddressType;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
@@ -54,7 +55,7 @@ pub struct TriggerRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preloaded {
     /// The job.
-    pub job: Arc<entity::xxl_job_info::Model>,
+    pub job: Arc<JobDef>,
     /// Its group, if it exists.
     pub group: Option<Arc<entity::xxl_job_group::Model>>,
 }
@@ -89,7 +90,7 @@ pub struct Dispatched {
 /// A fire of a batch, routed: its request, job, plan, picked address and routing message.
 type Planned = (
     TriggerRequest,
-    Arc<entity::xxl_job_info::Model>,
+    Arc<JobDef>,
     Plan,
     Option<String>,
     &'static str,
@@ -113,13 +114,6 @@ fn split_list(s: &str) -> Vec<String> {
         .filter(|a| !a.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-/// A job's route strategy, `None` when its text names none.
-fn route_of(job: &entity::xxl_job_info::Model) -> Option<RouteStrategy> {
-    job.executor_route_strategy
-        .as_deref()
-        .and_then(|r| r.parse().ok())
 }
 
 /// What one trigger needs beyond its request (see [`Trigger::plan`]).
@@ -216,7 +210,7 @@ impl Trigger {
         let (job, group) = match req.preloaded.take() {
             Some(p) => (p.job, p.group),
             None => match self.load(&req).await? {
-                Some((j, g)) => (Arc::new(j), g.map(Arc::new)),
+                Some((j, g)) => (Arc::new(JobDef::new(j)), g.map(Arc::new)),
                 None => return Ok(vec![]),
             },
         };
@@ -256,7 +250,7 @@ impl Trigger {
     /// What a trigger needs beyond its request, worked out once per trigger.
     fn plan(
         req: &TriggerRequest,
-        job: &entity::xxl_job_info::Model,
+        job: &JobDef,
         group: Option<&entity::xxl_job_group::Model>,
     ) -> Plan {
         let manual = req
@@ -276,11 +270,8 @@ impl Trigger {
             manual_registration: manual
                 || group.is_some_and(|g| g.address_type == AddressType::Manual.code()),
             addresses,
-            route: route_of(job),
-            block: job
-                .executor_block_strategy
-                .as_deref()
-                .and_then(|b| b.parse().ok()),
+            route: job.route,
+            block: job.block,
         }
     }
 
@@ -290,7 +281,7 @@ impl Trigger {
         req.log_id.is_some()
             && req.preloaded.as_ref().is_some_and(|p| {
                 !matches!(
-                    route_of(&p.job),
+                    p.job.route,
                     Some(
                         RouteStrategy::Failover
                             | RouteStrategy::Busyover
@@ -411,7 +402,7 @@ impl Trigger {
     async fn dispatch(
         &self,
         req: TriggerRequest,
-        job: &entity::xxl_job_info::Model,
+        job: &JobDef,
         group: Option<&entity::xxl_job_group::Model>,
         lane: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<Vec<Dispatched>> {

@@ -22,6 +22,7 @@ use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::Result;
+use crate::jobs::JobDef;
 use crate::metrics::Metrics;
 use crate::model::{MisfireStrategy, TriggerStatus, TriggerType};
 use crate::schedule::Schedule;
@@ -35,7 +36,7 @@ use futures::future::LocalBoxFuture;
 type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Schedule)>;
 
 /// Jobs as fires carry them, one shared copy per job definition.
-type JobArcs = HashMap<i32, std::sync::Arc<entity::xxl_job_info::Model>>;
+type JobArcs = HashMap<i32, std::sync::Arc<JobDef>>;
 
 /// What a pass borrows from the actor and gives back.
 #[derive(Default)]
@@ -49,23 +50,20 @@ struct ScanCache {
 
 /// The shared copy of `job` for fires: the one already held when its definition is unchanged
 /// (fires of every pass in the ring then share one copy per job instead of one per pass).
-fn shared_job(
-    cache: &mut JobArcs,
-    job: entity::xxl_job_info::Model,
-) -> std::sync::Arc<entity::xxl_job_info::Model> {
+fn shared_job(cache: &mut JobArcs, job: entity::xxl_job_info::Model) -> std::sync::Arc<JobDef> {
     if let Some(old) = cache.get(&job.id) {
         let mut same = job.clone();
         same.trigger_status = old.trigger_status;
         same.trigger_last_time = old.trigger_last_time;
         same.trigger_next_time = old.trigger_next_time;
-        if **old == same {
+        if *old.row() == same {
             return old.clone();
         }
     }
     if cache.len() > 1_000_000 {
         cache.clear();
     }
-    let a = std::sync::Arc::new(job);
+    let a = std::sync::Arc::new(JobDef::new(job));
     cache.insert(a.id, a.clone());
     a
 }
@@ -138,7 +136,7 @@ pub(crate) enum Recovery {
 /// state (a job whose schedule is invalid or ended is stopped); counts into `report`. Jobs in
 /// `compensated` already had their FIRE_ONCE_NOW fire this pass (from a recovered fire).
 fn plan_due<'a>(
-    due: impl ExactSizeIterator<Item = (&'a entity::xxl_job_info::Model, i64, i64)>,
+    due: impl ExactSizeIterator<Item = (&'a JobDef, i64, i64)>,
     now: i64,
     cfg: &SchedulerConfig,
     compensated: &HashSet<i32>,
@@ -167,9 +165,7 @@ fn plan_due<'a>(
         let misfire = if compensated.contains(&job.id) {
             MisfireStrategy::DoNothing
         } else {
-            job.misfire_strategy
-                .parse()
-                .unwrap_or(MisfireStrategy::DoNothing)
+            job.misfire
         };
         let plan = plan_job(job.id, next, last, &schedule, misfire, &window);
         if plan.misfired > 0 {
@@ -271,7 +267,7 @@ fn pass_sync(
                 let Some((job, version)) = sync::job_by_id(&tx, r.id)? else {
                     continue;
                 };
-                let job = std::sync::Arc::new(job);
+                let job = std::sync::Arc::new(JobDef::new(job));
                 cache.jobs.insert(r.id, job.clone());
                 cache.versions.insert(r.id, (version, now));
                 job
@@ -476,11 +472,20 @@ impl ScanActor {
         schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
         report: &mut ScanReport,
     ) -> Result<Vec<Fire>> {
-        let due = jobs::due(txn, now + due_horizon(cfg), pre_read_count).await?;
+        // each job with its schedule state as read now; its definition shared with the fires
+        // of earlier passes while it is unchanged
+        let due: Vec<(std::sync::Arc<JobDef>, i64, i64)> =
+            jobs::due(txn, now + due_horizon(cfg), pre_read_count)
+                .await?
+                .into_iter()
+                .map(|j| {
+                    let (last, next) = (j.trigger_last_time, j.trigger_next_time);
+                    (shared_job(jobs, j), last, next)
+                })
+                .collect();
         report.jobs = due.len();
         let (pending, updates) = plan_due(
-            due.iter()
-                .map(|j| (j, j.trigger_last_time, j.trigger_next_time)),
+            due.iter().map(|(j, last, next)| (&**j, *last, *next)),
             now,
             cfg,
             compensated,
@@ -490,16 +495,13 @@ impl ScanActor {
         let mut fires = Vec::new();
         if !pending.is_empty() {
             logs::insert_pending(txn, &pending).await?;
-            let ids: Vec<i32> = due.iter().map(|j| j.id).collect();
+            let ids: Vec<i32> = due.iter().map(|(j, _, _)| j.id).collect();
             let lo = pending.iter().map(|p| p.fire_time).min().unwrap_or(now);
             let hi = pending.iter().map(|p| p.fire_time).max().unwrap_or(now);
             let wanted: HashSet<(i32, i64)> =
                 pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
             let recorded = logs::pending_for_jobs(txn, &ids, lo, hi).await?;
-            let models: JobArcs = due
-                .into_iter()
-                .map(|j| (j.id, shared_job(jobs, j)))
-                .collect();
+            let models: JobArcs = due.into_iter().map(|(j, _, _)| (j.id, j)).collect();
             fires.extend(
                 recorded
                     .into_iter()

@@ -248,7 +248,7 @@ impl Shared {
 async fn read_jobs(
     db: &DatabaseConnection,
     fires: &[Fire],
-) -> Result<HashMap<i32, Arc<entity::xxl_job_info::Model>>> {
+) -> Result<HashMap<i32, Arc<crate::jobs::JobDef>>> {
     let mut job_ids: Vec<i32> = fires.iter().map(|f| f.job_id).collect();
     if job_ids.is_empty() {
         return Ok(HashMap::new());
@@ -258,7 +258,7 @@ async fn read_jobs(
     Ok(crate::store::jobs::get_many(db, &job_ids)
         .await?
         .into_iter()
-        .map(|j| (j.id, Arc::new(j)))
+        .map(|j| (j.id, Arc::new(crate::jobs::JobDef::new(j))))
         .collect())
 }
 

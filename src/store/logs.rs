@@ -45,7 +45,7 @@ pub struct Fire {
     pub trigger_type: TriggerType,
     /// The job as the scan read it (shared, not copied), so dispatch needs no read; `None`
     /// for fires recovered from the database (dispatch reads the job).
-    pub job: Option<std::sync::Arc<entity::xxl_job_info::Model>>,
+    pub job: Option<std::sync::Arc<crate::jobs::JobDef>>,
     /// When `job` was read (epoch ms): an edit on this node after it makes dispatch read again.
     pub read_ms: i64,
 }

@@ -181,7 +181,7 @@ pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
 pub(crate) fn insert_pending(
     c: &Connection,
     fires: &[PendingFire],
-    job_of: impl Fn(i32) -> Option<Arc<Job>>,
+    job_of: impl Fn(i32) -> Option<Arc<crate::jobs::JobDef>>,
     read_ms: i64,
 ) -> rusqlite::Result<Vec<Fire>> {
     let mut s = c.prepare_cached(
@@ -304,7 +304,7 @@ mod tests {
             Some("http://a/")
         );
 
-        let job = Arc::new(pooled);
+        let job = Arc::new(crate::jobs::JobDef::new(pooled));
         let p = |t: i64| PendingFire {
             job_id: id,
             job_group: g,
