@@ -182,6 +182,12 @@ impl FailMonitor {
     }
 }
 
+impl actix::Supervised for FailMonitor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "fail monitor", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for FailMonitor {
     type Context = Context<Self>;
 

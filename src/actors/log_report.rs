@@ -161,6 +161,12 @@ impl LogReport {
     }
 }
 
+impl actix::Supervised for LogReport {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "log report", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for LogReport {
     type Context = Context<Self>;
 

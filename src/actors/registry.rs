@@ -149,6 +149,12 @@ impl RegistryActor {
     }
 }
 
+impl actix::Supervised for RegistryActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "registry", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for RegistryActor {
     type Context = Context<Self>;
 

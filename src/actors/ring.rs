@@ -210,6 +210,12 @@ impl Handler<DispatchDue> for RingActor {
     }
 }
 
+impl actix::Supervised for RingActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "ring", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for RingActor {
     type Context = Context<Self>;
 

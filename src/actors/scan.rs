@@ -758,6 +758,12 @@ fn cached_schedule(
     Ok(s)
 }
 
+impl actix::Supervised for ScanActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "scan", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for ScanActor {
     type Context = Context<Self>;
 

@@ -304,6 +304,12 @@ impl TriggerPool {
     }
 }
 
+impl actix::Supervised for TriggerPool {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "trigger pool", "actor stopped; restarting it");
+    }
+}
+
 impl Actor for TriggerPool {
     type Context = Context<Self>;
 

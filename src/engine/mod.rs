@@ -50,6 +50,15 @@ use crate::store::writer::{LogWriter, Target};
 use crate::store::{self, groups, jobs, logs};
 use crate::trigger::{Trigger, TriggerRequest};
 
+/// Starts a long-lived actor under an actix [`Supervisor`]: if its context stops it is
+/// restarted with its state (its `Supervised::restarting` says so in the log).
+fn supervised<A>(actor: A) -> Addr<A>
+where
+    A: Actor<Context = Context<A>> + Supervised,
+{
+    Supervisor::start(|_| actor)
+}
+
 /// A piece of a run's log, as the console's rolling log reads it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -212,18 +221,17 @@ impl EngineBuilder {
         )
         .await?;
         directory.load_groups(&db).await?;
-        let registry = RegistryActor::new(
+        let registry = supervised(RegistryActor::new(
             db.clone(),
             clock.clone(),
             cfg.registry.clone(),
             heartbeat,
             activity.clone(),
             directory.clone(),
-        )
-        .start();
+        ));
 
         let backlog = Backlog::default();
-        let pool = TriggerPool::new(
+        let pool = supervised(TriggerPool::new(
             db.clone(),
             trigger.clone(),
             clock.clone(),
@@ -232,8 +240,9 @@ impl EngineBuilder {
             directory.clone(),
             single_node,
             backlog.clone(),
-        )
-        .start();
+        ));
+        // (not under a Supervisor, which builds its actor's context itself: this one's address
+        // had to exist before the pool; the actor never stops itself)
         let complete = complete_ctx.run(CompleteActor::new(
             db.clone(),
             clock.clone(),
@@ -243,7 +252,7 @@ impl EngineBuilder {
             writer.clone(),
             pool.clone().recipient(),
         ));
-        let ring = RingActor::new(clock.clone(), pool.clone().recipient()).start();
+        let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
         // back into the ring; on a shared database the claim at dispatch makes sure each runs
@@ -270,24 +279,22 @@ impl EngineBuilder {
             HttpExecutorClient::new(None, Duration::from_secs(cfg.http.client_timeout_secs)),
             Some(cfg.alarm.webhook_url.clone()),
         )));
-        let fail_monitor = FailMonitor::new(
+        let fail_monitor = supervised(FailMonitor::new(
             db.clone(),
             clock.clone(),
             pool.clone().recipient(),
             alarms,
             activity.clone(),
-        )
-        .start();
-        let log_report = LogReport::new(
+        ));
+        let log_report = supervised(LogReport::new(
             db.clone(),
             clock.clone(),
             cfg.time_zone(),
             cfg.log_retention_days,
             activity.clone(),
-        )
-        .start();
+        ));
 
-        let scan = ScanActor::new(
+        let scan = supervised(ScanActor::new(
             db.clone(),
             clock.clone(),
             cfg.scheduler.clone(),
@@ -305,8 +312,7 @@ impl EngineBuilder {
             },
             single_node.then(|| writer.clone()),
             backlog,
-        )
-        .start();
+        ));
         tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, "scheduling center started");
         Ok(Engine {
             config: Arc::new(cfg),
