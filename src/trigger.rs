@@ -394,6 +394,13 @@ impl Trigger {
             elapsed_us,
         );
         let log_id = req.log_id.unwrap_or_default();
+        tracing::debug!(
+            job_id = req.job_id,
+            log_id,
+            address = address.as_deref(),
+            code = result.code,
+            "triggered"
+        );
         self.record(
             &req, &job, &plan, log_id, now, None, address, route_msg, &result,
         )

@@ -51,6 +51,12 @@ pub struct CompleteActor {
 }
 
 fn handle_results(items: Vec<HandleCallbackParam>) -> Vec<HandleResult> {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        for i in &items {
+            let span = tracing::debug_span!("result", log_id = i.log_id);
+            span.in_scope(|| tracing::debug!(code = i.handle_code, "result received"));
+        }
+    }
     items
         .into_iter()
         .map(|i| HandleResult {

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+use tracing::Instrument;
 
 use actix::prelude::*;
 use futures::FutureExt;
@@ -256,7 +257,11 @@ impl JobThread {
         }
         let run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
         let timeout = p.executor_timeout;
+        // one span per run (debug level: free unless asked for), so a fire reads as trigger →
+        // run → result under its log id
+        let span = tracing::debug_span!("run", job_id = p.job_id, log_id);
         let run = async move {
+            tracing::debug!("run started");
             let outcome = if timeout > 0 {
                 tokio::time::timeout(Duration::from_secs(timeout as u64), run)
                     .await
@@ -286,8 +291,10 @@ impl JobThread {
                     msg.as_deref().unwrap_or("null")
                 ));
             }
+            tracing::debug!(code, "run finished");
             (code, msg)
-        };
+        }
+        .instrument(span);
         let task = ctx.spawn(run.into_actor(self).map(move |(code, msg), a, ctx| {
             a.finished(log_id, code, msg, ctx);
         }));
