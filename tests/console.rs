@@ -88,26 +88,103 @@ fn job_body(group: i64, desc: &str, handler: &str) -> Value {
     })
 }
 
+/// The console app of a fresh engine with an admin session: each call answers (status, JSON).
+struct Api<S> {
+    svc: S,
+    token: String,
+}
+
+impl<S> Api<S>
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        call(&self.svc, Method::GET, path, Some(&self.token), None).await
+    }
+    async fn post(&self, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        call(&self.svc, Method::POST, path, Some(&self.token), body).await
+    }
+    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        call(&self.svc, Method::PUT, path, Some(&self.token), Some(body)).await
+    }
+    async fn delete(&self, path: &str) -> StatusCode {
+        call(&self.svc, Method::DELETE, path, Some(&self.token), None)
+            .await
+            .0
+    }
+    /// `GET` with another session's token.
+    async fn get_as(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        call(&self.svc, Method::GET, path, Some(token), None).await
+    }
+}
+
+/// The console of a fresh engine in `dir`, signed in as the admin.
+async fn admin_api(
+    dir: &std::path::Path,
+) -> (
+    TestApp,
+    Api<impl Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>>,
+) {
+    let (app, console) = open_console(dir, |_| {}).await;
+    let svc = init_service(
+        actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
+    )
+    .await;
+    let token = login(&svc, "admin", ADMIN_PW).await;
+    (app, Api { svc, token })
+}
+
+/// A stopped job created through the API; answers its id.
+async fn create_job<S>(api: &Api<S>, body: Value) -> i64
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    let (s, job) = api.post("/v1/jobs", Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{job}");
+    job["id"].as_i64().unwrap()
+}
+
+/// `me` names the signed-in admin; a password change ends the user's other sessions; logout
+/// ends this one and the new password signs in.
 #[test]
-fn a_new_user_walks_through_the_console() {
+fn auth_me_password_change_and_logout() {
     run_paused(|| async {
         let dir = tempfile::tempdir().unwrap();
-        let (app, console) = open_console(dir.path(), |_| {}).await;
-        let svc = init_service(
-            actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
-        )
-        .await;
-        let admin = login(&svc, "admin", ADMIN_PW).await;
-        let t = Some(admin.as_str());
-
-        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;
+        let (app, api) = admin_api(dir.path()).await;
+        let (s, me) = api.get("/v1/auth/me").await;
         assert_eq!(
             (s, me["username"].as_str(), me["role"].as_i64()),
             (StatusCode::OK, Some("admin"), Some(1))
         );
+        let other = login(&api.svc, "admin", ADMIN_PW).await;
+        assert_eq!(api.get_as(&other, "/v1/auth/me").await.0, StatusCode::OK);
+        let (s, _) = api
+            .post(
+                "/v1/auth/password",
+                Some(json!({ "oldPassword": ADMIN_PW, "password": "a-new-secret-2" })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _) = api.get_as(&other, "/v1/auth/me").await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "the other session ended");
+        assert_eq!(
+            api.post("/v1/auth/logout", None).await.0,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(api.get("/v1/auth/me").await.0, StatusCode::UNAUTHORIZED);
+        login(&api.svc, "admin", "a-new-secret-2").await;
+        app.close().await;
+    });
+}
 
-        // executor groups: the demo group is live (the in-process executor beats)
-        let (s, groups) = call(&svc, Method::GET, "/v1/groups", t, None).await;
+/// The demo group is listed live (the in-process executor beats); a manual group is created
+/// with its addresses, changed to automatic, read back and deleted.
+#[test]
+fn groups_are_listed_created_changed_and_deleted() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let (s, groups) = api.get("/v1/groups").await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(groups["total"], 1);
         assert_eq!(groups["items"][0]["appName"], "xjob-demo");
@@ -115,100 +192,138 @@ fn a_new_user_walks_through_the_console() {
             groups["items"][0]["registryList"].as_array().unwrap().len(),
             1
         );
-        let (s, g) = call(
-            &svc,
-            Method::POST,
-            "/v1/groups",
-            t,
-            Some(
-                json!({ "appName": "billing-exec", "title": "Billing", "addressType": 1,
-                          "addressList": "http://10.0.0.1:9999/,http://10.0.0.2:9999/" }),
-            ),
-        )
-        .await;
+        let (s, g) = api
+            .post(
+                "/v1/groups",
+                Some(
+                    json!({ "appName": "billing-exec", "title": "Billing", "addressType": 1,
+                             "addressList": "http://10.0.0.1:9999/,http://10.0.0.2:9999/" }),
+                ),
+            )
+            .await;
         assert_eq!(s, StatusCode::CREATED, "{g}");
         let billing = g["id"].as_i64().unwrap();
         assert_eq!(g["registryList"].as_array().unwrap().len(), 2);
-        let (s, g) = call(
-            &svc,
-            Method::PUT,
-            &format!("/v1/groups/{billing}"),
-            t,
-            Some(json!({ "appName": "billing-exec", "title": "Billing v2", "addressType": 0 })),
-        )
-        .await;
+        let (s, g) = api
+            .put(
+                &format!("/v1/groups/{billing}"),
+                json!({ "appName": "billing-exec", "title": "Billing v2", "addressType": 0 }),
+            )
+            .await;
         assert_eq!(
             (s, g["title"].as_str()),
             (StatusCode::OK, Some("Billing v2"))
         );
-        let (s, g) = call(&svc, Method::GET, &format!("/v1/groups/{billing}"), t, None).await;
+        let (s, g) = api.get(&format!("/v1/groups/{billing}")).await;
         assert_eq!((s, g["addressType"].as_i64()), (StatusCode::OK, Some(0)));
+        assert_eq!(
+            api.delete(&format!("/v1/groups/{billing}")).await,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(
+            api.get(&format!("/v1/groups/{billing}")).await.0,
+            StatusCode::NOT_FOUND
+        );
+        app.close().await;
+    });
+}
 
-        // a cron job in the demo group: preview, create (stopped), start
+/// A cron job: its next fire times previewed, created stopped, started, found by filters,
+/// edited (the running job's next fire moves), triggered once with a param, deleted.
+#[test]
+fn jobs_are_previewed_created_started_edited_triggered_and_deleted() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
         let demo = app.group as i64;
-        let (s, next) = call(
-            &svc,
-            Method::GET,
-            "/v1/jobs/next-fire-times?scheduleType=CRON&scheduleConf=0/5%20*%20*%20*%20*%20%3F",
-            t,
-            None,
-        )
-        .await;
+        let (s, next) = api
+            .get(
+                "/v1/jobs/next-fire-times?scheduleType=CRON&scheduleConf=0/5%20*%20*%20*%20*%20%3F",
+            )
+            .await;
         assert_eq!(s, StatusCode::OK, "{next}");
         assert_eq!(next["total"], 5);
         assert_eq!(next["items"][0], "2026-11-21T14:00:05Z");
         assert_eq!(next["items"][4], "2026-11-21T14:00:25Z");
-        let (s, job) = call(
-            &svc,
-            Method::POST,
-            "/v1/jobs",
-            t,
-            Some(job_body(demo, "hello", "demoJobHandler")),
-        )
-        .await;
+        let (s, job) = api
+            .post("/v1/jobs", Some(job_body(demo, "hello", "demoJobHandler")))
+            .await;
         assert_eq!(s, StatusCode::CREATED, "{job}");
         assert_eq!(job["triggerStatus"], 0);
         let id = job["id"].as_i64().unwrap();
-        let (s, job) = call(&svc, Method::POST, &format!("/v1/jobs/{id}/start"), t, None).await;
+        let (s, job) = api.post(&format!("/v1/jobs/{id}/start"), None).await;
         assert_eq!(
             (s, job["triggerStatus"].as_i64()),
             (StatusCode::OK, Some(1))
         );
         assert_eq!(job["triggerNextTime"], T0 + 5_000);
-        let (s, jobs) = call(
-            &svc,
-            Method::GET,
-            &format!("/v1/jobs?jobGroup={demo}&triggerStatus=1&jobDesc=hel"),
-            t,
-            None,
-        )
-        .await;
+        let (s, jobs) = api
+            .get(&format!(
+                "/v1/jobs?jobGroup={demo}&triggerStatus=1&jobDesc=hel"
+            ))
+            .await;
         assert_eq!((s, jobs["total"].as_i64()), (StatusCode::OK, Some(1)));
 
-        // runs appear, each with its rolling log
+        let mut edit = job_body(demo, "hello", "demoJobHandler");
+        edit["scheduleConf"] = json!("0 0 * * * ?");
+        let (s, job) = api.put(&format!("/v1/jobs/{id}"), edit).await;
+        assert_eq!(s, StatusCode::OK, "{job}");
+        assert_eq!(job["triggerNextTime"], T0 + 3_600_000);
+        let (s, job) = api.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(
+            (s, job["scheduleConf"].as_str()),
+            (StatusCode::OK, Some("0 0 * * * ?"))
+        );
+
+        let (s, _) = api
+            .post(
+                &format!("/v1/jobs/{id}/trigger"),
+                Some(json!({ "executorParam": "by-hand" })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        app.advance(1_000).await;
+        let (_, logs) = api.get(&format!("/v1/logs?jobId={id}")).await;
+        assert_eq!(logs["items"][0]["executorParam"], "by-hand", "{logs}");
+        assert_eq!(logs["items"][0]["triggerType"], "MANUAL");
+
+        let (s, _) = api.post(&format!("/v1/jobs/{id}/stop"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            api.delete(&format!("/v1/jobs/{id}")).await,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(
+            api.get(&format!("/v1/jobs/{id}")).await.0,
+            StatusCode::NOT_FOUND
+        );
+        app.close().await;
+    });
+}
+
+/// Runs of a started job are listed by status with their rolling log; a long run is killed
+/// (once: a second kill is a conflict); the dashboard counts them; a clear deletes them.
+#[test]
+fn runs_are_listed_read_killed_counted_and_cleared() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        let id = create_job(&api, job_body(demo, "hello", "demoJobHandler")).await;
+        api.post(&format!("/v1/jobs/{id}/start"), None).await;
         app.advance(11_000).await;
-        let (s, logs) = call(
-            &svc,
-            Method::GET,
-            &format!("/v1/logs?jobId={id}&status=success"),
-            t,
-            None,
-        )
-        .await;
+        let (s, logs) = api
+            .get(&format!("/v1/logs?jobId={id}&status=success"))
+            .await;
         assert_eq!(s, StatusCode::OK, "{logs}");
         assert_eq!(logs["total"], 2, "{logs}");
         let log_id = logs["items"][0]["id"].as_i64().unwrap();
         assert_eq!(logs["items"][0]["status"], "success");
-        let (s, one) = call(&svc, Method::GET, &format!("/v1/logs/{log_id}"), t, None).await;
+        let (s, one) = api.get(&format!("/v1/logs/{log_id}")).await;
         assert_eq!((s, one["handleCode"].as_i64()), (StatusCode::OK, Some(200)));
-        let (s, content) = call(
-            &svc,
-            Method::GET,
-            &format!("/v1/logs/{log_id}/content?fromLine=1"),
-            t,
-            None,
-        )
-        .await;
+        let (s, content) = api
+            .get(&format!("/v1/logs/{log_id}/content?fromLine=1"))
+            .await;
         assert_eq!(s, StatusCode::OK, "{content}");
         assert!(
             content["content"]
@@ -218,198 +333,125 @@ fn a_new_user_walks_through_the_console() {
             "{content}"
         );
         let to = content["toLine"].as_i64().unwrap();
-        let (_, rest) = call(
-            &svc,
-            Method::GET,
-            &format!("/v1/logs/{log_id}/content?fromLine={}", to + 1),
-            t,
-            None,
-        )
-        .await;
+        let (_, rest) = api
+            .get(&format!("/v1/logs/{log_id}/content?fromLine={}", to + 1))
+            .await;
         assert_eq!(rest["end"], true, "{rest}");
 
-        // edit: the schedule moves the running job's next fire
-        let mut edit = job_body(demo, "hello", "demoJobHandler");
-        edit["scheduleConf"] = json!("0 0 * * * ?");
-        let (s, job) = call(&svc, Method::PUT, &format!("/v1/jobs/{id}"), t, Some(edit)).await;
-        assert_eq!(s, StatusCode::OK, "{job}");
-        assert_eq!(job["triggerNextTime"], T0 + 3_600_000);
-        let (s, job) = call(&svc, Method::GET, &format!("/v1/jobs/{id}"), t, None).await;
-        assert_eq!(
-            (s, job["scheduleConf"].as_str()),
-            (StatusCode::OK, Some("0 0 * * * ?"))
-        );
-
-        // trigger once with a param
-        let (s, _) = call(
-            &svc,
-            Method::POST,
-            &format!("/v1/jobs/{id}/trigger"),
-            t,
-            Some(json!({ "executorParam": "by-hand" })),
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK);
-        app.advance(1_000).await;
-        let (_, logs) = call(&svc, Method::GET, &format!("/v1/logs?jobId={id}"), t, None).await;
-        assert_eq!(logs["items"][0]["executorParam"], "by-hand", "{logs}");
-        assert_eq!(logs["items"][0]["triggerType"], "MANUAL");
-
-        // kill a long run
         let mut long = job_body(demo, "long", "sleepJobHandler");
         long["scheduleType"] = json!("NONE");
         long["scheduleConf"] = json!(null);
-        let (_, long) = call(&svc, Method::POST, "/v1/jobs", t, Some(long)).await;
-        let long_id = long["id"].as_i64().unwrap();
-        call(
-            &svc,
-            Method::POST,
+        let long_id = create_job(&api, long).await;
+        api.post(
             &format!("/v1/jobs/{long_id}/trigger"),
-            t,
             Some(json!({ "executorParam": "600" })),
         )
         .await;
         app.advance(1_000).await;
-        let (_, running) = call(
-            &svc,
-            Method::GET,
-            &format!("/v1/logs?jobId={long_id}&status=running"),
-            t,
-            None,
-        )
-        .await;
+        let (_, running) = api
+            .get(&format!("/v1/logs?jobId={long_id}&status=running"))
+            .await;
         assert_eq!(running["total"], 1, "{running}");
         let run = running["items"][0]["id"].as_i64().unwrap();
-        let (s, killed) = call(&svc, Method::POST, &format!("/v1/logs/{run}/kill"), t, None).await;
+        let (s, killed) = api.post(&format!("/v1/logs/{run}/kill"), None).await;
         assert_eq!(s, StatusCode::OK, "{killed}");
         assert_eq!(killed["handleCode"], 500);
         assert_eq!(killed["status"], "failed");
-        let (s, again) = call(&svc, Method::POST, &format!("/v1/logs/{run}/kill"), t, None).await;
+        let (s, again) = api.post(&format!("/v1/logs/{run}/kill"), None).await;
         assert_eq!(s, StatusCode::CONFLICT, "{again}");
 
-        // dashboard
         app.engine
             .log_report()
             .send(xjob::testing::actors::RefreshReport)
             .await
             .unwrap()
             .unwrap();
-        let (s, d) = call(&svc, Method::GET, "/v1/dashboard", t, None).await;
+        let (s, d) = api.get("/v1/dashboard").await;
         assert_eq!(s, StatusCode::OK, "{d}");
         assert_eq!(d["jobInfoCount"], 2);
-        assert_eq!(d["jobLogSuccessCount"], 3, "{d}");
+        assert_eq!(d["jobLogSuccessCount"], 2, "{d}");
         assert_eq!(d["jobLogFailCount"], 1, "{d}");
         assert_eq!(d["executorCount"], 1);
-        let (s, chart) = call(
-            &svc,
-            Method::GET,
-            "/v1/dashboard/chart?from=2026-11-15&to=2026-11-22",
-            t,
-            None,
-        )
-        .await;
+        let (s, chart) = api
+            .get("/v1/dashboard/chart?from=2026-11-15&to=2026-11-22")
+            .await;
         assert_eq!(s, StatusCode::OK, "{chart}");
         assert_eq!(chart["triggerDayList"].as_array().unwrap().len(), 7);
         assert_eq!(chart["triggerDayList"][6], "2026-11-21");
-        assert_eq!(chart["triggerDayCountSucList"][6], 3);
+        assert_eq!(chart["triggerDayCountSucList"][6], 2);
         assert_eq!(chart["triggerCountFailTotal"], 1);
 
-        // users: create, edit, list, delete
-        let (s, u) = call(&svc, Method::POST, "/v1/users", t, Some(json!({ "username": "alice", "password": "alice-pw-1", "role": 0, "permission": [demo] }))).await;
+        let (s, c) = api
+            .post(
+                "/v1/logs/clear",
+                Some(json!({ "jobGroup": demo, "jobId": id, "type": 9 })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{c}");
+        assert_eq!(c["deleted"], 2);
+        let (_, logs) = api.get(&format!("/v1/logs?jobId={id}")).await;
+        assert_eq!(logs["total"], 0);
+        app.close().await;
+    });
+}
+
+/// Users are created (no password in the answer), found, given more groups and deleted; a
+/// session in use sees each change to its user at once (a single node caches sessions).
+#[test]
+fn users_are_managed_and_their_sessions_follow() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        let (_, g) = api
+            .post(
+                "/v1/groups",
+                Some(json!({ "appName": "billing-exec", "title": "Billing", "addressType": 0 })),
+            )
+            .await;
+        let billing = g["id"].as_i64().unwrap();
+        let (s, u) = api
+            .post(
+                "/v1/users",
+                Some(
+                    json!({ "username": "alice", "password": "alice-pw-1", "role": 0,
+                             "permission": [demo] }),
+                ),
+            )
+            .await;
         assert_eq!(s, StatusCode::CREATED, "{u}");
         assert!(u.get("password").is_none());
         let uid = u["id"].as_i64().unwrap();
-        // a session in use (a single node keeps checked sessions in memory) sees every change
-        // to its user at once: the permission edit below, then the deletion
-        let alice = login(&svc, "alice", "alice-pw-1").await;
-        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", Some(&alice), None).await;
+        let alice = login(&api.svc, "alice", "alice-pw-1").await;
+        let (s, me) = api.get_as(&alice, "/v1/auth/me").await;
         assert_eq!(
             (s, me["permission"].as_array().map(Vec::len)),
             (StatusCode::OK, Some(1))
         );
-        let (s, u) = call(
-            &svc,
-            Method::PUT,
-            &format!("/v1/users/{uid}"),
-            t,
-            Some(json!({ "role": 0, "permission": [demo, billing] })),
-        )
-        .await;
+        let (s, u) = api
+            .put(
+                &format!("/v1/users/{uid}"),
+                json!({ "role": 0, "permission": [demo, billing] }),
+            )
+            .await;
         assert_eq!(
             (s, u["permission"].as_array().unwrap().len()),
             (StatusCode::OK, 2)
         );
-        let (s, list) = call(&svc, Method::GET, "/v1/users?username=ali", t, None).await;
+        let (s, list) = api.get("/v1/users?username=ali").await;
         assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(1)));
-        let (s, me) = call(&svc, Method::GET, "/v1/auth/me", Some(&alice), None).await;
+        let (s, me) = api.get_as(&alice, "/v1/auth/me").await;
         assert_eq!(
             (s, me["permission"].as_array().map(Vec::len)),
             (StatusCode::OK, Some(2))
         );
-        let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some(&alice), None).await;
-        assert_eq!(s, StatusCode::OK);
-        let (s, _) = call(&svc, Method::DELETE, &format!("/v1/users/{uid}"), t, None).await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
-        let (s, _) = call(&svc, Method::GET, "/v1/jobs", Some(&alice), None).await;
+        assert_eq!(api.get_as(&alice, "/v1/jobs").await.0, StatusCode::OK);
+        assert_eq!(
+            api.delete(&format!("/v1/users/{uid}")).await,
+            StatusCode::NO_CONTENT
+        );
+        let (s, _) = api.get_as(&alice, "/v1/jobs").await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "a deleted user's session ends");
-
-        // clear logs, delete the job and the empty group
-        let (s, c) = call(
-            &svc,
-            Method::POST,
-            "/v1/logs/clear",
-            t,
-            Some(json!({ "jobGroup": demo, "jobId": id, "type": 9 })),
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK, "{c}");
-        assert_eq!(c["deleted"], 3);
-        let (_, logs) = call(&svc, Method::GET, &format!("/v1/logs?jobId={id}"), t, None).await;
-        assert_eq!(logs["total"], 0);
-        let (s, _) = call(&svc, Method::DELETE, &format!("/v1/jobs/{id}"), t, None).await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
-        let (s, _) = call(&svc, Method::GET, &format!("/v1/jobs/{id}"), t, None).await;
-        assert_eq!(s, StatusCode::NOT_FOUND);
-        let (s, _) = call(
-            &svc,
-            Method::POST,
-            &format!("/v1/jobs/{long_id}/stop"),
-            t,
-            None,
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK);
-        let (s, _) = call(
-            &svc,
-            Method::DELETE,
-            &format!("/v1/groups/{billing}"),
-            t,
-            None,
-        )
-        .await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
-
-        // change own password (another session of the same user, in use, ends), then log out
-        let other = login(&svc, "admin", ADMIN_PW).await;
-        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", Some(&other), None).await;
-        assert_eq!(s, StatusCode::OK);
-        let (s, _) = call(
-            &svc,
-            Method::POST,
-            "/v1/auth/password",
-            t,
-            Some(json!({ "oldPassword": ADMIN_PW, "password": "a-new-secret-2" })),
-        )
-        .await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
-        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", Some(&other), None).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED, "the other session ended");
-        let (s, _) = call(&svc, Method::POST, "/v1/auth/logout", t, None).await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
-        let (s, _) = call(&svc, Method::GET, "/v1/auth/me", t, None).await;
-        assert_eq!(s, StatusCode::UNAUTHORIZED);
-        login(&svc, "admin", "a-new-secret-2").await;
-
         app.close().await;
     });
 }
