@@ -98,6 +98,7 @@ pub(crate) fn naive_to_ms(t: chrono::NaiveDateTime) -> i64 {
 mod tests {
     use super::*;
 
+    /// The tokio clock moves only when paused time is advanced.
     #[tokio::test(start_paused = true)]
     async fn tokio_clock_follows_paused_time() {
         let c = Clock::tokio_at(1_000_500);
@@ -109,6 +110,7 @@ mod tests {
         assert_eq!(c.until(1_001_000), Duration::ZERO);
     }
 
+    /// Epoch milliseconds survive the round trip through a UTC NaiveDateTime.
     #[test]
     fn naive_round_trip() {
         let ms = 1_795_269_600_123;

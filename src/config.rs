@@ -406,6 +406,7 @@ pub fn random_token() -> String {
 mod tests {
     use super::*;
 
+    /// The default configuration carries XXL-JOB's numbers and passes validation.
     #[test]
     fn defaults_are_xxl_job_defaults_and_valid() {
         let c = Config::default();
@@ -418,6 +419,7 @@ mod tests {
         assert!(c.database.url.starts_with("sqlite://data/"));
     }
 
+    /// `executor.admin_addresses` accepts a TOML/JSON list or XXL-JOB's comma-separated string.
     #[test]
     fn admin_addresses_take_a_list_or_xxl_jobs_comma_separated_string() {
         use figment::Figment;
@@ -447,6 +449,7 @@ mod tests {
         );
     }
 
+    /// An invalid setting fails validation with a message naming its key.
     #[test]
     fn invalid_values_name_the_key() {
         let mut c = Config::default();

@@ -77,6 +77,7 @@ impl Directory {
 mod tests {
     use super::*;
 
+    /// A job edit invalidates the fires read before it, not those read after.
     #[test]
     fn edits_invalidate_fires_read_before_them_only() {
         let d = Directory::default();
@@ -91,6 +92,7 @@ mod tests {
         assert!(!d.edited_since(1, 0));
     }
 
+    /// Loading groups replaces the directory's snapshot whole (a deleted group disappears).
     #[test]
     fn group_snapshot_is_replaced_whole() {
         let d = Directory::default();

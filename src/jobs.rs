@@ -293,6 +293,7 @@ mod tests {
         assert_eq!(def.misfire, MisfireStrategy::DoNothing);
     }
 
+    /// Each invalid job field is refused with an error naming that field.
     #[test]
     fn validation_names_the_field() {
         let check = |spec: JobSpec, field: &str| {

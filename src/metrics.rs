@@ -258,6 +258,7 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    /// Prometheus histogram buckets are cumulative and end with +Inf equal to the count.
     #[test]
     fn histogram_buckets_are_cumulative() {
         let m = Metrics::default();

@@ -56,6 +56,7 @@ pub(crate) fn token_ok(req: &HttpRequest, expected: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
+    /// Token comparison is equal only for equal bytes, whatever the lengths.
     #[test]
     fn equality() {
         assert!(constant_time_eq(b"abc", b"abc"));

@@ -559,6 +559,7 @@ impl Trigger {
 mod tests {
     use super::*;
 
+    /// Shard params (`i/n`) parse or are refused; address lists drop empty entries.
     #[test]
     fn shard_and_list_parsing() {
         assert_eq!(parse_shard(Some("1/3")), Some((1, 3)));

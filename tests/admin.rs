@@ -38,6 +38,7 @@ async fn running_on(app: &TestApp, address: &str) -> i64 {
     id
 }
 
+/// An executor that stops beating is evicted and its open runs marked lost within three beats.
 #[test]
 fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
     let dir = tempfile::tempdir().unwrap();
@@ -138,6 +139,7 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
     });
 }
 
+/// A successful run triggers its child jobs; a loop (A → B → A) stops at the depth limit.
 #[test]
 fn child_jobs_chain_and_a_loop_stops_at_the_depth_limit() {
     let dir = tempfile::tempdir().unwrap();
@@ -223,6 +225,7 @@ fn child_jobs_chain_and_a_loop_stops_at_the_depth_limit() {
     });
 }
 
+/// A failed run is retried after its interval until its retry count runs out.
 #[test]
 fn failed_runs_retry_after_the_interval_until_retries_run_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,6 +359,7 @@ fn webhook_sink(status: u16) -> (String, Arc<Mutex<Vec<String>>>) {
     (url, got)
 }
 
+/// A failure alarm reaches a real SMTP server and a webhook with the run's details.
 #[test]
 fn alarms_reach_an_smtp_server_and_a_webhook() {
     let dir = tempfile::tempdir().unwrap();
@@ -414,6 +418,7 @@ fn alarms_reach_an_smtp_server_and_a_webhook() {
     });
 }
 
+/// Daily reports count three days of runs; retention deletes runs older than the limit.
 #[test]
 fn reports_count_three_days_and_retention_deletes_old_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -57,6 +57,7 @@ fn healthy(addr: &str) -> bool {
     r.starts_with("HTTP/1.1 200")
 }
 
+/// The web console's pages work in headless Chromium (skipped without Chromium outside CI).
 #[test]
 fn the_web_console_works_in_headless_chromium() {
     if let Some(what) = missing_prerequisite() {

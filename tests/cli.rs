@@ -14,6 +14,7 @@ fn xjob() -> Command {
     c
 }
 
+/// `xjob --help` lists the commands; an unknown command exits 2.
 #[test]
 fn help_and_unknown_command() {
     let out = xjob().arg("--help").output().unwrap();
@@ -23,6 +24,7 @@ fn help_and_unknown_command() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A bad `XJOB_*` value makes the binary exit with one line naming the key.
 #[test]
 fn a_bad_setting_in_the_environment_is_named() {
     let out = xjob()
@@ -35,6 +37,7 @@ fn a_bad_setting_in_the_environment_is_named() {
     assert!(err.contains("scheduler.time_zone"), "{err}");
 }
 
+/// `xjob migrate` creates the schema in WAL mode with the schedule lock row.
 #[test]
 fn migrate_creates_a_wal_database_with_the_lock_row() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,6 +96,7 @@ fn post(addr: &str, path: &str, json: &str) -> Option<String> {
     Some(body)
 }
 
+/// `xjob serve` answers /health, seeds the demo group and prints its first-start secrets once.
 #[test]
 fn serve_answers_health_seeds_the_demo_group_and_prints_first_start_secrets_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -178,6 +182,7 @@ fn serve_answers_health_seeds_the_demo_group_and_prints_first_start_secrets_once
     });
 }
 
+/// `xjob executor` without its access token or admin address exits naming the missing key.
 #[test]
 fn executor_refuses_an_incomplete_configuration() {
     let out = xjob()

@@ -297,6 +297,7 @@ fn database_url(var: &str) -> Option<String> {
     }
 }
 
+/// Three nodes on PostgreSQL, one killed mid-load: no fire lost, none run twice.
 #[test]
 fn three_nodes_on_postgres_one_killed_no_loss_no_duplicate() {
     if let Some(url) = database_url("XJOB_TEST_PG_URL") {
@@ -304,6 +305,7 @@ fn three_nodes_on_postgres_one_killed_no_loss_no_duplicate() {
     }
 }
 
+/// Three nodes on MariaDB, one killed mid-load: no fire lost, none run twice.
 #[test]
 fn three_nodes_on_mariadb_one_killed_no_loss_no_duplicate() {
     if let Some(url) = database_url("XJOB_TEST_MYSQL_URL") {
@@ -335,6 +337,7 @@ fn a_second_node_on_one_sqlite_file_is_refused() {
     });
 }
 
+/// A node refuses to start on a database whose schedule lock row is missing.
 #[test]
 fn a_database_without_the_schedule_lock_row_is_refused() {
     let dir = tempfile::tempdir().unwrap();

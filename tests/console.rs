@@ -456,6 +456,7 @@ fn users_are_managed_and_their_sessions_follow() {
     });
 }
 
+/// Every console error answers the right status with JSON naming the field.
 #[test]
 fn errors_name_the_field_and_use_the_right_status() {
     run_paused(|| async {
@@ -725,6 +726,7 @@ fn errors_name_the_field_and_use_the_right_status() {
     });
 }
 
+/// A normal user sees and changes only the jobs, runs and groups they are permitted.
 #[test]
 fn a_normal_user_is_confined_to_their_groups() {
     run_paused(|| async {
@@ -836,6 +838,7 @@ fn a_normal_user_is_confined_to_their_groups() {
     });
 }
 
+/// GLUE script jobs are refused unless scripts are enabled and keep a history of versions.
 #[test]
 fn script_jobs_need_scripts_enabled_and_keep_a_history() {
     run_paused(|| async {
@@ -919,6 +922,7 @@ fn script_jobs_need_scripts_enabled_and_keep_a_history() {
     });
 }
 
+/// The first start creates `admin` once, with a generated or the configured password.
 #[test]
 fn first_start_creates_admin_once_with_a_generated_or_configured_password() {
     run_paused(|| async {
@@ -954,6 +958,7 @@ fn first_start_creates_admin_once_with_a_generated_or_configured_password() {
     });
 }
 
+/// Cookie login, the OpenAPI document (every route mounted), /metrics and /health.
 #[test]
 fn cookie_login_openapi_metrics_and_health() {
     run_paused(|| async {

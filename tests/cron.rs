@@ -39,6 +39,7 @@ fn next3(expr: &str, tz: Tz, from: i64) -> Vec<i64> {
     out
 }
 
+/// The spec's cron vectors give the spec's next times.
 #[test]
 fn spec_vectors() {
     let table: &[(&str, &[&str])] = &[
@@ -142,6 +143,7 @@ fn spec_vectors() {
     }
 }
 
+/// Further Quartz forms (wrapping hour ranges, month names, lists, steps over ranges) give the expected next times.
 #[test]
 fn more_forms() {
     // wrapping hour range 22-2, month names, lists, and a step over a range
@@ -172,6 +174,7 @@ fn more_forms() {
     );
 }
 
+/// Invalid cron expressions are refused with a message naming the problem.
 #[test]
 fn rejections_name_the_problem() {
     for (expr, needle) in [
@@ -194,6 +197,7 @@ fn rejections_name_the_problem() {
     }
 }
 
+/// Next times stay right across Berlin's DST changes (a time in the spring gap fires just after it).
 #[test]
 fn dst_changes_in_berlin() {
     let tz: Tz = "Europe/Berlin".parse().unwrap();
@@ -294,6 +298,7 @@ proptest! {
     }
 }
 
+/// The next time after an instant is strictly later than it.
 #[test]
 fn next_after_naive_is_strict() {
     let c = CronExpr::parse("* * * * * ?").unwrap();

@@ -114,6 +114,7 @@ async fn yields(n: usize) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
+    /// Serial, discard-later and cover-early hold their invariants over random run plans (proptest).
     #[test]
     fn block_strategies_hold_their_invariants(
         block in prop::sample::select(vec!["SERIAL_EXECUTION", "DISCARD_LATER", "COVER_EARLY"]),
@@ -193,6 +194,7 @@ proptest! {
     }
 }
 
+/// A full job queue refuses a run and a log id already queued is rejected.
 #[test]
 fn a_full_queue_refuses_and_a_repeated_log_id_is_rejected() {
     let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
@@ -248,6 +250,7 @@ fn a_full_queue_refuses_and_a_repeated_log_id_is_rejected() {
     });
 }
 
+/// A timeout stops a handler that ignores cancellation; a kill reports every queued and running run.
 #[test]
 fn a_timeout_stops_a_handler_that_ignores_cancellation_and_kill_reports_every_run() {
     let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
@@ -320,6 +323,7 @@ fn a_timeout_stops_a_handler_that_ignores_cancellation_and_kill_reports_every_ru
     });
 }
 
+/// A job thread idle past its limit retires and runs the handler's destroy hook.
 #[test]
 fn an_idle_thread_retires_with_its_destroy_hook() {
     let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
@@ -373,6 +377,7 @@ fn an_idle_thread_retires_with_its_destroy_hook() {
     });
 }
 
+/// A script past its timeout is killed with its whole process group.
 #[test]
 fn a_runaway_script_is_killed_with_its_children_on_timeout() {
     let dir = tempfile::tempdir().unwrap();
@@ -453,6 +458,7 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
     });
 }
 
+/// Script runs fail with a clear message unless `executor.scripts_enabled` is set.
 #[test]
 fn scripts_are_refused_unless_enabled() {
     run_paused(|| async {
@@ -481,6 +487,7 @@ fn scripts_are_refused_unless_enabled() {
     });
 }
 
+/// A panicking handler, a huge message and a failing script become failed runs, capped.
 #[test]
 fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
     let dir = tempfile::tempdir().unwrap();

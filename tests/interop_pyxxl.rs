@@ -31,6 +31,7 @@ impl Drop for Kill {
     }
 }
 
+/// A real pyxxl executor registers with our admin, runs a trigger and reports its result.
 #[test]
 fn a_pyxxl_executor_registers_runs_and_reports_against_our_admin() {
     if !pyxxl_available() {

@@ -138,6 +138,7 @@ async fn start(dir: &std::path::Path, client: GatedClient) -> (Engine, i32) {
     (engine, job)
 }
 
+/// A full trigger lane makes fires wait (back-pressure) and drops none.
 #[test]
 fn a_full_lane_applies_back_pressure_and_drops_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,6 +190,7 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
     });
 }
 
+/// A job slow more than ten times in a minute moves to the slow lane; others stay fast.
 #[test]
 fn a_job_slow_more_than_ten_times_a_minute_moves_to_the_slow_lane() {
     let dir = tempfile::tempdir().unwrap();

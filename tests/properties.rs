@@ -201,6 +201,7 @@ fn check_center(jobs: Vec<JobCase>, steps: Vec<u64>) -> Result<(), TestCaseError
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
 
+    /// Over random job sets, the center never runs a fire twice nor loses one while it keeps up.
     #[test]
     fn center_never_runs_a_fire_twice_nor_loses_one_without_a_stall(
         jobs in prop::collection::vec(job_case(), 1..5),
@@ -209,6 +210,7 @@ proptest! {
         check_center(jobs, steps)?;
     }
 
+    /// Over random stalls, misfire policies apply only to fires inside the stall.
     #[test]
     fn center_applies_misfire_policy_only_inside_stalls(
         jobs in prop::collection::vec(job_case(), 1..5),
@@ -239,6 +241,7 @@ impl Handler<FireBatch> for Probe {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    /// Over random fires and ticks, the ring emits each fire once, never early, on its first due tick.
     #[test]
     fn ring_emits_each_fire_once_never_early_and_on_the_first_tick_due(
         offsets in prop::collection::vec((0i64..70_000, 0i64..6), 1..80),

@@ -114,6 +114,7 @@ async fn fake(name: &str, admin: &str) -> Fake {
     me
 }
 
+/// Stand-in XXL-protocol executors register over HTTP, run and call back; one dies and its runs are marked lost.
 #[test]
 fn remote_xxl_executors_register_run_call_back_and_one_dies() {
     init_tracing();

@@ -44,6 +44,7 @@ fn addrs(n: usize, salt: u32) -> Vec<String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
+    /// CONSISTENT_HASH picks what the reference algorithm picks for the same jobs and addresses.
     #[test]
     fn consistent_hash_matches_the_reference(n in 1usize..12, salt in 0u32..200, jobs in prop::collection::vec(1i32..1_000_000, 1..50)) {
         let r = Router::new();
@@ -54,6 +55,7 @@ proptest! {
         }
     }
 
+    /// CONSISTENT_HASH's pick does not depend on the order of the address list.
     #[test]
     fn consistent_hash_ignores_address_order(n in 2usize..12, salt in 0u32..200, seed in any::<u64>()) {
         let r = Router::new();
@@ -74,6 +76,7 @@ proptest! {
     }
 }
 
+/// Adding an executor moves about 1/(n+1) of the jobs, and only to the new one.
 #[test]
 fn adding_an_executor_moves_about_one_in_n_plus_one_jobs_and_only_to_it() {
     let r = Router::new();
@@ -102,6 +105,7 @@ fn adding_an_executor_moves_about_one_in_n_plus_one_jobs_and_only_to_it() {
     }
 }
 
+/// ROUND and LFU spread evenly over many jobs; LRU picks the least recently used address.
 #[test]
 fn round_and_lfu_spread_evenly_and_lru_picks_the_eldest() {
     let r = Router::new();

@@ -19,6 +19,7 @@ fn nominal_counts(rows: &[entity::xxl_job_log::Model]) -> BTreeMap<i64, usize> {
     m
 }
 
+/// An every-second cron job fires once per second, each run succeeding.
 #[test]
 fn every_second_cron_fires_once_per_second_with_200_results() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -53,6 +54,7 @@ fn every_second_cron_fires_once_per_second_with_200_results() {
     });
 }
 
+/// A FIX_RATE job fires on its period from its start.
 #[test]
 fn fix_rate_keeps_its_period() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -78,6 +80,7 @@ fn fix_rate_keeps_its_period() {
     });
 }
 
+/// Fires recorded before an abrupt stop run exactly once after the restart.
 #[test]
 fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -122,6 +125,7 @@ fn pending_fires_survive_an_abrupt_stop_and_run_exactly_once() {
     });
 }
 
+/// Downtime beyond the threshold: DO_NOTHING skips the missed fires, FIRE_ONCE_NOW fires one.
 #[test]
 fn downtime_beyond_the_threshold_applies_each_misfire_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -185,6 +189,7 @@ fn downtime_beyond_the_threshold_applies_each_misfire_policy() {
     });
 }
 
+/// A manual trigger sends its own param instead of the job's.
 #[test]
 fn manual_trigger_uses_the_param_override() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -228,6 +233,7 @@ fn manual_trigger_uses_the_param_override() {
     });
 }
 
+/// A fire claimed by a node that died mid-dispatch is recorded as failed, not lost.
 #[test]
 fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -299,6 +305,7 @@ fn a_fire_claimed_by_a_node_that_died_mid_dispatch_is_recorded_as_failed() {
     });
 }
 
+/// An in-process run's rolling log reads from the center, and the center kills it.
 #[test]
 fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -370,6 +377,7 @@ fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
     });
 }
 
+/// A graceful stop writes the results already received before it returns.
 #[test]
 fn stop_waits_for_results_already_received() {
     let dir = tempfile::tempdir().expect("tempdir");

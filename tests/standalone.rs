@@ -33,6 +33,7 @@ fn executor_config(dir: &std::path::Path, admin: &str) -> Config {
     c
 }
 
+/// The standalone executor registers with our admin, runs, logs, kills and applies block strategies.
 #[test]
 fn a_standalone_executor_works_for_our_admin() {
     init_tracing();
@@ -261,6 +262,7 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().json(json!({"code": 200}))
 }
 
+/// Results spooled during an admin outage survive an executor restart and arrive once.
 #[test]
 fn results_survive_an_admin_outage_and_an_executor_restart() {
     init_tracing();

@@ -57,6 +57,7 @@ async fn get(url: &str) -> Value {
 
 const AUTH: (&str, &str) = ("XXL-JOB-ACCESS-TOKEN", TOKEN);
 
+/// The executor endpoints answer as XXL-JOB's do, token checked.
 #[test]
 fn executor_endpoints_answer_as_xxl_job() {
     init_tracing();
@@ -134,6 +135,7 @@ fn executor_endpoints_answer_as_xxl_job() {
     });
 }
 
+/// The admin API registers and removes executors and takes callbacks, token checked.
 #[test]
 fn admin_api_registers_removes_and_takes_callbacks() {
     init_tracing();
@@ -183,6 +185,7 @@ fn admin_api_registers_removes_and_takes_callbacks() {
     });
 }
 
+/// A trigger routes over HTTP to an executor served by another node.
 #[test]
 fn triggers_route_over_http_to_another_nodes_executor() {
     init_tracing();
@@ -247,6 +250,7 @@ fn triggers_route_over_http_to_another_nodes_executor() {
     });
 }
 
+/// BUSYOVER skips an executor whose idle beat says it is busy with the job.
 #[test]
 fn busyover_skips_an_executor_busy_with_the_job() {
     init_tracing();

@@ -266,6 +266,7 @@ mod tests {
         }
     }
 
+    /// The ring hands out each pushed fire once (a repeated log id is ignored), and a stalled tick catches up without losing a slot.
     #[test]
     fn the_ring_holds_each_fire_once_and_a_stall_loses_nothing() {
         let t0 = 1_000_000;

@@ -445,6 +445,7 @@ impl Handler<GetPoolStats> for TriggerPool {
 mod tests {
     use super::*;
 
+    /// A job is slow after more than ten triggers over 500 ms in a minute; other jobs and the next minute stay fast.
     #[test]
     fn slow_lane_rule() {
         let mut c = SlowCounter::default();

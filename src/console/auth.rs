@@ -402,6 +402,7 @@ impl Console {
 mod tests {
     use super::*;
 
+    /// argon2 hashes verify only their password, and a taken-over XXL-JOB MD5 hash is accepted.
     #[test]
     fn hashes_verify_and_legacy_md5_is_accepted() {
         let h = hash_password("correct horse").unwrap();
@@ -420,6 +421,7 @@ mod tests {
         assert!(!verify_password("", ""));
     }
 
+    /// The login limiter refuses a client after the configured failures until its window passes.
     #[test]
     fn the_limiter_refuses_after_max_failures_until_the_window_passes() {
         let l = LoginLimiter::new(3, 1000);

@@ -182,6 +182,7 @@ pub(crate) fn split_ids(s: Option<&str>) -> Vec<i32> {
 mod tests {
     use super::*;
 
+    /// Console time filters parse as RFC 3339, epoch ms and `yyyy-MM-dd[ HH:mm:ss]` in the zone.
     #[test]
     fn times_parse_in_every_accepted_form() {
         let tz: chrono_tz::Tz = "Asia/Shanghai".parse().unwrap();

@@ -125,6 +125,7 @@ impl HandlerRegistry {
 mod tests {
     use super::*;
 
+    /// Registering a second handler under a name already taken is an error naming it.
     #[test]
     fn duplicate_names_are_refused() {
         let mut r = HandlerRegistry::new();

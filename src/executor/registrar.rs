@@ -144,6 +144,7 @@ impl Handler<Deregister> for Registrar {
 mod tests {
     use super::*;
 
+    /// Run-log retention deletes day directories older than the limit and nothing else.
     #[test]
     fn retention_removes_only_old_day_directories() {
         let dir = tempfile::tempdir().unwrap();

@@ -206,6 +206,7 @@ impl TriggerType {
 mod tests {
     use super::*;
 
+    /// Enum names parse back to themselves; an unknown name is an error naming field and value.
     #[test]
     fn names_round_trip_and_unknown_is_a_named_error() {
         for r in RouteStrategy::ALL {

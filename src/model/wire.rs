@@ -181,6 +181,7 @@ pub struct LogResult {
 mod tests {
     use super::*;
 
+    /// TriggerParam serialises with XXL-JOB's exact JSON keys (including `logDateTime`).
     #[test]
     fn trigger_param_uses_exact_keys() {
         let p = TriggerParam {
@@ -204,6 +205,7 @@ mod tests {
         );
     }
 
+    /// Wire objects accept what real executors send: missing optional fields, `content` or `data`.
     #[test]
     fn lenient_parsing() {
         let r: ReturnT<LogResult> = serde_json::from_str(

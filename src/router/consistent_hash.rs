@@ -49,6 +49,7 @@ impl HashRing {
 mod tests {
     use super::*;
 
+    /// The consistent-hash key is MD5's first four bytes little-endian, as the reference computes.
     #[test]
     fn md5_le_hash_matches_reference_digest() {
         // MD5("1") = c4ca4238a0b923820dcc509a6f75849b → first 4 bytes c4 ca 42 38 little-endian.

@@ -159,6 +159,7 @@ mod tests {
         );
     }
 
+    /// FIRST and LAST pick the ends of the list; an empty list picks nothing.
     #[test]
     fn first_last_and_empty() {
         let r = Router::new();
@@ -169,6 +170,7 @@ mod tests {
         assert_eq!(r.pick(RouteStrategy::Failover, 1, &a, 0), None);
     }
 
+    /// ROUND spreads a job's fires evenly over its addresses.
     #[test]
     fn round_is_fair() {
         let r = Router::new();
@@ -181,6 +183,7 @@ mod tests {
         assert!(counts.values().all(|&c| c == 100), "{counts:?}");
     }
 
+    /// LEAST_RECENTLY_USED goes through every address before repeating one.
     #[test]
     fn lru_cycles_through_every_address() {
         let r = Router::new();
@@ -195,6 +198,7 @@ mod tests {
         assert_eq!(picks[3..], a[..]);
     }
 
+    /// LEAST_FREQUENTLY_USED keeps the use counts of addresses within one of each other.
     #[test]
     fn lfu_balances_use() {
         let r = Router::new();

@@ -25,6 +25,7 @@ pub(crate) fn address(addresses: &[String], index: i32) -> Option<&String> {
 mod tests {
     use super::*;
 
+    /// SHARDING_BROADCAST gives every address one shard index of the total.
     #[test]
     fn every_address_one_shard() {
         assert_eq!(shards(3, None), vec![(0, 3), (1, 3), (2, 3)]);

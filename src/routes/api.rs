@@ -148,6 +148,7 @@ async fn handle(
 mod tests {
     use super::*;
 
+    /// `/api/callback` bodies parse from every shape XXL-JOB versions send.
     #[test]
     fn callbacks_parse_leniently() {
         let items = parse_callbacks(

@@ -132,6 +132,7 @@ impl Schedule {
 mod tests {
     use super::*;
 
+    /// FIX_RATE's next time keeps the phase of the first time, not of when it is asked.
     #[test]
     fn fix_rate_keeps_phase() {
         let s = Schedule::parse(ScheduleType::FixRate, Some("10"), chrono_tz::UTC).expect("ok");
@@ -146,6 +147,7 @@ mod tests {
         assert_eq!(s.next_n(1_234, 2), vec![12_000, 22_000]);
     }
 
+    /// An invalid schedule configuration is an error naming the schedule field.
     #[test]
     fn bad_confs_are_named() {
         let e = Schedule::parse(ScheduleType::FixRate, Some("0"), chrono_tz::UTC).unwrap_err();

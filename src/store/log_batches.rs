@@ -379,6 +379,7 @@ mod tests {
         }
     }
 
+    /// Batched results keep first-result-wins and append messages, on every backend.
     #[tokio::test]
     async fn batched_results_keep_first_wins_and_append_messages() {
         on_every_backend(first_wins_and_appended_messages).await;
@@ -531,6 +532,7 @@ mod tests {
         db.close().await.unwrap();
     }
 
+    /// Batched trigger outcomes land each on its own row, on every backend.
     #[tokio::test]
     async fn batched_trigger_outcomes_land_on_their_own_rows() {
         on_every_backend(outcomes_on_their_rows).await;

@@ -166,6 +166,7 @@ pub(crate) mod tests {
             .join("; ")
     }
 
+    /// SQLite URLs map to their file path; memory databases and other backends to none.
     #[test]
     fn sqlite_paths() {
         assert_eq!(
