@@ -12,9 +12,50 @@ use sea_orm::{
     Value,
 };
 
-use super::logs::{TriggerRecord, cap_msg};
 use crate::clock::ms_to_naive;
 use crate::error::Result;
+use crate::model::TriggerType;
+
+/// The handle-message cap on the admin side (spec §4.3).
+pub(crate) const HANDLE_MSG_MAX: usize = 15_000;
+
+/// Cuts a handle message to [`HANDLE_MSG_MAX`] characters.
+pub(crate) fn cap_msg(text: String) -> String {
+    if text.chars().count() > HANDLE_MSG_MAX {
+        text.chars().take(HANDLE_MSG_MAX).collect()
+    } else {
+        text
+    }
+}
+
+/// What a trigger wrote about one run.
+#[derive(Clone, Debug, Default)]
+pub struct TriggerRecord {
+    /// Log id.
+    pub log_id: i64,
+    /// The run's job (as on its row; lets the writer skip reading it back).
+    pub job_id: i32,
+    /// The run's chain depth (as on its row).
+    pub chain_depth: i16,
+    /// When it was dispatched, epoch ms.
+    pub trigger_ms: i64,
+    /// Chosen executor address.
+    pub executor_address: Option<String>,
+    /// Handler name.
+    pub executor_handler: Option<String>,
+    /// Effective param.
+    pub executor_param: Option<String>,
+    /// `i/n` for broadcast shards.
+    pub executor_sharding_param: Option<String>,
+    /// Retries left.
+    pub executor_fail_retry_count: i32,
+    /// `/run` answer code.
+    pub trigger_code: i32,
+    /// HTML summary.
+    pub trigger_msg: String,
+    /// Why it fired.
+    pub trigger_type: TriggerType,
+}
 
 /// Rows per statement (each row binds two parameters per column).
 const CHUNK: usize = 256;

@@ -5,6 +5,8 @@
 //! unique on job and nominal time) → [`claim`] by exactly one node at dispatch (a random token)
 //! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins).
 
+pub use super::log_batches::TriggerRecord;
+pub(crate) use super::log_batches::{HANDLE_MSG_MAX, cap_msg};
 use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
 use sea_orm::Condition;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
@@ -292,51 +294,10 @@ pub async fn insert_run(
     Ok(am.insert(c).await?.id)
 }
 
-/// What a trigger wrote about one run.
-#[derive(Clone, Debug, Default)]
-pub struct TriggerRecord {
-    /// Log id.
-    pub log_id: i64,
-    /// The run's job (as on its row; lets the writer skip reading it back).
-    pub job_id: i32,
-    /// The run's chain depth (as on its row).
-    pub chain_depth: i16,
-    /// When it was dispatched, epoch ms.
-    pub trigger_ms: i64,
-    /// Chosen executor address.
-    pub executor_address: Option<String>,
-    /// Handler name.
-    pub executor_handler: Option<String>,
-    /// Effective param.
-    pub executor_param: Option<String>,
-    /// `i/n` for broadcast shards.
-    pub executor_sharding_param: Option<String>,
-    /// Retries left.
-    pub executor_fail_retry_count: i32,
-    /// `/run` answer code.
-    pub trigger_code: i32,
-    /// HTML summary.
-    pub trigger_msg: String,
-    /// Why it fired.
-    pub trigger_type: TriggerType,
-}
-
 /// Writes a trigger's outcome onto its log row (the one-row case of
 /// `log_batches::record_triggers`).
 pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Result<()> {
     super::log_batches::record_triggers(c, std::slice::from_ref(&r)).await
-}
-
-/// The handle-message cap on the admin side (spec §4.3).
-pub(crate) const HANDLE_MSG_MAX: usize = 15_000;
-
-/// Cuts a handle message to [`HANDLE_MSG_MAX`] characters.
-pub(crate) fn cap_msg(text: String) -> String {
-    if text.chars().count() > HANDLE_MSG_MAX {
-        text.chars().take(HANDLE_MSG_MAX).collect()
-    } else {
-        text
-    }
 }
 
 /// Records a run's result unless one was already recorded (first result wins): the message is
