@@ -140,6 +140,9 @@ pub struct HttpConfig {
     pub bind: String,
     /// Timeout of each call to a remote executor, seconds (XXL-JOB: 3).
     pub client_timeout_secs: u64,
+    /// A PEM bundle of CA certificates trusted for `https://` executors and admins besides the
+    /// system's roots (empty: none).
+    pub client_ca_file: String,
 }
 
 impl Default for HttpConfig {
@@ -147,6 +150,7 @@ impl Default for HttpConfig {
         Self {
             bind: "127.0.0.1:8080".into(),
             client_timeout_secs: 3,
+            client_ca_file: String::new(),
         }
     }
 }

@@ -135,10 +135,11 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     }
     let bind = cfg.http.bind.clone();
     let token = access_token(&cfg)?;
-    let remote = xjob::executor::HttpExecutorClient::new(
+    let remote = xjob::executor::HttpExecutorClient::with_ca_file(
         Some(token.clone()),
         Duration::from_secs(cfg.http.client_timeout_secs),
-    );
+        &cfg.http.client_ca_file,
+    )?;
     let engine = Engine::builder(cfg)
         .handlers(xjob::demo::handlers()?)
         .remote_client(std::sync::Arc::new(remote))

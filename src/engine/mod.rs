@@ -276,7 +276,11 @@ impl EngineBuilder {
             alarms.push(Box::new(EmailAlarm::new(&cfg.alarm.smtp)?));
         }
         alarms.push(Box::new(WebhookAlarm::new(
-            HttpExecutorClient::new(None, Duration::from_secs(cfg.http.client_timeout_secs)),
+            HttpExecutorClient::with_ca_file(
+                None,
+                Duration::from_secs(cfg.http.client_timeout_secs),
+                &cfg.http.client_ca_file,
+            )?,
             Some(cfg.alarm.webhook_url.clone()),
         )));
         let fail_monitor = supervised(FailMonitor::new(

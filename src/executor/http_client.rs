@@ -4,16 +4,20 @@
 //! bound to its thread); callers get `Send` futures. Every call answers a `ReturnT`: a non-200
 //! status, an unparsable body or an I/O error become code 500 with XXL-JOB's texts.
 
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix::{Arbiter, ArbiterHandle};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use rustls::ClientConfig;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use super::ExecutorClient;
+use crate::error::{Error, Result};
 use crate::model::wire::{
     HandleCallbackParam, JobIdParam, LogParam, LogResult, RegistryParam, ReturnT, TriggerParam,
 };
@@ -23,10 +27,78 @@ use crate::token::TOKEN_HEADER;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 
 thread_local! {
-    static CLIENT: awc::Client = awc::Client::builder()
-        .connector(awc::Connector::new().limit(4096))
+    /// The client thread's pooled client (set when the thread starts, see
+    /// [`HttpExecutorClient::with_ca_file`]; built with the default roots otherwise).
+    static CLIENT: RefCell<Option<awc::Client>> = const { RefCell::new(None) };
+}
+
+/// This thread's client.
+fn client() -> awc::Client {
+    CLIENT.with(|c| {
+        c.borrow_mut()
+            .get_or_insert_with(|| build_client(default_tls()))
+            .clone()
+    })
+}
+
+fn build_client(tls: Option<Arc<ClientConfig>>) -> awc::Client {
+    let mut connector = awc::Connector::new().limit(4096);
+    if let Some(tls) = tls {
+        connector = connector.rustls_0_23(tls);
+    }
+    awc::Client::builder()
+        .connector(connector)
         .disable_redirects()
-        .finish();
+        .finish()
+}
+
+/// TLS with the default roots, built once (`None` if it cannot be built: `https://` calls then
+/// fail with the connector's error).
+fn default_tls() -> Option<Arc<ClientConfig>> {
+    static DEFAULT: OnceLock<Option<Arc<ClientConfig>>> = OnceLock::new();
+    DEFAULT
+        .get_or_init(|| match tls_config(None) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "HTTPS is unavailable");
+                None
+            }
+        })
+        .clone()
+}
+
+/// The client's TLS settings: certificates are verified against the system's roots, Mozilla's
+/// list and, when given, the PEM bundle at `ca_file` (a private CA); HTTP/1.1 only.
+pub(crate) fn tls_config(ca_file: Option<&str>) -> Result<Arc<ClientConfig>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    // a missing or partly unreadable system store leaves Mozilla's list
+    let system = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(system.certs);
+    if let Some(path) = ca_file.map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = |reason: String| Error::Config(format!("http.client_ca_file `{path}`: {reason}"));
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(e.to_string()))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(bad("holds no PEM certificate".into()));
+        }
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad("no certificate in it can be used as a root".into()));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// Calls remote executors over HTTP.
@@ -53,7 +125,7 @@ async fn post<T: DeserializeOwned>(
     token: Option<String>,
     timeout: Duration,
 ) -> ReturnT<T> {
-    let mut req = CLIENT.with(|c| c.post(&url));
+    let mut req = client().post(&url);
     req = req
         .timeout(timeout)
         .insert_header(("Content-Type", "application/json;charset=UTF-8"));
@@ -84,9 +156,31 @@ async fn post<T: DeserializeOwned>(
 
 impl HttpExecutorClient {
     /// A client on its own thread; `token` is sent when set; `timeout` bounds each call.
+    /// `https://` addresses are verified against the system's and Mozilla's roots.
     pub fn new(token: Option<String>, timeout: Duration) -> Self {
+        Self::on_thread(token, timeout, default_tls())
+    }
+
+    /// [`HttpExecutorClient::new`] that also trusts the certificates of the PEM bundle at
+    /// `ca_file` (`http.client_ca_file`: a private CA of executors or admins); an unreadable or
+    /// empty bundle is an error naming the key.
+    pub fn with_ca_file(token: Option<String>, timeout: Duration, ca_file: &str) -> Result<Self> {
+        if ca_file.trim().is_empty() {
+            return Ok(Self::new(token, timeout));
+        }
+        Ok(Self::on_thread(
+            token,
+            timeout,
+            Some(tls_config(Some(ca_file))?),
+        ))
+    }
+
+    fn on_thread(token: Option<String>, timeout: Duration, tls: Option<Arc<ClientConfig>>) -> Self {
+        let thread = Arbiter::new().handle();
+        // the thread's first task: everything it sends later goes through this client
+        thread.spawn_fn(move || CLIENT.with(|c| *c.borrow_mut() = Some(build_client(tls))));
         HttpExecutorClient {
-            thread: Arbiter::new().handle(),
+            thread,
             token,
             timeout,
         }
@@ -118,7 +212,7 @@ impl HttpExecutorClient {
     pub fn post_json(&self, url: &str, body: Vec<u8>) -> BoxFuture<'static, Result<u16, String>> {
         let (u, timeout) = (url.to_string(), self.timeout);
         let send = move || async move {
-            let req = CLIENT.with(|c| c.post(&u));
+            let req = client().post(&u);
             req.timeout(timeout)
                 .insert_header(("Content-Type", "application/json"))
                 .send_body(body)

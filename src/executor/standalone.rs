@@ -97,10 +97,11 @@ impl StandaloneExecutor {
             a => a.to_string(),
         };
         let log_dir = PathBuf::from(&cfg.executor.log_path);
-        let client = HttpExecutorClient::new(
+        let client = HttpExecutorClient::with_ca_file(
             Some(token.clone()),
             Duration::from_secs(cfg.http.client_timeout_secs),
-        );
+            &cfg.http.client_ca_file,
+        )?;
         let callbacks = CallbackActor::new(
             admins.clone(),
             client.clone(),
