@@ -116,7 +116,15 @@ pub(crate) fn page_bounds(offset: Option<u64>, limit: Option<u64>) -> Result<(u6
             reason: format!("must be between 1 and {MAX_LIMIT}"),
         });
     }
-    Ok((offset.unwrap_or(0), limit))
+    let offset = offset.unwrap_or(0);
+    // the databases take signed 64-bit numbers (a larger one made the SQLite driver panic)
+    if offset > i64::MAX as u64 {
+        return Err(Error::Invalid {
+            field: "offset",
+            reason: format!("must be at most {}", i64::MAX),
+        });
+    }
+    Ok((offset, limit))
 }
 
 /// A stored UTC DATETIME as RFC 3339 (`2026-11-21T14:00:00Z`).

@@ -20,6 +20,7 @@ fn props(fields: &[(&str, &str)]) -> Value {
     for (name, ty) in fields {
         let v = match *ty {
             "string?" => json!({ "type": ["string", "null"] }),
+            "integer?" => json!({ "type": ["integer", "null"] }),
             "integer[]" => json!({ "type": "array", "items": { "type": "integer" } }),
             "string[]" => json!({ "type": "array", "items": { "type": "string" } }),
             t => json!({ "type": t }),
@@ -52,6 +53,116 @@ const JOB_INPUT: &[(&str, &str)] = &[
     ("alarmWebhook", "string?"),
 ];
 
+/// `schema` (an object) with `required` properties and each `(property, constraints)` merged in.
+fn constrain(mut schema: Value, required: &[&str], extra: &[(&str, Value)]) -> Value {
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    for (name, more) in extra {
+        if let (Some(p), Some(m)) = (
+            schema["properties"][*name].as_object_mut(),
+            more.as_object(),
+        ) {
+            for (k, v) in m {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    schema
+}
+
+/// A new password's length rule.
+fn password() -> Value {
+    use crate::console::auth::{MAX_PASSWORD, MIN_PASSWORD};
+    json!({ "minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD })
+}
+
+/// The names of an enum's values.
+fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Value {
+    json!(all.iter().map(|v| name(*v)).collect::<Vec<_>>())
+}
+
+/// What `JobSpec::validate` enforces that a schema can say (a cron's validity, the group's and
+/// child jobs' existence cannot be).
+fn job_input() -> Value {
+    use crate::model::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
+    let count = json!({ "minimum": 0, "maximum": i32::MAX });
+    let zones: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
+    let mut s = constrain(
+        props(JOB_INPUT),
+        &["jobGroup", "jobDesc", "author"],
+        &[
+            ("jobGroup", json!({ "minimum": 1, "maximum": i32::MAX })),
+            ("jobDesc", json!({ "pattern": r"\S" })),
+            ("author", json!({ "pattern": r"\S" })),
+            (
+                "scheduleType",
+                json!({ "enum": names(ScheduleType::ALL, ScheduleType::as_str) }),
+            ),
+            (
+                "misfireStrategy",
+                json!({ "enum": names(MisfireStrategy::ALL, MisfireStrategy::as_str) }),
+            ),
+            (
+                "executorRouteStrategy",
+                json!({ "enum": names(RouteStrategy::ALL, RouteStrategy::as_str) }),
+            ),
+            (
+                "executorBlockStrategy",
+                json!({ "enum": names(BlockStrategy::ALL, BlockStrategy::as_str) }),
+            ),
+            (
+                "glueType",
+                json!({ "enum": names(GlueType::ALL, GlueType::as_str) }),
+            ),
+            ("executorTimeout", count.clone()),
+            ("executorFailRetryCount", count.clone()),
+            ("retryInterval", count),
+            (
+                "alarmWebhook",
+                json!({ "pattern": r"^(\s*|\s*https?://[\s\S]*)$" }),
+            ),
+            (
+                "childJobId",
+                json!({ "pattern": r"^[\s,]*([1-9][0-9]{0,8}[\s,]*)*$" }),
+            ),
+            ("timeZone", json!({ "enum": zones })),
+        ],
+    );
+    // a BEAN job (the default) names its handler
+    s["if"] = json!({ "properties": { "glueType": { "const": "BEAN" } } });
+    s["then"] = json!({ "required": ["executorHandler"],
+        "properties": { "executorHandler": { "type": "string", "pattern": r"\S" } } });
+    s
+}
+
+/// What `GroupInput` checks: the appname's length and characters, a title, and the address
+/// list a manual group must have.
+fn group_input_schema() -> Value {
+    let mut s = constrain(
+        props(&[
+            ("appName", "string"),
+            ("title", "string"),
+            ("addressType", "integer"),
+            ("addressList", "string?"),
+        ]),
+        &["appName", "title"],
+        &[
+            (
+                "appName",
+                json!({ "pattern": r"^[^<>\s][^<>]{2,62}[^<>\s]$" }),
+            ),
+            ("title", json!({ "maxLength": 64, "pattern": r"\S" })),
+            ("addressType", json!({ "enum": [0, 1] })),
+        ],
+    );
+    s["if"] =
+        json!({ "properties": { "addressType": { "const": 1 } }, "required": ["addressType"] });
+    s["then"] = json!({ "required": ["addressList"],
+        "properties": { "addressList": { "type": "string", "pattern": r"^\s*https?://" } } });
+    s
+}
+
 fn schemas() -> Value {
     let mut job = JOB_INPUT.to_vec();
     job.extend([
@@ -63,22 +174,21 @@ fn schemas() -> Value {
         ("triggerLastTime", "integer"),
         ("triggerNextTime", "integer"),
     ]);
-    let group_input = [
+    let mut group = vec![
         ("appName", "string"),
         ("title", "string"),
         ("addressType", "integer"),
         ("addressList", "string?"),
     ];
-    let mut group = group_input.to_vec();
     group.extend([
         ("id", "integer"),
         ("registryList", "string[]"),
         ("updateTime", "string?"),
     ]);
     json!({
-        "JobInput": props(JOB_INPUT),
+        "JobInput": job_input(),
         "Job": props(&job),
-        "GroupInput": props(&group_input),
+        "GroupInput": group_input_schema(),
         "Group": props(&group),
         "Log": props(&[
             ("id", "integer"), ("jobGroup", "integer"), ("jobId", "integer"),
@@ -87,23 +197,44 @@ fn schemas() -> Value {
             ("executorFailRetryCount", "integer"), ("triggerTime", "string?"),
             ("triggerCode", "integer"), ("triggerMsg", "string?"), ("handleTime", "string?"),
             ("handleCode", "integer"), ("handleMsg", "string?"), ("alarmStatus", "integer"),
-            ("triggerType", "string?"), ("fireTime", "integer"), ("status", "string"),
+            ("triggerType", "string?"), ("fireTime", "integer?"), ("status", "string"),
         ]),
         "LogContent": props(&[
             ("fromLine", "integer"), ("toLine", "integer"), ("content", "string"), ("end", "boolean"),
         ]),
-        "ClearInput": props(&[("jobGroup", "integer"), ("jobId", "integer"), ("type", "integer")]),
+        "ClearInput": constrain(
+            props(&[("jobGroup", "integer?"), ("jobId", "integer?"), ("type", "integer")]),
+            &["type"],
+            &[
+                ("jobGroup", json!({ "minimum": i32::MIN, "maximum": i32::MAX })),
+                ("jobId", json!({ "minimum": i32::MIN, "maximum": i32::MAX })),
+                ("type", json!({ "minimum": 1, "maximum": 9 })),
+            ],
+        ),
         "TriggerInput": props(&[("executorParam", "string?"), ("addressList", "string?")]),
         "Glue": props(&[
             ("jobId", "integer"), ("glueType", "string"), ("glueSource", "string?"),
             ("glueRemark", "string?"), ("glueUpdatetime", "string?"),
             ("history", "string[]"),
         ]),
-        "GlueInput": props(&[("glueSource", "string"), ("glueRemark", "string")]),
-        "UserInput": props(&[
-            ("username", "string"), ("password", "string?"), ("role", "integer"),
-            ("permission", "integer[]"),
-        ]),
+        "GlueInput": constrain(
+            props(&[("glueSource", "string"), ("glueRemark", "string")]),
+            &["glueSource", "glueRemark"],
+            &[("glueRemark", json!({ "minLength": 4, "maxLength": 100, "pattern": r"^\s*\S[\s\S]{2,}\S\s*$" }))],
+        ),
+        "UserInput": constrain(
+            props(&[
+                ("username", "string"), ("password", "string?"), ("role", "integer"),
+                ("permission", "integer[]"),
+            ]),
+            &["username", "role"],
+            &[
+                ("username", json!({ "pattern": "^[A-Za-z0-9_.@-]{4,20}$" })),
+                ("password", password()),
+                ("role", json!({ "enum": [0, 1] })),
+                ("permission", json!({ "items": { "type": "integer", "minimum": 1, "maximum": i32::MAX } })),
+            ],
+        ),
         "User": props(&[
             ("id", "integer"), ("username", "string"), ("role", "integer"),
             ("permission", "integer[]"),
@@ -112,9 +243,17 @@ fn schemas() -> Value {
             ("id", "integer"), ("username", "string"), ("role", "integer"),
             ("permission", "integer[]"), ("scriptsEnabled", "boolean"),
         ]),
-        "LoginInput": props(&[("username", "string"), ("password", "string")]),
+        "LoginInput": constrain(
+            props(&[("username", "string"), ("password", "string")]),
+            &["username", "password"],
+            &[],
+        ),
         "Login": props(&[("token", "string"), ("expiresAt", "integer")]),
-        "PasswordInput": props(&[("oldPassword", "string"), ("password", "string")]),
+        "PasswordInput": constrain(
+            props(&[("oldPassword", "string"), ("password", "string")]),
+            &["oldPassword", "password"],
+            &[("password", password())],
+        ),
         "Dashboard": props(&[
             ("jobInfoCount", "integer"), ("jobLogCount", "integer"),
             ("jobLogSuccessCount", "integer"), ("jobLogFailCount", "integer"),
@@ -197,6 +336,35 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
     }
 }
 
+/// The schema of a query parameter, as the server parses and checks it.
+fn query_schema(name: &str) -> Value {
+    let int32 = |min: i64| json!({ "type": "integer", "minimum": min, "maximum": i32::MAX });
+    match name {
+        "offset" => json!({ "type": "integer", "minimum": 0, "maximum": i64::MAX }),
+        "limit" => json!({ "type": "integer", "minimum": 1,
+                           "maximum": crate::console::MAX_LIMIT, "default": crate::console::DEFAULT_LIMIT }),
+        // 0 or less: every group / job
+        "jobGroup" | "jobId" => int32(i32::MIN as i64),
+        "fromLine" => int32(1),
+        "count" => json!({ "type": "integer", "minimum": 1,
+                           "maximum": crate::console::jobs::MAX_NEXT_TIMES }),
+        "triggerStatus" => json!({ "type": "integer", "enum": [-1, 0, 1] }),
+        // 0 users, 1 administrators, anything else both
+        "role" => json!({ "type": "integer", "minimum": i16::MIN, "maximum": i16::MAX }),
+        "status" => json!({ "type": "string", "enum": ["all", "success", "failed", "running"] }),
+        "scheduleType" => json!({ "type": "string", "enum": ["CRON", "FIX_RATE"] }),
+        // RFC 3339, epoch ms, or `yyyy-MM-dd[ HH:mm:ss]` in the center's zone
+        // (empty: no bound)
+        "from" | "to" => json!({ "type": "string", "anyOf": [
+            { "maxLength": 0 },
+            { "format": "date-time" },
+            { "pattern": "^-?[0-9]{1,15}$" },
+            { "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])( ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])?$" },
+        ] }),
+        _ => json!({ "type": "string" }),
+    }
+}
+
 /// The whole document.
 pub(crate) fn document() -> Value {
     let mut paths = Map::new();
@@ -204,13 +372,23 @@ pub(crate) fn document() -> Value {
         let (body, query, answer) = shape(method, path);
         let mut params: Vec<Value> = query
             .iter()
-            .map(|q| json!({ "name": q, "in": "query", "required": *q == "scheduleType", "schema": { "type": "string" } }))
+            .map(|q| json!({ "name": q, "in": "query", "required": *q == "scheduleType", "schema": query_schema(q) }))
             .collect();
         if path.contains("{id}") {
-            params.push(json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "integer" } }));
+            // run ids are 64-bit, every other id a positive 32-bit number
+            let max = if path.starts_with("/v1/logs") {
+                i64::MAX
+            } else {
+                i32::MAX as i64
+            };
+            params.push(json!({ "name": "id", "in": "path", "required": true,
+                "schema": { "type": "integer", "minimum": 1, "maximum": max } }));
         }
+        let created = *method == "post" && matches!(*path, "/v1/groups" | "/v1/jobs" | "/v1/users");
         let ok = if answer.is_null() {
             json!({ "204": { "description": "Done" } })
+        } else if created {
+            json!({ "201": { "description": "Created", "content": { "application/json": { "schema": answer } } } })
         } else {
             json!({ "200": { "description": "OK", "content": { "application/json": { "schema": answer } } } })
         };
@@ -228,8 +406,15 @@ pub(crate) fn document() -> Value {
             responses.insert(code.into(), e);
         }
         let mut op = json!({ "summary": summary, "parameters": params, "responses": responses });
+        if *path == "/v1/auth/login" {
+            let mut e = err.clone();
+            e["description"] = json!("Too many failed logins from this client; retry later");
+            op["responses"]["429"] = e;
+        }
         if let Some(b) = body {
-            op["requestBody"] = json!({ "required": true, "content": { "application/json": {
+            // a trigger's body (param, addresses) is optional
+            let required = *path != "/v1/jobs/{id}/trigger";
+            op["requestBody"] = json!({ "required": required, "content": { "application/json": {
                 "schema": { "$ref": format!("#/components/schemas/{b}") } } } });
         }
         if *path == "/v1/auth/login" {

@@ -9,10 +9,10 @@ use crate::console::Console;
 
 /// Mounts `/auth/*`.
 pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.route("/auth/login", web::post().to(login))
-        .route("/auth/logout", web::post().to(logout))
-        .route("/auth/password", web::post().to(password))
-        .route("/auth/me", web::get().to(me));
+    cfg.service(web::resource("/auth/login").route(web::post().to(login)))
+        .service(web::resource("/auth/logout").route(web::post().to(logout)))
+        .service(web::resource("/auth/password").route(web::post().to(password)))
+        .service(web::resource("/auth/me").route(web::get().to(me)));
 }
 
 #[derive(Deserialize)]

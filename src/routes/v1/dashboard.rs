@@ -8,8 +8,8 @@ use crate::console::Console;
 
 /// Mounts `/dashboard`.
 pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.route("/dashboard", web::get().to(counts))
-        .route("/dashboard/chart", web::get().to(chart));
+    cfg.service(web::resource("/dashboard").route(web::get().to(counts)))
+        .service(web::resource("/dashboard/chart").route(web::get().to(chart)));
 }
 
 async fn counts(c: web::Data<Console>, auth: Auth) -> ApiResult {

@@ -15,16 +15,16 @@ pub fn config(cfg: &mut web::ServiceConfig) {
             .route(web::get().to(list))
             .route(web::post().to(create)),
     )
-    .route("/jobs/next-fire-times", web::get().to(next_fire_times))
+    .service(web::resource("/jobs/next-fire-times").route(web::get().to(next_fire_times)))
     .service(
         web::resource("/jobs/{id}")
             .route(web::get().to(get))
             .route(web::put().to(update))
             .route(web::delete().to(delete)),
     )
-    .route("/jobs/{id}/start", web::post().to(start))
-    .route("/jobs/{id}/stop", web::post().to(stop))
-    .route("/jobs/{id}/trigger", web::post().to(trigger))
+    .service(web::resource("/jobs/{id}/start").route(web::post().to(start)))
+    .service(web::resource("/jobs/{id}/stop").route(web::post().to(stop)))
+    .service(web::resource("/jobs/{id}/trigger").route(web::post().to(trigger)))
     .service(
         web::resource("/jobs/{id}/glue")
             .route(web::get().to(glue))

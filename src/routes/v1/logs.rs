@@ -9,11 +9,11 @@ use crate::console::logs::{ClearInput, LogQuery};
 
 /// Mounts `/logs` (the fixed `clear` path before `{id}`).
 pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.route("/logs", web::get().to(list))
-        .route("/logs/clear", web::post().to(clear))
-        .route("/logs/{id}", web::get().to(get))
-        .route("/logs/{id}/content", web::get().to(content))
-        .route("/logs/{id}/kill", web::post().to(kill));
+    cfg.service(web::resource("/logs").route(web::get().to(list)))
+        .service(web::resource("/logs/clear").route(web::post().to(clear)))
+        .service(web::resource("/logs/{id}").route(web::get().to(get)))
+        .service(web::resource("/logs/{id}/content").route(web::get().to(content)))
+        .service(web::resource("/logs/{id}/kill").route(web::post().to(kill)));
 }
 
 async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<LogQuery>) -> ApiResult {

@@ -166,10 +166,21 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
     }
 }
 
-/// Parses JSON; an error names the field it concerns.
+/// Parses a JSON object; an error names the field it concerns.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Error> {
-    let de = &mut serde_json::Deserializer::from_slice(b);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut value: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::Invalid {
+        field: "body",
+        reason: format!("invalid JSON: {e}"),
+    })?;
+    // every /v1 body is an object (serde would also take a struct as an array of its fields)
+    if !value.is_object() {
+        return Err(Error::Invalid {
+            field: "body",
+            reason: "must be a JSON object".into(),
+        });
+    }
+    integral_floats_as_integers(&mut value);
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let reason = e.inner().to_string();
         let top = path.split(['.', '[']).next().unwrap_or_default();
@@ -184,6 +195,25 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, 
             reason: format!("invalid JSON: {reason}"),
         }
     })
+}
+
+/// JSON does not tell `8` from `8.0` (JSON Schema counts both as integers): a number with no
+/// fraction becomes an integer, so integer fields accept it.
+fn integral_floats_as_integers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
+    }
 }
 
 /// Field names serde puts in backticks in its messages (`missing field `jobDesc``).
