@@ -126,7 +126,9 @@ impl Ack {
 impl Drop for Ack {
     fn drop(&mut self) {
         if let Some(tx) = self.tx.get_mut().take() {
-            let _ = tx.send(self.ok.load(Ordering::Acquire));
+            // dropped while a batch panics: those results were not written
+            let ok = self.ok.load(Ordering::Acquire) && !std::thread::panicking();
+            let _ = tx.send(ok);
         }
     }
 }
@@ -648,7 +650,17 @@ mod sqlite {
                 }
             };
             let flush = closed || ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
-            batch(&mut conn, ops, &mut held, flush, &activity, &sink);
+            // a bug in one batch must not stop every later write: its transaction rolls back
+            // (dropped while unwinding), its waiters hear of the failure (their results are
+            // re-sent by executors), and the writer goes on with the next batch
+            let run = std::panic::AssertUnwindSafe(|| {
+                batch(&mut conn, ops, &mut held, flush, &activity, &sink)
+            });
+            if std::panic::catch_unwind(run).is_err() {
+                tracing::error!(
+                    "a run-row batch panicked; its writes are lost, the writer goes on"
+                );
+            }
             held_count.store(held.len(), Ordering::Release);
             if closed {
                 break;
@@ -976,6 +988,7 @@ mod sqlite {
 /// The pool backend: batches through sea-orm.
 mod pool {
     use super::*;
+    use futures::FutureExt;
 
     pub(super) async fn run(
         db: DatabaseConnection,
@@ -989,9 +1002,14 @@ mod pool {
                 attempt += 1;
                 // one transaction per batch, so a failed batch can be written again whole
                 let res = match db.begin().await {
-                    Ok(txn) => match write(&txn, &ops).await {
-                        Ok(f) => txn.commit().await.map(|_| f).map_err(Error::from),
-                        Err(e) => Err(e),
+                    // a panic in a batch is that batch's failure, not the writer's end
+                    Ok(txn) => match std::panic::AssertUnwindSafe(write(&txn, &ops))
+                        .catch_unwind()
+                        .await
+                    {
+                        Ok(Ok(f)) => txn.commit().await.map(|_| f).map_err(Error::from),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(Error::Stopped("a run-row batch panicked")),
                     },
                     Err(e) => Err(e.into()),
                 };
@@ -1174,6 +1192,33 @@ mod tests {
         );
         writer.release_lock();
         assert!(Target::of(&db).await.is_ok(), "released");
+        db.close().await.unwrap();
+    }
+
+    /// A batch that panics (here an `exec` closure with a bug) fails only its own callers:
+    /// the writer thread goes on and later writes land.
+    #[tokio::test]
+    async fn a_panicking_batch_does_not_stop_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, target, _job, ids) = fixture(dir.path(), None).await;
+        let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}));
+        let r = writer
+            .exec(|_| -> i32 { panic!("a bug in a batch (expected by this test)") })
+            .await;
+        assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
+        let done = HandleResult {
+            log_id: ids[0],
+            code: 200,
+            msg: Some("after the panic".into()),
+        };
+        assert!(writer.results_written(vec![done], 2_000).await.unwrap());
+        let row = logs::get(&db, ids[0]).await.unwrap();
+        assert_eq!(
+            (row.handle_code, row.handle_msg.as_deref()),
+            (200, Some("after the panic"))
+        );
+        writer.flush().await.unwrap();
+        writer.release_lock();
         db.close().await.unwrap();
     }
 
