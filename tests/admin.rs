@@ -486,3 +486,47 @@ fn reports_count_three_days_and_retention_deletes_old_runs() {
         app.close().await;
     });
 }
+
+/// A new executor's `/api/registry` joins it to its own group at once but does not wait for a
+/// whole refresh: another group's list (stale here) is left to the periodic tick.
+#[test]
+fn a_new_executor_joins_its_group_without_a_full_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let (db, now) = (app.engine.db(), xjob::testing::clock::ms_to_naive(T0));
+        let mine = xjob::testing::store::groups::insert(db, "joining-app", "Joining", 0, None, now)
+            .await
+            .unwrap();
+        let stale = Some("http://10.9.9.9:9999/".to_string());
+        let other =
+            xjob::testing::store::groups::insert(db, "other-app", "Other", 0, stale.clone(), now)
+                .await
+                .unwrap();
+        app.engine
+            .registry()
+            .send(Heartbeat {
+                app_name: "joining-app".into(),
+                address: "http://10.0.0.9:9999/".into(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let db = app.engine.db().clone();
+        let list = |id| {
+            let db = db.clone();
+            async move {
+                xjob::testing::store::groups::get(&db, id)
+                    .await
+                    .unwrap()
+                    .address_list
+            }
+        };
+        assert_eq!(list(mine).await.as_deref(), Some("http://10.0.0.9:9999/"));
+        assert_eq!(list(other).await, stale, "no full refresh on the request");
+        // the periodic refresh (every beat) rewrites the other group
+        app.advance(31_000).await;
+        assert_eq!(list(other).await, None);
+        app.close().await;
+    });
+}

@@ -77,6 +77,35 @@ impl RegistryActor {
         }
     }
 
+    /// Rewrites the address list of `app_name`'s automatic group (if it has one) from the live
+    /// registrations, and the dispatch directory with it.
+    async fn join(
+        db: &DatabaseConnection,
+        clock: &Clock,
+        directory: &Directory,
+        dead_secs: u64,
+        app_name: &str,
+    ) -> Result<()> {
+        let Some(g) = groups::by_app_name(db, app_name).await? else {
+            return Ok(());
+        };
+        if g.address_type != AddressType::Automatic.code() {
+            return Ok(());
+        }
+        let now = clock.now_ms();
+        let alive_after = crate::clock::ms_to_naive(now - dead_secs as i64 * 1000);
+        let live = registry::live_by_app(db, alive_after).await?;
+        let list = live
+            .get(app_name)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.join(","));
+        if list != g.address_list {
+            groups::set_address_list(db, g.id, list, crate::clock::ms_to_naive(now)).await?;
+            directory.load_groups(db).await?;
+        }
+        Ok(())
+    }
+
     /// Re-registers the local executor, evicts the dead, rewrites automatic groups' lists.
     pub async fn refresh(
         db: &DatabaseConnection,
@@ -177,8 +206,10 @@ impl Handler<Heartbeat> for RegistryActor {
             let new =
                 registry::upsert(&db, EXECUTOR_GROUP, &msg.app_name, &msg.address, now).await?;
             if new {
-                // a new executor joins its group's list now, not a beat period later
-                Self::refresh(&db, &clock, &dir, dead, None).await?;
+                // a new executor joins its group's list now, not a beat period later; the rest
+                // of a refresh (evictions, every other group) is the periodic tick's, so the
+                // executor's `/api/registry` does not wait for it
+                Self::join(&db, &clock, &dir, dead, &msg.app_name).await?;
             }
             Ok(())
         })
