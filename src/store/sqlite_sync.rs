@@ -3,6 +3,13 @@
 //! as cached prepared single-row statements inside the writer thread's transaction, O(rows),
 //! with no thread hop per statement and no multi-row statement to parse or cache.
 
+use std::sync::LazyLock;
+
+use crate::model::wire::FAIL_CODE;
+use crate::model::{AlarmStatus, TriggerStatus, fire_state};
+
+/// `trigger_status` of a running job, as the statements below spell it.
+const RUNNING: i16 = TriggerStatus::Running.code();
 use std::sync::Arc;
 
 use rusqlite::{Connection, params};
@@ -119,10 +126,14 @@ pub(crate) fn due_rows(
     after_id: i32,
     limit: u64,
 ) -> rusqlite::Result<Vec<DueRow>> {
-    let mut s = c.prepare_cached(
-        "SELECT id, update_time, trigger_last_time, trigger_next_time FROM xxl_job_info \
-         WHERE trigger_status = 1 AND trigger_next_time <= ?1 AND id > ?3 ORDER BY id LIMIT ?2",
-    )?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT id, update_time, trigger_last_time, trigger_next_time FROM xxl_job_info \
+             WHERE trigger_status = {RUNNING} AND trigger_next_time <= ?1 AND id > ?3 \
+             ORDER BY id LIMIT ?2"
+        )
+    });
+    let mut s = c.prepare_cached(&SQL)?;
     let rows = s.query_map(params![max_next, limit as i64, after_id], |r| {
         Ok(DueRow {
             id: r.get(0)?,
@@ -150,11 +161,13 @@ pub(crate) fn job_by_id(
 
 /// Marks a job running with its first fire time (as [`super::jobs::set_running`]).
 pub(crate) fn set_running(c: &Connection, id: i32, next: i64) -> rusqlite::Result<()> {
-    c.prepare_cached(
-        "UPDATE xxl_job_info SET trigger_status = 1, trigger_last_time = 0, \
-         trigger_next_time = ?2 WHERE id = ?1",
-    )?
-    .execute(params![id, next])?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE xxl_job_info SET trigger_status = {RUNNING}, trigger_last_time = 0, \
+             trigger_next_time = ?2 WHERE id = ?1"
+        )
+    });
+    c.prepare_cached(&SQL)?.execute(params![id, next])?;
     Ok(())
 }
 
@@ -184,11 +197,18 @@ pub(crate) fn insert_pending(
     job_of: impl Fn(i32) -> Option<Arc<crate::jobs::JobDef>>,
     read_ms: i64,
 ) -> rusqlite::Result<Vec<Fire>> {
-    let mut s = c.prepare_cached(
-        "INSERT OR IGNORE INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
-         executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
-         VALUES (?1, ?2, ?3, 0, 0, 0, 0, ?4, 1, ?5, 0)",
-    )?;
+    // a pending fire: no trigger or handle code yet, alarm unchecked
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT OR IGNORE INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+             handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state, \
+             trigger_type, chain_depth) \
+             VALUES (?1, ?2, ?3, 0, 0, 0, {}, ?4, {}, ?5, 0)",
+            AlarmStatus::Unchecked.code(),
+            fire_state::PENDING
+        )
+    });
+    let mut s = c.prepare_cached(&SQL)?;
     let mut out = Vec::with_capacity(fires.len());
     for f in fires {
         // no RETURNING (it builds an ephemeral table per row): a row was inserted when one
@@ -216,10 +236,13 @@ pub(crate) fn insert_pending(
 
 /// Writes schedule updates (as [`super::jobs::update_schedules`]): only rows still running.
 pub(crate) fn update_schedules(c: &Connection, updates: &[ScheduleUpdate]) -> rusqlite::Result<()> {
-    let mut s = c.prepare_cached(
-        "UPDATE OR IGNORE xxl_job_info SET trigger_last_time = ?2, trigger_next_time = ?3, \
-         trigger_status = ?4 WHERE id = ?1 AND trigger_status = 1",
-    )?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE OR IGNORE xxl_job_info SET trigger_last_time = ?2, trigger_next_time = ?3, \
+             trigger_status = ?4 WHERE id = ?1 AND trigger_status = {RUNNING}"
+        )
+    });
+    let mut s = c.prepare_cached(&SQL)?;
     for u in updates {
         s.execute(params![u.id, u.last, u.next, u.status])?;
     }
@@ -233,10 +256,16 @@ pub(crate) fn fail_orphaned_claims(
     before: i64,
     now_ms: i64,
 ) -> rusqlite::Result<u64> {
-    let mut s = c.prepare_cached(
-        "UPDATE xxl_job_log SET fire_state = 0, trigger_code = 500, trigger_time = ?2, \
-         trigger_msg = ?3 WHERE fire_state > 1 AND trigger_code = 0 AND fire_time <= ?1",
-    )?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE xxl_job_log SET fire_state = {}, trigger_code = {FAIL_CODE}, \
+             trigger_time = ?2, trigger_msg = ?3 \
+             WHERE fire_state > {} AND trigger_code = 0 AND fire_time <= ?1",
+            fire_state::DISPATCHED,
+            fire_state::PENDING
+        )
+    });
+    let mut s = c.prepare_cached(&SQL)?;
     Ok(s.execute(params![
         before,
         naive_text(now_ms),

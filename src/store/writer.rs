@@ -468,19 +468,51 @@ mod sqlite {
     use rusqlite::{Connection, OptionalExtension, params};
     use std::time::Instant;
 
-    /// The result columns, shared by the result-only and the combined update (parameters
-    /// ?11–?14; ?1 is the log id). A message is appended to one the row already has (after
-    /// `<br>`), capped at [`HANDLE_MSG_MAX`] characters; a success sets `alarm_status` 0 → 1 (no
-    /// alarm needed) and never moves an alarm state the fail monitor already set.
-    const RESULT_SET: &str = "handle_code = ?11, handle_time = ?12, \
-        handle_msg = CASE WHEN ?13 IS NULL THEN handle_msg \
-                          WHEN handle_msg IS NULL OR handle_msg = '' THEN ?13 \
-                          ELSE substr(handle_msg || '<br>' || ?13, 1, ?14) END, \
-        alarm_status = CASE WHEN alarm_status = 0 AND ?11 = 200 THEN 1 ELSE alarm_status END";
-    /// The trigger-outcome columns (parameters ?2–?10).
-    const OUTCOME_SET: &str = "trigger_time = ?2, executor_address = ?3, executor_handler = ?4, \
-        executor_param = ?5, executor_sharding_param = ?6, executor_fail_retry_count = ?7, \
-        trigger_code = ?8, trigger_msg = ?9, trigger_type = ?10, fire_state = 0";
+    /// The writer's three updates, built once from the named stored values.
+    struct Statements {
+        /// Outcome and result in one update (a run without a result yet).
+        combined: String,
+        /// The result alone (a run without a result yet).
+        result: String,
+        /// The outcome alone.
+        outcome: String,
+    }
+
+    static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(|| {
+        use crate::model::{AlarmStatus, fire_state};
+        let (unchecked, not_needed) =
+            (AlarmStatus::Unchecked.code(), AlarmStatus::NotNeeded.code());
+        // The result columns (parameters ?11–?14; ?1 is the log id). A message is appended to
+        // one the row already has (after `<br>`), capped at `HANDLE_MSG_MAX` characters; a
+        // success moves `alarm_status` from unchecked to not needed and never moves an alarm
+        // state the fail monitor already set.
+        let result_set = format!(
+            "handle_code = ?11, handle_time = ?12, \
+             handle_msg = CASE WHEN ?13 IS NULL THEN handle_msg \
+                               WHEN handle_msg IS NULL OR handle_msg = '' THEN ?13 \
+                               ELSE substr(handle_msg || '<br>' || ?13, 1, ?14) END, \
+             alarm_status = CASE WHEN alarm_status = {unchecked} AND ?11 = {SUCCESS_CODE} \
+                                 THEN {not_needed} ELSE alarm_status END"
+        );
+        // The trigger-outcome columns (parameters ?2–?10).
+        let outcome_set = format!(
+            "trigger_time = ?2, executor_address = ?3, executor_handler = ?4, \
+             executor_param = ?5, executor_sharding_param = ?6, executor_fail_retry_count = ?7, \
+             trigger_code = ?8, trigger_msg = ?9, trigger_type = ?10, \
+             fire_state = {}",
+            fire_state::DISPATCHED
+        );
+        Statements {
+            combined: format!(
+                "UPDATE OR IGNORE xxl_job_log SET {outcome_set}, {result_set} \
+                 WHERE id = ?1 AND handle_code = 0"
+            ),
+            result: format!(
+                "UPDATE OR IGNORE xxl_job_log SET {result_set} WHERE id = ?1 AND handle_code = 0"
+            ),
+            outcome: format!("UPDATE OR IGNORE xxl_job_log SET {outcome_set} WHERE id = ?1"),
+        }
+    });
 
     fn open(path: &str) -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
@@ -912,18 +944,10 @@ mod sqlite {
         let tx = conn.transaction()?;
         let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
         {
-            let combined_sql = format!(
-                "UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET}, {RESULT_SET} \
-                 WHERE id = ?1 AND handle_code = 0"
-            );
-            let result_sql = format!(
-                "UPDATE OR IGNORE xxl_job_log SET {RESULT_SET} WHERE id = ?1 AND handle_code = 0"
-            );
-            let outcome_sql =
-                format!("UPDATE OR IGNORE xxl_job_log SET {OUTCOME_SET} WHERE id = ?1");
+            let sql = &*STATEMENTS;
             for &r in outcomes {
                 if let Some((item, at)) = results.remove(&r.log_id) {
-                    let mut s = tx.prepare_cached(&combined_sql)?;
+                    let mut s = tx.prepare_cached(&sql.combined)?;
                     bind_outcome(&mut s, r)?;
                     bind_result(&mut s, item, at)?;
                     if s.raw_execute()? == 1 {
@@ -932,7 +956,7 @@ mod sqlite {
                     }
                     // the run already had a result (a kill): its outcome still counts
                 }
-                let mut s = tx.prepare_cached(&outcome_sql)?;
+                let mut s = tx.prepare_cached(&sql.outcome)?;
                 bind_outcome(&mut s, r)?;
                 s.raw_execute()?;
             }
@@ -940,7 +964,7 @@ mod sqlite {
                 let Some((item, at)) = results.remove(&id) else {
                     continue;
                 };
-                let mut s = tx.prepare_cached(&result_sql)?;
+                let mut s = tx.prepare_cached(&sql.result)?;
                 bind_result(&mut s, item, at)?;
                 if s.raw_execute()? == 1
                     && item.code == SUCCESS_CODE
