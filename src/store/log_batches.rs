@@ -323,9 +323,11 @@ pub(crate) async fn record_handles(
             (
                 "alarm_status",
                 format!(
-                    "CASE WHEN xxl_job_log.alarm_status = 0 AND v.v_handle_code = {} \
-                     THEN 1 ELSE xxl_job_log.alarm_status END",
-                    crate::model::wire::SUCCESS_CODE
+                    "CASE WHEN xxl_job_log.alarm_status = {} AND v.v_handle_code = {} \
+                     THEN {} ELSE xxl_job_log.alarm_status END",
+                    crate::model::AlarmStatus::Unchecked.code(),
+                    crate::model::wire::SUCCESS_CODE,
+                    crate::model::AlarmStatus::NotNeeded.code()
                 ),
             ),
             ("handle_time", "v.v_handle_time".to_string()),
