@@ -299,3 +299,105 @@ fn remote_xxl_executors_register_run_call_back_and_one_dies() {
         node.shutdown().await;
     });
 }
+
+/// A stand-in executor answering `/log` as XXL-JOB's do: every line from `fromLineNum` to the
+/// end of `file` in one body, `toLineNum` the file's line count. Answers its address.
+fn whole_file_log_server(file: Arc<Vec<String>>) -> (String, actix_web::dev::ServerHandle) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!(
+        "http://127.0.0.1:{}/",
+        listener.local_addr().unwrap().port()
+    );
+    let server = HttpServer::new(move || {
+        let file = file.clone();
+        App::new().route(
+            "/log",
+            web::post().to(move |p: web::Json<Value>| {
+                let file = file.clone();
+                async move {
+                    let from = p["fromLineNum"].as_u64().unwrap_or(1).max(1) as usize;
+                    let mut content = String::new();
+                    for l in file.iter().skip(from - 1) {
+                        content.push_str(l);
+                        content.push('\n');
+                    }
+                    HttpResponse::Ok().json(json!({
+                        "code": 200,
+                        "msg": null,
+                        "content": {
+                            "fromLineNum": from,
+                            "toLineNum": file.len(),
+                            "logContent": content,
+                            "end": false,
+                        },
+                    }))
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    (address, handle)
+}
+
+/// A foreign executor's `/log` answer far over the 5 MiB read per answer (its whole 12 MiB file,
+/// quotes, tabs, Chinese and emoji included, one line longer than a page) is read page by page:
+/// every line once, in order, the long line cut and marked, and the reader reaches the end.
+#[test]
+fn a_foreign_executors_log_of_any_size_is_read_in_pages() {
+    use xjob::executor::{ExecutorClient, HttpExecutorClient};
+    use xjob::model::wire::LogParam;
+    init_tracing();
+    actix_rt::System::new().block_on(async {
+        let mut lines: Vec<String> = (0..150_000)
+            .map(|i| format!("{i:06} \"quoted\"\tline 中文 😀 {}", "x".repeat(40)))
+            .collect();
+        lines[100_000] = "y".repeat(6 * 1024 * 1024);
+        let file = Arc::new(lines);
+        let (address, server) = whole_file_log_server(file.clone());
+        let client = HttpExecutorClient::new(None, Duration::from_secs(20));
+        let (mut from, mut read, mut pages) = (1usize, Vec::new(), 0);
+        loop {
+            let param = LogParam {
+                log_date_tim: 0,
+                log_id: 1,
+                from_line_num: from as i32,
+            };
+            let r = client.log(&address, param).await;
+            assert!(r.is_success(), "{:?}", r.msg);
+            let page = r.content.unwrap();
+            assert_eq!(page.from_line_num as usize, from);
+            if page.from_line_num > page.to_line_num {
+                break;
+            }
+            let got: Vec<&str> = page.log_content.lines().collect();
+            assert_eq!(
+                got.len(),
+                (page.to_line_num - page.from_line_num + 1) as usize
+            );
+            read.extend(got.into_iter().map(str::to_string));
+            from = page.to_line_num as usize + 1;
+            pages += 1;
+            assert!(pages < 100, "the reader makes progress");
+        }
+        assert!(pages >= 4, "12 MiB takes several 5 MiB pages, read {pages}");
+        assert_eq!(read.len(), file.len());
+        for (i, (got, want)) in read.iter().zip(file.iter()).enumerate() {
+            if i == 100_000 {
+                assert!(
+                    got.starts_with("yyyy") && got.contains("line cut"),
+                    "{}",
+                    &got[got.len() - 60..]
+                );
+                assert!(got.len() < 5 * 1024 * 1024 + 100);
+            } else {
+                assert_eq!(got, want, "line {}", i + 1);
+            }
+        }
+        server.stop(true).await;
+    });
+}

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use super::ExecutorClient;
+use super::log_page::{LOG_BODY_CAP, page_from_prefix};
 use crate::error::{Error, Result};
 use crate::model::wire::{
     HandleCallbackParam, JobIdParam, LogParam, LogResult, RegistryParam, ReturnT, TriggerParam,
@@ -119,37 +120,114 @@ pub(super) fn join_url(address: &str, path: &str) -> String {
     }
 }
 
-async fn post<T: DeserializeOwned>(
-    url: String,
+/// Sends the POST; a failed send or a status other than 200 is the failure it answers.
+async fn send(
+    url: &str,
     body: Vec<u8>,
     token: Option<String>,
     timeout: Duration,
-) -> ReturnT<T> {
-    let mut req = client().post(&url);
+) -> std::result::Result<Response, ReturnT<()>> {
+    let mut req = client().post(url);
     req = req
         .timeout(timeout)
         .insert_header(("Content-Type", "application/json;charset=UTF-8"));
     if let Some(t) = token.as_deref().filter(|t| !t.trim().is_empty()) {
         req = req.insert_header((TOKEN_HEADER, t));
     }
-    let mut resp = match req.send_body(body).await {
+    let resp = match req.send_body(body).await {
         Ok(r) => r,
-        Err(e) => return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}")),
+        Err(e) => {
+            return Err(ReturnT::fail(format!(
+                "xxl-job remoting error({e}), for url : {url}"
+            )));
+        }
     };
     if resp.status().as_u16() != 200 {
-        return ReturnT::fail(format!(
+        return Err(ReturnT::fail(format!(
             "xxl-job remoting fail, StatusCode({}) invalid. for url : {url}",
             resp.status().as_u16()
-        ));
+        )));
     }
-    let bytes = match resp.body().limit(5 * 1024 * 1024).await {
+    Ok(resp)
+}
+
+type Response = awc::ClientResponse;
+
+fn refail<T>(f: ReturnT<()>) -> ReturnT<T> {
+    ReturnT {
+        code: f.code,
+        msg: f.msg,
+        content: None,
+    }
+}
+
+fn invalid<T>(url: &str, bytes: &[u8]) -> ReturnT<T> {
+    ReturnT::fail(format!(
+        "xxl-job remoting (url={url}) response content invalid({}).",
+        String::from_utf8_lossy(bytes)
+    ))
+}
+
+async fn post<T: DeserializeOwned>(
+    url: String,
+    body: Vec<u8>,
+    token: Option<String>,
+    timeout: Duration,
+) -> ReturnT<T> {
+    let mut resp = match send(&url, body, token, timeout).await {
+        Ok(r) => r,
+        Err(f) => return refail(f),
+    };
+    let bytes = match resp.body().limit(LOG_BODY_CAP).await {
         Ok(b) => b,
         Err(e) => return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}")),
     };
-    serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+    serde_json::from_slice(&bytes).unwrap_or_else(|_| invalid(&url, &bytes))
+}
+
+/// `/log`: reads at most [`LOG_BODY_CAP`] bytes of the answer; a longer one (a foreign
+/// executor sends the whole rest of the file) is read as the page of whole lines in that prefix.
+async fn post_log(
+    url: String,
+    body: Vec<u8>,
+    token: Option<String>,
+    timeout: Duration,
+    from: i32,
+) -> ReturnT<LogResult> {
+    use futures::StreamExt;
+    let mut resp = match send(&url, body, token, timeout).await {
+        Ok(r) => r,
+        Err(f) => return refail(f),
+    };
+    let read = async {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.next().await {
+            bytes.extend_from_slice(&chunk?);
+            if bytes.len() >= LOG_BODY_CAP {
+                bytes.truncate(LOG_BODY_CAP);
+                return Ok((bytes, false));
+            }
+        }
+        Ok::<_, awc::error::PayloadError>((bytes, true))
+    };
+    let (bytes, whole) = match actix_rt::time::timeout(timeout, read).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => {
+            return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}"));
+        }
+        Err(_) => {
+            return ReturnT::fail(format!(
+                "xxl-job remoting error(timed out reading the answer), for url : {url}"
+            ));
+        }
+    };
+    if whole {
+        return serde_json::from_slice(&bytes).unwrap_or_else(|_| invalid(&url, &bytes));
+    }
+    // the connection is dropped with the rest of the body unread
+    page_from_prefix(&bytes, from).unwrap_or_else(|| {
         ReturnT::fail(format!(
-            "xxl-job remoting (url={url}) response content invalid({}).",
-            String::from_utf8_lossy(&bytes)
+            "xxl-job remoting (url={url}) answered more than {LOG_BODY_CAP} bytes that hold no log page"
         ))
     })
 }
@@ -288,6 +366,19 @@ impl ExecutorClient for HttpExecutorClient {
     }
 
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
-        self.call(address, "log", &param)
+        let url = join_url(address, "log");
+        let payload = match serde_json::to_vec(&param) {
+            Ok(p) => p,
+            Err(e) => {
+                return futures::future::ready(ReturnT::fail(format!("request encoding: {e}")))
+                    .boxed();
+            }
+        };
+        let (token, timeout, u) = (self.token.clone(), self.timeout, url.clone());
+        let stopped = ReturnT::fail(format!(
+            "xxl-job remoting error(client thread stopped), for url : {url}"
+        ));
+        let from = param.from_line_num;
+        self.on_client_thread(move || post_log(u, payload, token, timeout, from), stopped)
     }
 }

@@ -13,6 +13,7 @@ mod handlers;
 mod http_client;
 mod job_thread;
 pub(crate) mod local;
+mod log_page;
 mod registrar;
 pub(crate) mod script;
 pub(crate) mod server;
