@@ -33,15 +33,18 @@ impl Handler<Callback> for Probe {
     }
 }
 
-/// Answered by the probe in mailbox order: everything sent to it before has been handled.
+/// Answered by the probe in mailbox order with the number of results it had received by
+/// then: what was sent to it before the ping, not what arrives while the answer travels.
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "usize")]
 struct Ping;
 
 impl Handler<Ping> for Probe {
-    type Result = ();
+    type Result = usize;
 
-    fn handle(&mut self, _: Ping, _: &mut Self::Context) {}
+    fn handle(&mut self, _: Ping, _: &mut Self::Context) -> usize {
+        self.0.lock().len()
+    }
 }
 
 type Events = Arc<Mutex<Vec<(&'static str, i64, i64)>>>;
@@ -633,13 +636,17 @@ fn shutdown_answers_after_the_killed_runs_reported() {
         yields(8).await;
         // from a task of the event loop (as the executor's stop runs), not the test's own
         // future, so the order of the loop's tasks decides what the ping overtakes
-        actix::spawn(async move {
+        let before_ping = actix::spawn(async move {
             exec.send(Shutdown).await.unwrap();
             // no yield: only what reached the probe's mailbox before this ping counts
-            probe.send(Ping).await.unwrap();
+            probe.send(Ping).await.unwrap()
         })
         .await
         .unwrap();
+        assert_eq!(
+            before_ping, 2,
+            "both results were handed over before the answer"
+        );
         let mut got: Vec<(i64, String)> = results
             .lock()
             .iter()

@@ -453,3 +453,114 @@ fn an_executor_cleans_old_run_logs_when_it_starts() {
         exec.stop().await;
     });
 }
+
+/// `stop` hands the killed runs' results to the admin before it leaves: a run still running
+/// and one queued behind it each arrive in a callback ("[job running, killed]" and "[job not
+/// executed, …]"), and `registryRemove` comes after them; no result is left spooled.
+#[test]
+fn stop_sends_the_killed_runs_results_before_deregistering() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        // what the stand-in admin received, in order
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = format!("http://{}/", listener.local_addr().unwrap());
+        let s = seen.clone();
+        let server = HttpServer::new(move || {
+            let s = s.clone();
+            App::new().route(
+                "/api/{what}",
+                web::post().to(move |what: web::Path<String>, body: web::Json<Value>| {
+                    let s = s.clone();
+                    async move {
+                        let what = what.into_inner();
+                        if what == "callback" {
+                            for r in body.as_array().cloned().unwrap_or_default() {
+                                s.lock().push(format!(
+                                    "callback {} {}",
+                                    r["logId"],
+                                    r["handleMsg"].as_str().unwrap_or_default()
+                                ));
+                            }
+                        } else {
+                            s.lock().push(what);
+                        }
+                        HttpResponse::Ok().json(json!({"code": 200}))
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .listen(listener)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+
+        let mut handlers = xjob::executor::HandlerRegistry::new();
+        handlers
+            .register_fn("hang", |_ctx| futures::future::pending())
+            .unwrap();
+        let mut cfg = executor_config(dir.path(), &admin);
+        cfg.executor.callback_retry_secs = 3600;
+        let exec =
+            StandaloneExecutor::start(&cfg, handlers, Some(TcpListener::bind("127.0.0.1:0").unwrap()))
+                .await
+                .unwrap();
+        let address = exec.address.clone();
+        eventually("registered", 10, || async {
+            seen.lock().iter().any(|e| e == "registry")
+        })
+        .await;
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
+        for log_id in [41, 42] {
+            let r = client
+                .run(
+                    &address,
+                    TriggerParam {
+                        job_id: 9,
+                        executor_handler: Some("hang".into()),
+                        executor_block_strategy: Some("SERIAL_EXECUTION".into()),
+                        log_id,
+                        ..Default::default()
+                    },
+                )
+                .await;
+            assert_eq!(r.code, 200, "{:?}", r.msg);
+        }
+        eventually("running", 10, || async {
+            client.idle_beat(&address, 9).await.code != 200
+        })
+        .await;
+        exec.stop().await;
+
+        let seen = seen.lock().clone();
+        let remove = seen
+            .iter()
+            .position(|e| e == "registryRemove")
+            .expect("deregistered");
+        let mut results: Vec<&String> = seen[..remove]
+            .iter()
+            .filter(|e| e.starts_with("callback"))
+            .collect();
+        results.sort();
+        assert_eq!(
+            results,
+            [
+                "callback 41 web container destroy and kill the job. [job running, killed]",
+                "callback 42 web container destroy and kill the job. [job not executed, in the job queue, killed.]",
+            ],
+            "{seen:?}"
+        );
+        assert!(
+            !seen[remove..].iter().any(|e| e.starts_with("callback")),
+            "{seen:?}"
+        );
+        let spooled = std::fs::read_dir(dir.path().join("exec-logs/callbacklog"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(spooled, 0, "nothing left to retry");
+        handle.stop(false).await;
+    });
+}
