@@ -172,6 +172,7 @@ pub mod testing {
     }
     /// The center's actors and their messages.
     pub mod actors {
+        pub use crate::actors::complete::RecordResults;
         pub use crate::actors::log_report::{CleanLogs, RefreshReport};
         pub use crate::actors::registry::Heartbeat;
         pub use crate::actors::ring::{PushRing, Ring, RingActor};

@@ -278,3 +278,76 @@ fn a_scan_records_nothing_while_dispatch_is_behind() {
         engine.db().clone().close().await.unwrap();
     });
 }
+
+/// `/api/callback`'s write (`RecordResults`) answers once the results are written, while the
+/// child job they trigger still waits for a place in a full lane; the child runs once the lane
+/// frees. (An executor re-sends a callback its 3 s timeout cuts off.)
+#[test]
+fn a_callback_answers_while_its_child_trigger_waits_for_a_lane() {
+    use xjob::model::wire::HandleCallbackParam;
+    use xjob::testing::actors::RecordResults;
+    let dir = tempfile::tempdir().unwrap();
+    let client = GatedClient::default();
+    run_paused(|| async {
+        let (engine, group) = engine_with(dir.path(), client.clone(), |_| {}).await;
+        let child = engine
+            .add_job(JobSpec::cron(group, "child", "0 0 0 * * ?", "anything"))
+            .await
+            .unwrap();
+        let mut spec = JobSpec::cron(group, "parent", "0 0 0 * * ?", "anything");
+        spec.child_job_id = Some(child.to_string());
+        let parent = engine.add_job(spec).await.unwrap();
+        let run = xjob::testing::store::logs::insert_run(
+            engine.db(),
+            group,
+            parent,
+            0,
+            xjob::model::TriggerType::Manual,
+            0,
+        )
+        .await
+        .unwrap();
+        // both fast places held by another job's runs
+        let filler = engine
+            .add_job(JobSpec::cron(group, "filler", "0 0 0 * * ?", "anything"))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            engine.trigger_job(filler, None, None).await.unwrap();
+        }
+        wait_until(&engine, "lane full", |s| s.fast_in_flight == 2).await;
+        let result = HandleCallbackParam {
+            log_id: run,
+            log_date_tim: 0,
+            handle_code: 200,
+            handle_msg: None,
+        };
+        // paused time: a write stuck behind the lane would run the clock to the timeout
+        tokio::time::timeout(
+            Duration::from_secs(3),
+            engine.complete().send(RecordResults(vec![result])),
+        )
+        .await
+        .expect("the callback answers while the lane is full")
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            xjob::testing::store::logs::get(engine.db(), run)
+                .await
+                .unwrap()
+                .handle_code,
+            200,
+            "written before the answer"
+        );
+        wait_until(&engine, "the child waits", |s| s.fast_waiting == 1).await;
+        assert_eq!(client.calls.load(Ordering::SeqCst), 2);
+        client.gate.add_permits(3);
+        wait_until(&engine, "all complete", |s| s.completed == 3).await;
+        settle(engine.activity()).await;
+        let runs = xjob::testing::store::logs::for_job(engine.db(), child)
+            .await
+            .unwrap();
+        assert_eq!(runs.len(), 1, "the child ran once");
+        engine.db().clone().close().await.unwrap();
+    });
+}
