@@ -12,6 +12,7 @@ use common::*;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::Semaphore;
+use xjob::console::Paging;
 use xjob::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
 use xjob::prelude::*;
 use xjob::testing::actors::PoolStats;
@@ -297,16 +298,12 @@ fn a_callback_answers_while_its_child_trigger_waits_for_a_lane() {
         let mut spec = JobSpec::cron(group, "parent", "0 0 0 * * ?", "anything");
         spec.child_job_id = Some(child.to_string());
         let parent = engine.add_job(spec).await.unwrap();
-        let run = xjob::testing::store::logs::insert_run(
-            engine.db(),
-            group,
-            parent,
-            0,
-            xjob::model::TriggerType::Manual,
-            0,
-        )
-        .await
-        .unwrap();
+        // one run of the parent, dispatched (one permit) and recorded
+        client.gate.add_permits(1);
+        engine.trigger_job(parent, None, None).await.unwrap();
+        wait_until(&engine, "the parent dispatched", |s| s.completed == 1).await;
+        let runs = engine.runs(parent, Paging::default()).await.unwrap();
+        let run = runs.items[0].id;
         // both fast places held by another job's runs
         let filler = engine
             .add_job(JobSpec::cron(group, "filler", "0 0 0 * * ?", "anything"))
@@ -316,6 +313,7 @@ fn a_callback_answers_while_its_child_trigger_waits_for_a_lane() {
             engine.trigger_job(filler, None, None).await.unwrap();
         }
         wait_until(&engine, "lane full", |s| s.fast_in_flight == 2).await;
+        wait_calls(&client, 3).await;
         let result = HandleCallbackParam {
             log_id: run,
             log_date_tim: 0,
@@ -332,22 +330,21 @@ fn a_callback_answers_while_its_child_trigger_waits_for_a_lane() {
         .unwrap()
         .unwrap();
         assert_eq!(
-            xjob::testing::store::logs::get(engine.db(), run)
-                .await
-                .unwrap()
-                .handle_code,
+            engine.run(run).await.unwrap().handle_code,
             200,
             "written before the answer"
         );
         wait_until(&engine, "the child waits", |s| s.fast_waiting == 1).await;
-        assert_eq!(client.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            client.calls.load(Ordering::SeqCst),
+            3,
+            "the child is not dispatched"
+        );
         client.gate.add_permits(3);
-        wait_until(&engine, "all complete", |s| s.completed == 3).await;
+        wait_until(&engine, "all complete", |s| s.completed == 4).await;
         settle(engine.activity()).await;
-        let runs = xjob::testing::store::logs::for_job(engine.db(), child)
-            .await
-            .unwrap();
-        assert_eq!(runs.len(), 1, "the child ran once");
+        let runs = engine.runs(child, Paging::default()).await.unwrap();
+        assert_eq!(runs.total, 1, "the child ran once");
         engine.db().clone().close().await.unwrap();
     });
 }
