@@ -295,6 +295,11 @@ pub struct ExecutorConfig {
     pub access_token: String,
     /// Seconds between retries of spooled callbacks (XXL-JOB: 30).
     pub callback_retry_secs: u64,
+    /// URL prefixes the built-in `httpJobHandler` may call (a list, or one comma-separated
+    /// string): `https://api.example.com/v1` allows that host and port under `/v1`. Empty (the
+    /// default) = it calls nothing.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub http_allowlist: Vec<String>,
 }
 
 /// A list of strings given as a list or as one comma-separated string (XXL-JOB writes lists
@@ -344,6 +349,7 @@ impl Default for ExecutorConfig {
             port: 9999,
             access_token: String::new(),
             callback_retry_secs: 30,
+            http_allowlist: Vec::new(),
         }
     }
 }
@@ -382,6 +388,7 @@ impl Config {
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");
         }
+        crate::executor::builtin::Allowlist::parse(&self.executor.http_allowlist)?;
         Ok(())
     }
 

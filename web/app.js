@@ -142,7 +142,7 @@ function field(label, name, value, kind = 'text', options = {}) {
     input.value = value ?? '';
   } else {
     input = h('input', { name, id, type: kind, value: value ?? '', required: options.required,
-      min: options.min, autocomplete: options.autocomplete, placeholder: options.placeholder });
+      min: options.min, autocomplete: options.autocomplete, placeholder: options.placeholder, list: options.list });
   }
   input.setAttribute('aria-describedby', `${id}-error`);
   return h('div', { class: 'field' + (options.wide ? ' wide' : '') },
@@ -444,6 +444,13 @@ function triggerForm(j) {
   });
 }
 
+/** The executors' built-in handlers, each with the param a new job starts from. */
+const BUILTIN_HANDLERS = {
+  httpJobHandler: JSON.stringify({ url: 'https://api.example.com/hook', method: 'POST',
+    contentType: 'application/json', headers: {}, timeout: 10000, data: '{}' }, null, 2),
+  commandJobHandler: 'echo hello',
+};
+
 function jobForm(j, groups) {
   const editing = j && j.id;
   const x = j || { jobGroup: groups.length ? groups[0].id : 0, scheduleType: 'CRON', misfireStrategy: 'DO_NOTHING',
@@ -465,7 +472,8 @@ function jobForm(j, groups) {
     field('Routing', 'executorRouteStrategy', x.executorRouteStrategy, 'select', { choices: choices(ROUTES) }),
     field('Block strategy', 'executorBlockStrategy', x.executorBlockStrategy, 'select', { choices: choices(BLOCKS) }),
     field('Run mode', 'glueType', x.glueType, 'select', { choices: choices(glues.includes(x.glueType) ? glues : [...glues, x.glueType]) }),
-    field('Handler', 'executorHandler', x.executorHandler),
+    field('Handler', 'executorHandler', x.executorHandler, 'text', { list: 'builtin-handlers',
+      extra: h('datalist', { id: 'builtin-handlers' }, Object.keys(BUILTIN_HANDLERS).map((n) => h('option', { value: n }))) }),
     field('Param', 'executorParam', x.executorParam, 'textarea', { wide: true }),
     field('Timeout (s, 0 = none)', 'executorTimeout', x.executorTimeout, 'number', { min: 0 }),
     field('Retries on failure', 'executorFailRetryCount', x.executorFailRetryCount, 'number', { min: 0 }),
@@ -483,6 +491,12 @@ function jobForm(j, groups) {
     await api(editing ? 'PUT' : 'POST', editing ? `/jobs/${j.id}` : '/jobs', body);
     toast('Saved.', 'info');
     route();
+  });
+  // a built-in handler fills an empty param with its template
+  const param = form.querySelector('[name=executorParam]');
+  form.querySelector('[name=executorHandler]').addEventListener('input', (ev) => {
+    const template = BUILTIN_HANDLERS[ev.target.value.trim()];
+    if (template && !param.value.trim()) param.value = template;
   });
   let timer;
   const refresh = () => {

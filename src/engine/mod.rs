@@ -183,9 +183,19 @@ impl EngineBuilder {
                 a.to_string()
             }
         });
+        // the node's HTTP client for its own calls (webhook alarms, httpJobHandler)
+        let http = HttpExecutorClient::with_ca_file(
+            None,
+            Duration::from_secs(cfg.http.client_timeout_secs),
+            &cfg.http.client_ca_file,
+        )?;
+        let mut handlers = self.handlers.clone();
+        if local_address.is_some() {
+            crate::executor::builtin::register(&mut handlers, &cfg.executor, http.clone())?;
+        }
         let local = local_address.as_ref().map(|addr| {
             let exec = InProcessExecutor::start(
-                self.handlers.clone(),
+                handlers.clone(),
                 complete.clone().recipient(),
                 clock.clone(),
                 RuntimeConfig {
@@ -276,11 +286,7 @@ impl EngineBuilder {
             alarms.push(Box::new(EmailAlarm::new(&cfg.alarm.smtp)?));
         }
         alarms.push(Box::new(WebhookAlarm::new(
-            HttpExecutorClient::with_ca_file(
-                None,
-                Duration::from_secs(cfg.http.client_timeout_secs),
-                &cfg.http.client_ca_file,
-            )?,
+            http,
             Some(cfg.alarm.webhook_url.clone()),
         )));
         let fail_monitor = supervised(FailMonitor::new(

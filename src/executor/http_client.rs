@@ -326,6 +326,90 @@ impl HttpExecutorClient {
     }
 }
 
+/// One HTTP request of a built-in job handler (`httpJobHandler`).
+#[derive(Clone, Debug)]
+pub(crate) struct HttpCall {
+    /// GET, POST, PUT, DELETE, PATCH or HEAD.
+    pub method: awc::http::Method,
+    /// Absolute `http://` or `https://` URL.
+    pub url: String,
+    /// Request headers, names and values already checked.
+    pub headers: Vec<(
+        awc::http::header::HeaderName,
+        awc::http::header::HeaderValue,
+    )>,
+    /// Body (empty: none).
+    pub body: Vec<u8>,
+    /// Bounds the whole call, body included.
+    pub timeout: Duration,
+}
+
+/// What the server answered.
+#[derive(Clone, Debug)]
+pub(crate) struct HttpAnswer {
+    /// Status code.
+    pub status: u16,
+    /// `Location`, if any (redirects are followed by the caller, not the client).
+    pub location: Option<String>,
+    /// The first [`HttpCall`] body bytes (at most `keep`).
+    pub body: Vec<u8>,
+    /// Whether the body went on past what was kept.
+    pub more: bool,
+}
+
+impl HttpExecutorClient {
+    /// Sends `call` and reads at most `keep` bytes of the answer's body (the rest is not read).
+    pub(crate) fn request(
+        &self,
+        call: HttpCall,
+        keep: usize,
+    ) -> BoxFuture<'static, std::result::Result<HttpAnswer, String>> {
+        let send = move || async move {
+            use futures::StreamExt;
+            let mut req = client()
+                .request(call.method, &call.url)
+                .timeout(call.timeout);
+            for (name, value) in call.headers {
+                req = req.insert_header((name, value));
+            }
+            let ms = call.timeout.as_millis();
+            let exchange = async {
+                let mut resp = req.send_body(call.body).await.map_err(|e| match e {
+                    awc::error::SendRequestError::Timeout => format!("timed out after {ms} ms"),
+                    e => e.to_string(),
+                })?;
+                let location = resp
+                    .headers()
+                    .get(awc::http::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let (mut body, mut more) = (Vec::new(), false);
+                while let Some(chunk) = resp.next().await {
+                    let chunk = chunk.map_err(|e| e.to_string())?;
+                    let room = keep - body.len();
+                    if chunk.len() > room {
+                        body.extend_from_slice(&chunk[..room]);
+                        more = true;
+                        break;
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(HttpAnswer {
+                    status: resp.status().as_u16(),
+                    location,
+                    body,
+                    more,
+                })
+            };
+            match actix_rt::time::timeout(call.timeout, exchange).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!("timed out after {ms} ms")),
+            }
+        };
+        self.on_client_thread(send, Err("HTTP client thread stopped".to_string()))
+    }
+}
+
 impl HttpExecutorClient {
     /// `POST {admin}/api/callback` with a batch of results.
     pub fn callback(

@@ -83,11 +83,26 @@ async fn run(
         std::fs::create_dir_all(dir)?;
         std::fs::write(file, source)?;
     }
-    let mut child = tokio::process::Command::new(cmd)
-        .arg(file)
-        .arg(&ctx.param)
-        .arg(ctx.shard_index.to_string())
-        .arg(ctx.shard_total.to_string())
+    let args = [
+        file.as_os_str().to_owned(),
+        ctx.param.clone().into(),
+        ctx.shard_index.to_string().into(),
+        ctx.shard_total.to_string().into(),
+    ];
+    run_process("script", cmd, &args, ctx).await
+}
+
+/// Runs `program` with `args` (a `what`: script or command) in its own process group, its stdout and stderr copied into the
+/// run log; a non-zero exit fails the run. Dropping the future (timeout, kill, cover) kills the
+/// whole group.
+pub(crate) async fn run_process(
+    what: &str,
+    program: &str,
+    args: &[std::ffi::OsString],
+    ctx: JobContext,
+) -> super::JobResult {
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -95,7 +110,7 @@ async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            anyhow::anyhow!("script exit value(-1) is failed: cannot start `{cmd}`: {e}")
+            anyhow::anyhow!("{what} exit value(-1) is failed: cannot start `{program}`: {e}")
         })?;
     let mut guard = GroupGuard { pgid: child.id() };
     let (out, err) = (child.stdout.take(), child.stderr.take());
@@ -104,9 +119,9 @@ async fn run(
     let status = status?;
     match status.code() {
         Some(0) => Ok(()),
-        Some(n) => Err(anyhow::anyhow!("script exit value({n}) is failed")),
+        Some(n) => Err(anyhow::anyhow!("{what} exit value({n}) is failed")),
         None => Err(anyhow::anyhow!(
-            "script exit value(-1) is failed: killed by a signal"
+            "{what} exit value(-1) is failed: killed by a signal"
         )),
     }
 }

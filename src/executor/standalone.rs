@@ -110,6 +110,8 @@ impl StandaloneExecutor {
             clock.clone(),
         )
         .start();
+        let mut handlers = handlers;
+        super::builtin::register(&mut handlers, &cfg.executor, client.clone())?;
         let executor = InProcessExecutor::start(
             handlers,
             callbacks.clone().recipient(),

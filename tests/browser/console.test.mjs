@@ -93,6 +93,10 @@ e2e('log in, create an executor group and a cron job, see the next fire times, s
   await d.getByLabel('Description').fill('hello-e2e');
   await d.getByLabel('Author').fill('e2e');
   await d.getByLabel('Cron expression / seconds').fill('* * * * * ?');
+  // a built-in handler offers its param template
+  await d.getByLabel('Handler').fill('httpJobHandler');
+  assert.match(await d.getByLabel('Param', { exact: true }).inputValue(), /"url": "https:\/\/api\.example\.com\/hook"/);
+  await d.getByLabel('Param', { exact: true }).fill('');
   await d.getByLabel('Handler').fill('demoJobHandler');
   await d.getByLabel('Param', { exact: true }).fill('from-cron');
   await d.locator('[data-testid="next-times"] li').nth(4).waitFor();
