@@ -1190,3 +1190,187 @@ fn the_documented_contract_holds_at_its_edges() {
         app.close().await;
     });
 }
+
+/// Every change through the console is in the audit log with who, from where, what and a short
+/// detail (never a password); administrators read it with filters and paging, others may not.
+#[test]
+fn every_console_change_is_audited() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        // a failed login (the name tried is recorded, the password never)
+        let (s, _) = call(
+            &api.svc,
+            Method::POST,
+            "/v1/auth/login",
+            None,
+            Some(json!({ "username": "admin", "password": "wrong-guess-77" })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        let job = create_job(&api, job_body(demo, "audited", "demoJobHandler")).await;
+        let mut edited = job_body(demo, "audited", "demoJobHandler");
+        edited["scheduleConf"] = json!("0/7 * * * * ?");
+        assert_eq!(
+            api.put(&format!("/v1/jobs/{job}"), edited).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            api.post(&format!("/v1/jobs/{job}/start"), None).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            api.post(&format!("/v1/jobs/{job}/stop"), None).await.0,
+            StatusCode::OK
+        );
+        let (s, _) = api
+            .post(
+                &format!("/v1/jobs/{job}/trigger"),
+                Some(json!({ "executorParam": "p-42" })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        let (_, g) = api
+            .post(
+                "/v1/groups",
+                Some(json!({ "appName": "audit-exec", "title": "Audit", "addressType": 0 })),
+            )
+            .await;
+        let gid = g["id"].as_i64().unwrap();
+        let (s, _) = api
+            .put(
+                &format!("/v1/groups/{gid}"),
+                json!({ "appName": "audit-exec", "title": "Audit 2", "addressType": 0 }),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            api.delete(&format!("/v1/groups/{gid}")).await,
+            StatusCode::NO_CONTENT
+        );
+        let (_, u) = api
+            .post("/v1/users", Some(json!({ "username": "auditor", "password": "bob-secret-1", "role": 0, "permission": [demo] })))
+            .await;
+        let uid = u["id"].as_i64().unwrap();
+        let (s, _) = api
+            .put(
+                &format!("/v1/users/{uid}"),
+                json!({ "role": 0, "permission": [demo], "password": "bob-secret-2" }),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        let bob = login(&api.svc, "auditor", "bob-secret-2").await;
+        let (s, _) = api.get_as(&bob, "/v1/audit").await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "administrators only");
+        assert_eq!(
+            api.delete(&format!("/v1/users/{uid}")).await,
+            StatusCode::NO_CONTENT
+        );
+        let (s, _) = api.post("/v1/logs/clear", Some(json!({ "type": 9 }))).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            api.delete(&format!("/v1/jobs/{job}")).await,
+            StatusCode::NO_CONTENT
+        );
+
+        let (s, all) = api.get("/v1/audit?limit=100").await;
+        assert_eq!(s, StatusCode::OK, "{all}");
+        let items = all["items"].as_array().unwrap();
+        let actions: Vec<&str> = items
+            .iter()
+            .rev()
+            .map(|e| e["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "auth.login",
+                "auth.login_failed",
+                "job.create",
+                "job.update",
+                "job.start",
+                "job.stop",
+                "job.trigger",
+                "group.create",
+                "group.update",
+                "group.delete",
+                "user.create",
+                "user.update",
+                "auth.login",
+                "user.delete",
+                "log.clear",
+                "job.delete",
+            ],
+            "{all}"
+        );
+        let text = all.to_string();
+        for secret in [ADMIN_PW, "wrong-guess-77", "bob-secret-1", "bob-secret-2"] {
+            assert!(
+                !text.contains(secret),
+                "no password in the audit log: {text}"
+            );
+        }
+        let first = &items[items.len() - 1];
+        assert_eq!(
+            (
+                first["username"].as_str(),
+                first["clientIp"].as_str(),
+                first["targetType"].as_str()
+            ),
+            (Some("admin"), Some("127.0.0.1"), Some("user"))
+        );
+        let by = |action: &str| {
+            items
+                .iter()
+                .find(|e| e["action"] == action)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by("auth.login_failed")["username"], "admin");
+        assert!(
+            by("job.update")["detail"]
+                .as_str()
+                .unwrap()
+                .contains(r#"scheduleConf: "0/5 * * * * ?" → "0/7 * * * * ?""#)
+        );
+        assert_eq!(by("job.trigger")["targetId"], job.to_string());
+        assert!(
+            by("job.trigger")["detail"]
+                .as_str()
+                .unwrap()
+                .contains("p-42")
+        );
+        assert!(
+            by("group.update")["detail"]
+                .as_str()
+                .unwrap()
+                .contains("Audit 2")
+        );
+        assert!(
+            by("user.update")["detail"]
+                .as_str()
+                .unwrap()
+                .contains("password changed")
+        );
+
+        // filters and paging
+        let (_, jobs) = api
+            .get(&format!("/v1/audit?targetType=job&targetId={job}&limit=2"))
+            .await;
+        assert_eq!(jobs["total"], 6);
+        assert_eq!(jobs["items"].as_array().unwrap().len(), 2);
+        assert_eq!(jobs["items"][0]["action"], "job.delete", "newest first");
+        let (_, bobs) = api.get("/v1/audit?username=auditor").await;
+        assert_eq!(bobs["total"], 1);
+        let (_, none) = api.get("/v1/audit?action=job.trigger&to=2000-01-01").await;
+        assert_eq!(none["total"], 0);
+        let (s, e) = api.get("/v1/audit?from=yesterday").await;
+        assert_eq!(
+            (s, e["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("from"))
+        );
+
+        app.close().await;
+    });
+}

@@ -672,6 +672,37 @@ function userForm(u, groups) {
   });
 }
 
+const AUDIT_ACTIONS = ['auth.login', 'auth.login_failed', 'auth.logout', 'auth.password',
+  'job.create', 'job.update', 'job.delete', 'job.start', 'job.stop', 'job.trigger', 'job.glue',
+  'group.create', 'group.update', 'group.delete', 'user.create', 'user.update', 'user.delete',
+  'log.clear', 'log.kill'];
+
+async function auditPage(params) {
+  const f = { username: params.get('username') || '', action: params.get('action') || '',
+    targetType: params.get('targetType') || '', targetId: params.get('targetId') || '',
+    from: params.get('from') || '', to: params.get('to') || '', offset: Number(params.get('offset') || 0) };
+  const filters = h('form', { class: 'toolbar', role: 'search' },
+    h('label', {}, 'User name', h('input', { name: 'username', value: f.username })),
+    h('label', {}, 'Action', h('select', { name: 'action' }, h('option', { value: '' }, 'All'),
+      AUDIT_ACTIONS.map((a) => h('option', { value: a, selected: a === f.action }, a)))),
+    h('label', {}, 'Target', h('select', { name: 'targetType' },
+      [['', 'All'], ['job', 'job'], ['group', 'group'], ['user', 'user'], ['log', 'log']].map(([v, t]) => h('option', { value: v, selected: v === f.targetType }, t)))),
+    h('label', {}, 'Target id', h('input', { name: 'targetId', value: f.targetId, size: 8 })),
+    h('label', {}, 'From', h('input', { type: 'datetime-local', name: 'from', value: f.from })),
+    h('label', {}, 'To', h('input', { type: 'datetime-local', name: 'to', value: f.to })),
+    h('button', { type: 'submit' }, 'Search'));
+  filters.addEventListener('submit', (ev) => { ev.preventDefault(); location.hash = '#/audit' + qs(formValues(filters)); });
+  const localTime = (s) => (s ? new Date(s).toISOString() : '');
+  const data = await api('GET', '/audit' + qs({ username: f.username, action: f.action, targetType: f.targetType,
+    targetId: f.targetId, from: localTime(f.from), to: localTime(f.to), offset: f.offset, limit: PAGE }));
+  const rows = data.items.map((e) => h('tr', { 'data-audit': e.action },
+    h('td', {}, fmtTime(e.time)), h('td', {}, e.username), h('td', {}, e.clientIp),
+    h('td', {}, e.action), h('td', {}, e.targetId ? `${e.targetType} ${e.targetId}` : e.targetType),
+    h('td', { class: 'param' }, e.detail)));
+  page('Audit log', filters, table(['Time', 'User name', 'Client', 'Action', 'Target', 'Detail'], rows, 'No entries match.'),
+    pager(data.total, f.offset, (o) => { location.hash = '#/audit' + qs({ ...f, offset: o }); }));
+}
+
 function passwordForm() {
   formDialog('Change your password', h('div', { class: 'grid' },
     field('Current password', 'oldPassword', '', 'password', { autocomplete: 'current-password' }),
@@ -689,6 +720,7 @@ async function loadMe() {
   state.me = await api('GET', '/auth/me');
   $('#who').textContent = state.me.username;
   $('#nav-users').hidden = state.me.role !== 1;
+  $('#nav-audit').hidden = state.me.role !== 1;
 }
 
 async function route() {
@@ -717,6 +749,7 @@ async function route() {
       case 'logs': await logsPage(params); break;
       case 'log': await runLogPage(Number(parts[1])); break;
       case 'users': await usersPage(); break;
+      case 'audit': await auditPage(params); break;
       default: page('Not found', h('p', {}, 'No such page.'));
     }
   } catch (e) {

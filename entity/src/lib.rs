@@ -14,7 +14,9 @@
 //! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
 //! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
 //! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
+//! - table `xjob_audit`: the console's audit log (time, user, client, action, target, detail).
 
+pub mod xjob_audit;
 pub mod xjob_session;
 pub mod xxl_job_group;
 pub mod xxl_job_info;

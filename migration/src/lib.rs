@@ -9,6 +9,7 @@ mod m20261121_000001_create_tables;
 mod m20261121_000002_create_xjob_session;
 mod m20261121_000003_index_alarm_scan;
 mod m20261123_000004_drop_redundant_log_indexes;
+mod m20261124_000005_create_xjob_audit;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000002_create_xjob_session::Migration),
             Box::new(m20261121_000003_index_alarm_scan::Migration),
             Box::new(m20261123_000004_drop_redundant_log_indexes::Migration),
+            Box::new(m20261124_000005_create_xjob_audit::Migration),
         ]
     }
 }

@@ -114,6 +114,11 @@ impl LogReport {
         if n > 0 {
             tracing::info!(deleted = n, days, "old run logs cleaned up");
         }
+        // the audit log is kept as long as the runs
+        let audits = crate::store::audit::delete_before(&db, day_start(tz, cut)).await?;
+        if audits > 0 {
+            tracing::info!(deleted = audits, days, "old audit entries cleaned up");
+        }
         Ok(n)
     }
 }
@@ -195,5 +200,35 @@ impl Handler<CleanLogs> for LogReport {
             self.tz,
             self.retention_days,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::audit::{self, Entry, Filter};
+
+    /// The retention cleanup removes audit entries older than the kept days with the runs.
+    #[tokio::test]
+    async fn the_cleanup_keeps_the_audit_log_as_long_as_runs() {
+        let db = crate::store::tests::memory_db().await;
+        let clock = Clock::system();
+        let now = clock.now_naive();
+        for (days_ago, action) in [(40, "job.delete"), (1, "job.create")] {
+            let e = Entry {
+                time: now - chrono::Duration::days(days_ago),
+                username: "admin".into(),
+                action,
+                target_type: "job",
+                ..Entry::default()
+            };
+            audit::record(&db, e).await.unwrap();
+        }
+        LogReport::clean(db.clone(), clock, chrono_tz::UTC, 30)
+            .await
+            .unwrap();
+        let (total, left) = audit::page(&db, &Filter::default(), 0, 10).await.unwrap();
+        assert_eq!(total, 1);
+        assert_eq!(left[0].action, "job.create");
     }
 }

@@ -39,6 +39,9 @@ pub struct Principal {
     pub role: i16,
     /// Groups a normal user may see and act on.
     pub permission: Vec<i32>,
+    /// The client's address this request came from (for the audit log; empty when unknown).
+    #[serde(skip)]
+    pub client: String,
 }
 
 impl Principal {
@@ -48,6 +51,7 @@ impl Principal {
             username: u.username.clone(),
             role: u.role,
             permission: split_ids(u.permission.as_deref()),
+            client: String::new(),
         }
     }
 
@@ -59,6 +63,7 @@ impl Principal {
             username: "engine".into(),
             role: 1,
             permission: Vec::new(),
+            client: String::new(),
         }
     }
 
@@ -312,6 +317,15 @@ impl Console {
         let Some(user) = user.filter(|_| ok) else {
             self.limiter.fail(&key, now);
             tracing::warn!(username, client, "console login refused");
+            self.audit_as(
+                username,
+                client,
+                "auth.login_failed",
+                "user",
+                "",
+                "wrong user name or password",
+            )
+            .await;
             return Err(Error::Unauthenticated);
         };
         self.limiter.clear(&key);
@@ -326,6 +340,8 @@ impl Console {
         users::delete_expired_sessions(self.db(), now).await?;
         users::insert_session(self.db(), &token_hash(&token), user.id, expires_at).await?;
         tracing::info!(username, "console login");
+        self.audit_as(username, client, "auth.login", "user", user.id, "")
+            .await;
         Ok(Login {
             token,
             expires_at,
@@ -352,11 +368,13 @@ impl Console {
         Ok(who)
     }
 
-    /// Ends the session of `token`.
-    pub async fn logout(&self, token: &str) -> Result<()> {
+    /// Ends the session of `token` (`who`'s).
+    pub async fn logout(&self, who: &Principal, token: &str) -> Result<()> {
         let r = users::delete_session(self.db(), &token_hash(token)).await;
         self.sessions.clear();
-        r
+        r?;
+        self.audit(who, "auth.logout", "user", who.id, "").await;
+        Ok(())
     }
 
     /// Changes the signed-in user's own password (the old one is required) and ends their
@@ -394,7 +412,10 @@ impl Console {
         users::set_password(self.db(), who.id, &hash).await?;
         let r = users::delete_other_sessions(self.db(), who.id, &token_hash(token)).await;
         self.sessions.clear();
-        r.map(|_| ())
+        r?;
+        self.audit(who, "auth.password", "user", who.id, "other sessions ended")
+            .await;
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audit::{changes, shown};
 use super::{Console, Page, Principal, rfc3339};
 use crate::actors::registry::RefreshRegistry;
 use crate::error::{Error, Result};
@@ -167,7 +168,10 @@ impl Console {
         )
         .await?;
         self.after_group_change().await?;
-        self.get_group(who, id).await
+        let g = self.get_group(who, id).await?;
+        let detail = format!("{} {}", g.app_name, shown(&g.title));
+        self.audit(who, "group.create", "group", id, detail).await;
+        Ok(g)
     }
 
     /// Edits a group (administrators); an automatic group's list is recomputed at once.
@@ -178,7 +182,7 @@ impl Console {
         input: GroupInput,
     ) -> Result<GroupView> {
         who.require_admin()?;
-        groups::get(self.db(), id).await?;
+        let before = self.get_group(who, id).await?;
         let list = input.validate()?;
         self.check_app_name_free(&input.app_name, Some(id)).await?;
         groups::update(
@@ -192,13 +196,16 @@ impl Console {
         )
         .await?;
         self.after_group_change().await?;
-        self.get_group(who, id).await
+        let after = self.get_group(who, id).await?;
+        let detail = changes(&before, &after, &["updateTime", "registryList"]);
+        self.audit(who, "group.update", "group", id, detail).await;
+        Ok(after)
     }
 
     /// Deletes a group (administrators); refused while it has jobs or if it is the last one.
     pub async fn delete_group(&self, who: &Principal, id: i32) -> Result<()> {
         who.require_admin()?;
-        groups::get(self.db(), id).await?;
+        let group = groups::get(self.db(), id).await?;
         let jobs = jobs::count(self.db(), Some(&[id])).await?;
         if jobs > 0 {
             return Err(Error::Conflict {
@@ -212,7 +219,10 @@ impl Console {
         }
         groups::delete(self.db(), id).await?;
         // dispatch and the console's group checks read the directory
-        self.engine.groups_edited().await
+        self.engine.groups_edited().await?;
+        let detail = format!("{} {}", group.app_name, shown(&group.title));
+        self.audit(who, "group.delete", "group", id, detail).await;
+        Ok(())
     }
 
     async fn after_group_change(&self) -> Result<()> {

@@ -6,6 +6,7 @@ use chrono::TimeZone;
 use sea_orm::TransactionTrait;
 use serde::{Deserialize, Serialize};
 
+use super::audit::{changes, shown};
 use super::{Console, Page, Principal, rfc3339};
 use crate::error::{Error, Result};
 use crate::jobs::JobSpec;
@@ -284,7 +285,16 @@ impl Console {
             .check_children(who, None, spec.child_job_id.as_deref())
             .await?;
         let model = spec.validate(self.tz(), self.now())?;
-        Ok(jobs::insert_model(self.db(), model).await?.into())
+        let job: JobView = jobs::insert_model(self.db(), model).await?.into();
+        let detail = format!(
+            "{}; handler {}; {} {}",
+            shown(&job.job_desc),
+            shown(job.executor_handler.as_deref().unwrap_or_default()),
+            job.schedule_type,
+            job.schedule_conf.as_deref().unwrap_or_default()
+        );
+        self.audit(who, "job.create", "job", job.id, detail).await;
+        Ok(job)
     }
 
     /// Edits a job's definition (not its GLUE type or source).
@@ -321,28 +331,39 @@ impl Console {
         }
         txn.commit().await?;
         self.engine.job_edited(id);
-        self.get_job(who, id).await
+        let new = self.get_job(who, id).await?;
+        let before = JobView::from(old);
+        let detail = changes(
+            &before,
+            &new,
+            &["updateTime", "triggerNextTime", "triggerLastTime"],
+        );
+        self.audit(who, "job.update", "job", id, detail).await;
+        Ok(new)
     }
 
     /// Deletes a job with its run logs (pending fires included) and GLUE history.
     pub async fn delete_job(&self, who: &Principal, id: i32) -> Result<()> {
-        self.visible_job(who, id).await?;
+        let job = self.visible_job(who, id).await?;
         let txn = self.db().begin().await?;
         jobs::delete(&txn, id).await?;
         log_pages::delete_for_job(&txn, id).await?;
         glue::delete_for_job(&txn, id).await?;
         txn.commit().await?;
         self.engine.job_edited(id);
+        self.audit(who, "job.delete", "job", id, shown(&job.job_desc))
+            .await;
         Ok(())
     }
 
     /// Starts a job.
     pub async fn start_job(&self, who: &Principal, id: i32) -> Result<JobView> {
-        let who = who.clone();
+        let me = who.clone();
         let job = self
             .engine
-            .start_checked(id, move |job| who.require_group(job.job_group, "id"))
+            .start_checked(id, move |job| me.require_group(job.job_group, "id"))
             .await?;
+        self.audit(who, "job.start", "job", id, "").await;
         Ok(job.into())
     }
 
@@ -350,6 +371,7 @@ impl Console {
     pub async fn stop_job(&self, who: &Principal, id: i32) -> Result<JobView> {
         self.visible_job(who, id).await?;
         self.engine.stop_job(id).await?;
+        self.audit(who, "job.stop", "job", id, "").await;
         self.get_job(who, id).await
     }
 
@@ -363,9 +385,18 @@ impl Console {
     ) -> Result<()> {
         self.visible_job(who, id).await?;
         super::check_addresses("addressList", address_list.as_deref().unwrap_or_default())?;
+        let mut detail = format!(
+            "param {}",
+            shown(executor_param.as_deref().unwrap_or_default())
+        );
+        if let Some(a) = address_list.as_deref().filter(|a| !a.trim().is_empty()) {
+            detail.push_str(&format!("; addresses {}", shown(a)));
+        }
         self.engine
             .trigger_job(id, executor_param, address_list)
-            .await
+            .await?;
+        self.audit(who, "job.trigger", "job", id, detail).await;
+        Ok(())
     }
 
     /// The next `count` fire times of a schedule from now, in its time zone (RFC 3339).
@@ -477,6 +508,12 @@ impl Console {
         .await?;
         txn.commit().await?;
         self.engine.job_edited(id);
+        let detail = format!(
+            "{} version {}",
+            job.glue_type,
+            shown(input.glue_remark.trim())
+        );
+        self.audit(who, "job.glue", "job", id, detail).await;
         self.get_glue(who, id).await
     }
 }

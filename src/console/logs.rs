@@ -201,6 +201,8 @@ impl Console {
             });
         }
         self.engine.kill_run(id).await?;
+        self.audit(who, "log.kill", "log", id, format!("job {}", row.job_id))
+            .await;
         self.get_log(who, id).await
     }
 
@@ -222,6 +224,14 @@ impl Console {
         self.engine().runs_visible().await?;
         let deleted = log_pages::clear(self.db(), groups, job_id, mode).await?;
         tracing::info!(user = %who.username, deleted, mode = input.mode, "run logs cleared");
+        let mut detail = format!("mode {}; {deleted} run(s) deleted", input.mode);
+        if let Some(g) = input.job_group.filter(|g| *g > 0) {
+            detail.push_str(&format!("; group {g}"));
+        }
+        if let Some(j) = job_id {
+            detail.push_str(&format!("; job {j}"));
+        }
+        self.audit(who, "log.clear", "log", "", detail).await;
         Ok(Cleared { deleted })
     }
 }

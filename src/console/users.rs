@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::audit::changes;
 use super::auth::{check_password, hash_password_blocking};
 use super::{Console, Page, Principal, split_ids};
 use crate::error::{Error, Result};
@@ -118,7 +119,13 @@ impl Console {
         }
         let hash = hash_password_blocking(password).await?;
         let id = users::insert(self.db(), &input.username, &hash, input.role, permission).await?;
-        self.get_user(id).await
+        let user = self.get_user(id).await?;
+        let detail = format!(
+            "{}; role {}; groups {:?}",
+            user.username, user.role, user.permission
+        );
+        self.audit(who, "user.create", "user", id, detail).await;
+        Ok(user)
     }
 
     async fn get_user(&self, id: i32) -> Result<UserView> {
@@ -164,7 +171,17 @@ impl Console {
         let r = users::update(self.db(), id, input.role, permission, hash.as_deref()).await;
         self.sessions.clear();
         r?;
-        self.get_user(id).await
+        let after = self.get_user(id).await?;
+        let mut detail = changes(&current, &after, &[]);
+        if hash.is_some() {
+            // that it changed, never what to
+            detail = match detail.as_str() {
+                "no change" => "password changed".into(),
+                d => format!("{d}; password changed"),
+            };
+        }
+        self.audit(who, "user.update", "user", id, detail).await;
+        Ok(after)
     }
 
     /// Deletes a user and their sessions.
@@ -175,8 +192,12 @@ impl Console {
                 reason: "you cannot delete yourself".into(),
             });
         }
+        let user = self.get_user(id).await;
         let r = users::delete(self.db(), id).await;
         self.sessions.clear();
-        r
+        r?;
+        let name = user.map(|u| u.username).unwrap_or_default();
+        self.audit(who, "user.delete", "user", id, name).await;
+        Ok(())
     }
 }

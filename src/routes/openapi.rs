@@ -190,6 +190,11 @@ fn schemas() -> Value {
         "Job": props(&job),
         "GroupInput": group_input_schema(),
         "Group": props(&group),
+        "AuditEntry": props(&[
+            ("id", "integer"), ("time", "string?"), ("username", "string"),
+            ("clientIp", "string"), ("action", "string"), ("targetType", "string"),
+            ("targetId", "string"), ("detail", "string"),
+        ]),
         "Log": props(&[
             ("id", "integer"), ("jobGroup", "integer"), ("jobId", "integer"),
             ("executorAddress", "string?"), ("executorHandler", "string?"),
@@ -330,6 +335,20 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         ("get", "/v1/logs/{id}/content") => (None, &["fromLine"], r("LogContent")),
         ("get", "/v1/users") => (None, &["username", "role", "offset", "limit"], page("User")),
         ("post" | "put", p) if p.starts_with("/v1/users") => (Some("UserInput"), &[], r("User")),
+        ("get", "/v1/audit") => (
+            None,
+            &[
+                "username",
+                "action",
+                "targetType",
+                "targetId",
+                "from",
+                "to",
+                "offset",
+                "limit",
+            ],
+            page("AuditEntry"),
+        ),
         ("get", "/v1/dashboard") => (None, &[], r("Dashboard")),
         ("get", "/v1/dashboard/chart") => (None, &["from", "to"], r("Chart")),
         _ => (None, &[], json!(null)),

@@ -179,3 +179,18 @@ e2e('create a normal user who only sees their groups', async (page) => {
   await page.getByText('Nothing here yet.').waitFor();
   assert.equal(await page.locator('tr[data-job="hello-e2e"]').count(), 0);
 });
+
+e2e('an administrator reads the audit log and filters it', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  await nav(page, 'Audit log');
+  await page.getByRole('heading', { name: 'Audit log' }).waitFor();
+  // the earlier tests' changes are there, newest first
+  await page.locator('tr[data-audit="user.create"]').first().waitFor();
+  assert.match(await page.locator('tr[data-audit="user.create"]').first().innerText(), /e2e-user/);
+  await page.getByLabel('Action').selectOption('job.trigger');
+  await page.getByRole('button', { name: 'Search' }).click();
+  // the filtered page replaces the list: no other action is left
+  await page.locator('tr[data-audit="user.create"]').first().waitFor({ state: 'detached' });
+  await page.locator('tr[data-audit="job.trigger"]', { hasText: 'param "by-hand"' }).waitFor();
+  assert.equal(await page.locator('tbody tr:not([data-audit="job.trigger"])').count(), 0);
+});

@@ -47,7 +47,7 @@ async fn login(c: web::Data<Console>, req: HttpRequest, body: Body<LoginInput>) 
 }
 
 async fn logout(c: web::Data<Console>, auth: Auth) -> ApiResult {
-    c.logout(&auth.token).await?;
+    c.logout(&auth.user, &auth.token).await?;
     let secure = c.engine().config().security.secure_cookie;
     Ok(HttpResponse::NoContent()
         .insert_header((header::SET_COOKIE, login_cookie("", 0, secure)))

@@ -6,6 +6,7 @@
 //! A request is authenticated by `Authorization: Bearer <token>` or the HttpOnly cookie
 //! `xjob_token` set at login.
 
+pub mod audit;
 pub mod auth;
 pub mod dashboard;
 pub mod groups;
@@ -27,6 +28,11 @@ use crate::error::Error;
 /// Every `/v1` route: method, path, summary. All but the login need a token. The OpenAPI
 /// document is built from this table, and a test checks each entry against the real app.
 pub const ROUTES: &[(&str, &str, &str)] = &[
+    (
+        "get",
+        "/v1/audit",
+        "The audit log, newest first (administrators)",
+    ),
     (
         "post",
         "/v1/auth/login",
@@ -131,6 +137,7 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
                 })
                 .into()
             }))
+            .configure(audit::config)
             .configure(auth::config)
             .configure(groups::config)
             .configure(jobs::config)
@@ -389,11 +396,16 @@ impl FromRequest for Auth {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let console = req.app_data::<web::Data<Console>>().cloned();
         let token = request_token(req);
+        let client = req
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
         Box::pin(async move {
             let (Some(console), Some(token)) = (console, token) else {
                 return Err(ApiError(Error::Unauthenticated));
             };
-            let user = console.authenticate(&token).await?;
+            let mut user = console.authenticate(&token).await?;
+            user.client = client;
             Ok(Auth { user, token })
         })
     }

@@ -1,0 +1,107 @@
+//! `xjob_audit`: the console's audit log.
+
+use chrono::NaiveDateTime;
+use entity::xjob_audit::{ActiveModel, Column, Entity, Model};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, NotSet, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
+};
+
+use crate::error::Result;
+
+/// What one audit row says, before it is stored.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entry {
+    pub time: NaiveDateTime,
+    pub username: String,
+    pub client_ip: String,
+    pub action: &'static str,
+    pub target_type: &'static str,
+    pub target_id: String,
+    pub detail: String,
+}
+
+/// Which rows a page answers (every filter optional; `username`, `action`, `target_type` and
+/// `target_id` match exactly).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Filter {
+    pub username: Option<String>,
+    pub action: Option<String>,
+    pub target_type: Option<String>,
+    pub target_id: Option<String>,
+    pub from: Option<NaiveDateTime>,
+    pub to: Option<NaiveDateTime>,
+}
+
+/// Cuts `s` to at most `max` characters (`…` marks a cut).
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+/// Stores one entry (texts cut to their columns).
+pub(crate) async fn record(c: &impl ConnectionTrait, e: Entry) -> Result<()> {
+    ActiveModel {
+        id: NotSet,
+        time: Set(e.time),
+        username: Set(cut(&e.username, 50)),
+        client_ip: Set(cut(&e.client_ip, 64)),
+        action: Set(e.action.to_string()),
+        target_type: Set(e.target_type.to_string()),
+        target_id: Set(cut(&e.target_id, 64)),
+        detail: Set(cut(&e.detail, 1000)),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+/// A page of entries matching `f`, newest first, and how many match.
+pub(crate) async fn page(
+    c: &impl ConnectionTrait,
+    f: &Filter,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<Model>)> {
+    let mut q = Entity::find();
+    if let Some(v) = &f.username {
+        q = q.filter(Column::Username.eq(v.as_str()));
+    }
+    if let Some(v) = &f.action {
+        q = q.filter(Column::Action.eq(v.as_str()));
+    }
+    if let Some(v) = &f.target_type {
+        q = q.filter(Column::TargetType.eq(v.as_str()));
+    }
+    if let Some(v) = &f.target_id {
+        q = q.filter(Column::TargetId.eq(v.as_str()));
+    }
+    if let Some(v) = f.from {
+        q = q.filter(Column::Time.gte(v));
+    }
+    if let Some(v) = f.to {
+        q = q.filter(Column::Time.lte(v));
+    }
+    let total = q.clone().count(c).await?;
+    let items = q
+        .order_by_desc(Column::Time)
+        .order_by_desc(Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(c)
+        .await?;
+    Ok((total, items))
+}
+
+/// Deletes entries older than `before`; answers how many.
+pub(crate) async fn delete_before(c: &impl ConnectionTrait, before: NaiveDateTime) -> Result<u64> {
+    Ok(Entity::delete_many()
+        .filter(Column::Time.lt(before))
+        .exec(c)
+        .await?
+        .rows_affected)
+}
