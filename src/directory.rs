@@ -23,9 +23,46 @@ pub(crate) type Group = Arc<entity::xxl_job_group::Model>;
 /// How long a job edit is remembered: longer than any fire waits in the ring.
 const EDIT_MEMORY_MS: i64 = 120_000;
 
+/// The groups' own access tokens (XXL-JOB 3.5), derived from the group snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct GroupTokens {
+    /// appName → token, for the groups that have one.
+    pub by_app: HashMap<String, String>,
+    /// group id → token.
+    pub by_group: HashMap<i32, String>,
+    /// Executor address (normalised with a trailing `/`) → its group's token.
+    pub by_address: HashMap<String, String>,
+}
+
+impl GroupTokens {
+    fn of(groups: &HashMap<i32, Group>) -> Self {
+        let mut t = GroupTokens::default();
+        for g in groups.values() {
+            let Some(token) = g.access_token.as_deref().filter(|t| !t.is_empty()) else {
+                continue;
+            };
+            t.by_app.insert(g.app_name.clone(), token.to_string());
+            t.by_group.insert(g.id, token.to_string());
+            for a in g.address_list.as_deref().unwrap_or_default().split(',') {
+                if !a.trim().is_empty() {
+                    t.by_address
+                        .insert(crate::executor::client::normalise(a), token.to_string());
+                }
+            }
+        }
+        t
+    }
+
+    /// Whether no group has its own token (then only the global token counts).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_group.is_empty()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     groups: RwLock<Arc<HashMap<i32, Group>>>,
+    tokens: RwLock<Arc<GroupTokens>>,
     version: AtomicU64,
     /// Job id → when this node last edited it (epoch ms).
     edits: Mutex<HashMap<i32, i64>>,
@@ -39,6 +76,7 @@ impl Directory {
     /// Replaces the group snapshot with `groups`.
     pub fn set_groups(&self, groups: Vec<entity::xxl_job_group::Model>) {
         let map: HashMap<i32, Group> = groups.into_iter().map(|g| (g.id, Arc::new(g))).collect();
+        *self.0.tokens.write() = Arc::new(GroupTokens::of(&map));
         *self.0.groups.write() = Arc::new(map);
         self.0.version.fetch_add(1, Ordering::Release);
     }
@@ -52,6 +90,11 @@ impl Directory {
     /// The current group snapshot.
     pub fn groups(&self) -> Arc<HashMap<i32, Group>> {
         self.0.groups.read().clone()
+    }
+
+    /// The groups' own access tokens.
+    pub(crate) fn tokens(&self) -> Arc<GroupTokens> {
+        self.0.tokens.read().clone()
     }
 
     /// How many times the group snapshot was replaced.
@@ -97,6 +140,7 @@ mod tests {
     fn group_snapshot_is_replaced_whole() {
         let d = Directory::default();
         let g = |id: i32, list: &str| entity::xxl_job_group::Model {
+            access_token: None,
             id,
             app_name: format!("app{id}"),
             title: "t".into(),

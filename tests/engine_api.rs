@@ -119,6 +119,7 @@ fn groups_are_created_changed_and_removed() {
             title: title.into(),
             address_type: 1,
             address_list: Some("http://127.0.0.1:9999/".into()),
+            access_token: None,
         };
         let g = app.engine.add_group(manual("Billing")).await.unwrap();
         assert_eq!(g.registry_list, vec!["http://127.0.0.1:9999/".to_string()]);

@@ -564,3 +564,136 @@ fn stop_sends_the_killed_runs_results_before_deregistering() {
         handle.stop(false).await;
     });
 }
+
+/// A group with its own access token: its executor registers, is called (`/run`, `/log`,
+/// `/kill`, `/beat`) and calls back with that token; the global token no longer works for it
+/// (registration, callbacks), while groups without one keep the global token. The node's own
+/// executor endpoints follow its group's token too.
+#[test]
+fn a_group_with_its_own_token_takes_only_that_token() {
+    use xjob::console::groups::GroupInput;
+    const GROUP_TOKEN: &str = "group-token-0123456789";
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let node = http_node(dir.path(), TOKEN, true, |_| {}).await;
+        let admin = format!("{}xxl-job-admin", node.address);
+        let engine = node.engine.clone();
+        let group = engine
+            .add_group(GroupInput {
+                app_name: "remote-exec".into(),
+                title: "tokened".into(),
+                address_type: 0,
+                access_token: Some(GROUP_TOKEN.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(group.has_access_token);
+        assert_eq!(group.access_token.as_deref(), Some(GROUP_TOKEN), "administrators see it");
+        let post = |path: &str, token: &str, body: Value| {
+            let url = format!("{admin}/api/{path}");
+            let token = token.to_string();
+            async move {
+                awc::Client::default()
+                    .post(url)
+                    .insert_header(("XXL-JOB-ACCESS-TOKEN", token))
+                    .send_json(&body)
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap()
+            }
+        };
+        let reg = |app: &str| json!({"registryGroup":"EXECUTOR","registryKey":app,"registryValue":"http://10.1.1.1:9999/"});
+        // the global token no longer registers this group's executors; others still do
+        assert_eq!(post("registry", TOKEN, reg("remote-exec")).await["msg"], "The access token is wrong.");
+        assert_eq!(post("registry", TOKEN, reg("other-app")).await["code"], 200);
+        assert_eq!(post("registry", GROUP_TOKEN, reg("other-app")).await["code"], 500);
+        assert_eq!(post("registryRemove", GROUP_TOKEN, reg("remote-exec")).await["code"], 200);
+
+        // an executor holding the group's token registers, runs, logs and is killed
+        let mut cfg = executor_config(dir.path(), &admin);
+        cfg.executor.access_token = GROUP_TOKEN.into();
+        let exec = StandaloneExecutor::start(
+            &cfg,
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        let address = exec.address.clone();
+        eventually("registered", 15, || async {
+            engine.group(group.id).await.unwrap().registry_list == vec![address.clone()]
+        })
+        .await;
+        let job = engine
+            .add_job(JobSpec::cron(group.id, "hello", "0 0 0 * * ?", "demoJobHandler"))
+            .await
+            .unwrap();
+        engine.trigger_job(job, Some("t-1".into()), None).await.unwrap();
+        let db = engine.db().clone();
+        let row = || {
+            let db = db.clone();
+            async move {
+                xjob::testing::store::logs::for_job(&db, job)
+                    .await
+                    .unwrap()
+                    .first()
+                    .cloned()
+            }
+        };
+        eventually("result reported", 15, || async {
+            row().await.is_some_and(|r| r.handle_code != 0)
+        })
+        .await;
+        let r = row().await.unwrap();
+        assert_eq!((r.trigger_code, r.handle_code), (200, 200), "{:?}", r.trigger_msg);
+        let log = engine.run_log(r.id, 1).await.unwrap();
+        assert!(log.content.contains("param: t-1"), "{log:?}");
+        // a callback for this group's run with the global token is refused, with its own taken
+        let cb = json!([{"logId": r.id, "logDateTim": 0, "handleCode": 500, "handleMsg": "late"}]);
+        assert_eq!(post("callback", TOKEN, cb.clone()).await["msg"], "The access token is wrong.");
+        assert_eq!(post("callback", GROUP_TOKEN, cb).await["code"], 200);
+
+        // the node's own executor follows its group's token once it has one
+        let demo = engine.ensure_group(xjob::demo::DEMO_APP, "demo").await.unwrap();
+        let beat = |token: &str| {
+            let url = format!("{}beat", node.address);
+            let token = token.to_string();
+            async move {
+                let body = awc::Client::default()
+                    .post(url)
+                    .insert_header(("XXL-JOB-ACCESS-TOKEN", token))
+                    .send_body("")
+                    .await
+                    .unwrap()
+                    .body()
+                    .await
+                    .unwrap();
+                // the executor protocol answers JSON as text/html, as XXL-JOB does
+                serde_json::from_slice::<Value>(&body).unwrap()["code"].clone()
+            }
+        };
+        assert_eq!(beat(TOKEN).await, 200);
+        let current = engine.group(demo).await.unwrap();
+        engine
+            .update_group(
+                demo,
+                GroupInput {
+                    app_name: current.app_name,
+                    title: current.title,
+                    address_type: current.address_type,
+                    address_list: current.address_list,
+                    access_token: Some("demo-group-token-abcdef".into()),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(beat(TOKEN).await, 500);
+        assert_eq!(beat("demo-group-token-abcdef").await, 200);
+        exec.stop().await;
+        node.shutdown().await;
+    });
+}

@@ -353,7 +353,7 @@ async function groupsPage() {
   const data = await api('GET', '/groups?limit=1000');
   const rows = data.items.map((g) => h('tr', { 'data-group': g.appName },
     h('td', {}, g.appName), h('td', {}, g.title),
-    h('td', {}, g.addressType === 0 ? 'Automatic' : 'Manual'),
+    h('td', {}, g.addressType === 0 ? 'Automatic' : 'Manual', g.hasAccessToken ? h('div', { class: 'muted' }, 'own access token') : null),
     h('td', {}, g.registryList.length ? g.registryList.join('\n') : h('span', { class: 'muted' }, 'none online')),
     h('td', { class: 'actions' }, admin && [
       h('button', { type: 'button', onclick: () => groupForm(g) }, 'Edit'),
@@ -367,15 +367,26 @@ async function groupsPage() {
     table(['App name', 'Title', 'Registration', 'Live addresses', ''], rows));
 }
 
+/** 32 random bytes as hex: a new group access token. */
+function newToken() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 function groupForm(g) {
+  const generate = h('button', { type: 'button', onclick: (ev) => {
+    ev.target.closest('form').querySelector('[name=accessToken]').value = newToken();
+  } }, 'Generate');
   formDialog(g ? `Edit ${g.appName}` : 'New executor group', h('div', { class: 'grid' },
     field('App name', 'appName', g ? g.appName : ''),
     field('Title', 'title', g ? g.title : ''),
     field('Registration', 'addressType', g ? g.addressType : 0, 'select', { choices: [[0, 'Automatic (heartbeats)'], [1, 'Manual list']] }),
-    field('Addresses (manual, comma-separated)', 'addressList', g ? g.addressList : '', 'text', { placeholder: 'http://10.0.0.1:9999/' })),
+    field('Addresses (manual, comma-separated)', 'addressList', g ? g.addressList : '', 'text', { placeholder: 'http://10.0.0.1:9999/' }),
+    field('Access token of this group (empty = the global token)', 'accessToken', g ? g.accessToken || '' : '', 'text',
+      { wide: true, autocomplete: 'off', extra: generate })),
   'Save', async (form) => {
     const v = formValues(form);
-    const body = { appName: v.appName, title: v.title, addressType: Number(v.addressType), addressList: v.addressList || null };
+    const body = { appName: v.appName, title: v.title, addressType: Number(v.addressType), addressList: v.addressList || null,
+      accessToken: v.accessToken.trim() };
     await api(g ? 'PUT' : 'POST', g ? `/groups/${g.id}` : '/groups', body);
     toast('Saved.', 'info');
     groupsPage();

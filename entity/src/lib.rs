@@ -13,6 +13,7 @@
 //!   `i_alarm_fire (alarm_status, fire_state)` holds only runs in flight and unhandled failures.
 //! - `xxl_job_log.trigger_type`: MANUAL, CRON, RETRY, PARENT, API or MISFIRE.
 //! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
+//! - `xxl_job_group.access_token`: the group's own access token (XXL-JOB 3.5's column).
 //! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
 //! - table `xjob_audit`: the console's audit log (time, user, client, action, target, detail).
 

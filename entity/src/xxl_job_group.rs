@@ -16,6 +16,8 @@ pub struct Model {
     #[sea_orm(column_type = "Text", nullable)]
     pub address_list: Option<String>,
     pub update_time: Option<DateTime>,
+    /// The group's own access token (XXL-JOB 3.5); NULL = the global token.
+    pub access_token: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

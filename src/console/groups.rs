@@ -29,7 +29,15 @@ pub struct GroupView {
     pub registry_list: Vec<String>,
     /// Last change (RFC 3339).
     pub update_time: Option<String>,
+    /// Whether the group has its own access token.
+    pub has_access_token: bool,
+    /// The group's own access token: shown to administrators only (null otherwise, and when
+    /// the group uses the global token).
+    pub access_token: Option<String>,
 }
+
+/// Shortest and longest group access token.
+pub const ACCESS_TOKEN_LEN: std::ops::RangeInclusive<usize> = 16..=255;
 
 /// A group as a user writes it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -43,6 +51,9 @@ pub struct GroupInput {
     pub address_type: i16,
     /// Manual addresses, comma-separated (required for a manual group).
     pub address_list: Option<String>,
+    /// The group's own access token (16–255 visible ASCII characters, no spaces); on an edit,
+    /// absent or null keeps the current one and `""` returns the group to the global token.
+    pub access_token: Option<String>,
 }
 
 impl GroupInput {
@@ -68,6 +79,14 @@ impl GroupInput {
         if self.title.chars().count() > 64 {
             return Err(invalid("title", "must be at most 64 characters"));
         }
+        if let Some(t) = self.access_token.as_deref().filter(|t| !t.is_empty())
+            && (!ACCESS_TOKEN_LEN.contains(&t.len()) || !t.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(invalid(
+                "accessToken",
+                "must be 16 to 255 visible ASCII characters without spaces (or empty for the global token)",
+            ));
+        }
         match self.address_type {
             0 => Ok(None),
             1 => {
@@ -92,6 +111,7 @@ impl GroupInput {
 fn view(
     g: entity::xxl_job_group::Model,
     live: &std::collections::BTreeMap<String, Vec<String>>,
+    who: &Principal,
 ) -> GroupView {
     let registry_list = if g.address_type == AddressType::Automatic.code() {
         live.get(&g.app_name).cloned().unwrap_or_default()
@@ -113,6 +133,8 @@ fn view(
         address_list: g.address_list,
         registry_list,
         update_time: rfc3339(g.update_time),
+        has_access_token: g.access_token.is_some(),
+        access_token: g.access_token.filter(|_| who.is_admin()),
     }
 }
 
@@ -142,7 +164,7 @@ impl Console {
         let live = self.engine.live_executors().await?;
         Ok(Page {
             total,
-            items: rows.into_iter().map(|g| view(g, &live)).collect(),
+            items: rows.into_iter().map(|g| view(g, &live, who)).collect(),
         })
     }
 
@@ -150,7 +172,7 @@ impl Console {
     pub async fn get_group(&self, who: &Principal, id: i32) -> Result<GroupView> {
         let g = groups::get(self.db(), id).await?;
         who.require_group(id, "id")?;
-        Ok(view(g, &self.engine.live_executors().await?))
+        Ok(view(g, &self.engine.live_executors().await?, who))
     }
 
     /// Creates a group (administrators).
@@ -167,9 +189,16 @@ impl Console {
             self.now(),
         )
         .await?;
+        let token = input.access_token.filter(|t| !t.is_empty());
+        if token.is_some() {
+            groups::set_access_token(self.db(), id, token).await?;
+        }
         self.after_group_change().await?;
         let g = self.get_group(who, id).await?;
-        let detail = format!("{} {}", g.app_name, shown(&g.title));
+        let mut detail = format!("{} {}", g.app_name, shown(&g.title));
+        if g.has_access_token {
+            detail.push_str("; own access token");
+        }
         self.audit(who, "group.create", "group", id, detail).await;
         Ok(g)
     }
@@ -195,9 +224,32 @@ impl Console {
             self.now(),
         )
         .await?;
+        let token_changed = match input.access_token {
+            Some(t) if t.is_empty() => {
+                groups::set_access_token(self.db(), id, None).await?;
+                before.has_access_token
+            }
+            Some(t) => {
+                let changed = before.access_token.as_deref() != Some(t.as_str());
+                groups::set_access_token(self.db(), id, Some(t)).await?;
+                changed
+            }
+            None => false,
+        };
         self.after_group_change().await?;
         let after = self.get_group(who, id).await?;
-        let detail = changes(&before, &after, &["updateTime", "registryList"]);
+        // that the token changed, never its value
+        let mut detail = changes(
+            &before,
+            &after,
+            &["updateTime", "registryList", "accessToken"],
+        );
+        if token_changed {
+            detail = match detail.as_str() {
+                "no change" => "access token changed".into(),
+                d => format!("{d}; access token changed"),
+            };
+        }
         self.audit(who, "group.update", "group", id, detail).await;
         Ok(after)
     }

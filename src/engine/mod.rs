@@ -208,7 +208,8 @@ impl EngineBuilder {
             (addr.clone(), Arc::new(exec) as Arc<dyn ExecutorClient>)
         });
         let local_executor = local.as_ref().map(|(_, e)| e.clone());
-        let client: Arc<dyn ExecutorClient> = Arc::new(NodeClient::new(local, self.remote));
+        let client: Arc<dyn ExecutorClient> =
+            Arc::new(NodeClient::new(local, self.remote).group_tokens(directory.clone()));
         let trigger = Arc::new(Trigger::new(
             db.clone(),
             clock.clone(),
@@ -384,6 +385,11 @@ impl Engine {
     #[doc(hidden)]
     pub fn activity(&self) -> &Activity {
         &self.activity
+    }
+
+    /// The dispatch-time view of groups (with their own access tokens).
+    pub(crate) fn directory(&self) -> &Directory {
+        &self.directory
     }
 
     /// This node's in-process executor, if it has one (served over HTTP by the node's routes).

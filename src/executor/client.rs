@@ -48,6 +48,12 @@ pub trait ExecutorClient: Send + Sync + 'static {
     fn kill(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT>;
     /// `POST /log`: read a run log from a line on.
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>>;
+    /// This client sending `token` instead of its own (a group's own access token), for the
+    /// executors of that group; `None` (the default) when the client sends no token.
+    fn with_token(&self, token: &str) -> Option<Arc<dyn ExecutorClient>> {
+        let _ = token;
+        None
+    }
 }
 
 /// Normalises an address for comparison: a trailing slash is added as XXL-JOB does.
@@ -66,6 +72,11 @@ pub(crate) struct NodeClient {
     local_address: Option<String>,
     local: Option<Arc<dyn ExecutorClient>>,
     remote: Option<Arc<dyn ExecutorClient>>,
+    /// Where groups' own tokens come from (addresses of a group with one get the remote
+    /// client's copy sending it).
+    tokens: Option<crate::directory::Directory>,
+    /// The remote client per group token, made once.
+    with_token: parking_lot::Mutex<std::collections::HashMap<String, Arc<dyn ExecutorClient>>>,
 }
 
 impl NodeClient {
@@ -83,7 +94,15 @@ impl NodeClient {
             local_address,
             local,
             remote,
+            tokens: None,
+            with_token: Default::default(),
         }
+    }
+
+    /// Calls executors of a group with its own access token (read from `directory`).
+    pub(crate) fn group_tokens(mut self, directory: crate::directory::Directory) -> Self {
+        self.tokens = Some(directory);
+        self
     }
 
     /// The in-process executor when `address` is this node's own.
@@ -99,15 +118,31 @@ impl NodeClient {
         same.then_some(local)
     }
 
-    fn pick(&self, address: &str) -> Result<&Arc<dyn ExecutorClient>, ReturnT> {
+    fn pick(&self, address: &str) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
         if let Some(l) = self.local_for(address) {
-            return Ok(l);
+            return Ok(l.clone());
         }
-        self.remote.as_ref().ok_or_else(|| {
+        let remote = self.remote.as_ref().ok_or_else(|| {
             ReturnT::fail(format!(
                 "xxl-job remoting error(no remote executor client is configured), for url : {address}"
             ))
-        })
+        })?;
+        if let Some(dir) = &self.tokens {
+            let tokens = dir.tokens();
+            if !tokens.is_empty()
+                && let Some(t) = tokens.by_address.get(&normalise(address))
+            {
+                let mut made = self.with_token.lock();
+                if let Some(c) = made.get(t) {
+                    return Ok(c.clone());
+                }
+                if let Some(c) = remote.with_token(t) {
+                    made.insert(t.clone(), c.clone());
+                    return Ok(c);
+                }
+            }
+        }
+        Ok(remote.clone())
     }
 }
 

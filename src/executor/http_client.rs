@@ -449,6 +449,14 @@ impl ExecutorClient for HttpExecutorClient {
         self.call(address, "kill", &JobIdParam { job_id })
     }
 
+    fn with_token(&self, token: &str) -> Option<Arc<dyn ExecutorClient>> {
+        Some(Arc::new(HttpExecutorClient {
+            thread: self.thread.clone(),
+            token: Some(token.to_string()),
+            timeout: self.timeout,
+        }))
+    }
+
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
         let url = join_url(address, "log");
         let payload = match serde_json::to_vec(&param) {

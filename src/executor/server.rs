@@ -21,6 +21,21 @@ pub(crate) struct ExecutorApi {
     pub backend: Arc<dyn ExecutorClient>,
     /// The token callers must send (none = no check).
     pub access_token: Option<String>,
+    /// The node's own executor group (directory, appName): when it has its own access token,
+    /// callers must send that one instead.
+    pub group: Option<(crate::directory::Directory, String)>,
+}
+
+impl ExecutorApi {
+    /// The token a caller must send now.
+    fn expected(&self) -> Option<String> {
+        if let Some((dir, app)) = &self.group
+            && let Some(t) = dir.tokens().by_app.get(app)
+        {
+            return Some(t.clone());
+        }
+        self.access_token.clone()
+    }
 }
 
 /// The executor paths.
@@ -61,7 +76,7 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
             "invalid request, HttpMethod not support.",
         ));
     }
-    if !token_ok(&req, api.access_token.as_deref()) {
+    if !token_ok(&req, api.expected().as_deref()) {
         return reply(&ReturnT::<String>::fail(WRONG_TOKEN));
     }
     let backend = &api.backend;

@@ -126,6 +126,7 @@ impl StandaloneExecutor {
         let api = ExecutorApi {
             backend: Arc::new(executor.clone()) as Arc<dyn ExecutorClient>,
             access_token: Some(token),
+            group: None,
         };
         let server = HttpServer::new(move || {
             let api = api.clone();

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::actors::complete::RecordResults;
 use crate::actors::registry::{Heartbeat, RemoveRegistration};
+use crate::directory::GroupTokens;
 use crate::engine::Engine;
 use crate::model::wire::{HandleCallbackParam, RegistryParam, ReturnT};
 use crate::token::{WRONG_TOKEN, token_ok};
@@ -95,15 +96,24 @@ async fn handle(
     if req.method() != actix_web::http::Method::POST {
         return reply(ReturnT::fail("invalid request, HttpMethod not support."));
     }
-    if !token_ok(&req, api.access_token.as_deref()) {
+    let global = api.access_token.as_deref();
+    let tokens = api.engine.directory().tokens();
+    // without group tokens every call is checked against the global one first (XXL-JOB's order)
+    if tokens.is_empty() && !token_ok(&req, global) {
         return reply(ReturnT::fail(WRONG_TOKEN));
     }
     match uri.as_str() {
         "registry" | "registryRemove" => {
             let p: RegistryParam = match serde_json::from_slice(&body) {
                 Ok(p) => p,
+                Err(_) if !token_ok(&req, global) => return reply(ReturnT::fail(WRONG_TOKEN)),
                 Err(_) => return reply(ReturnT::fail("Illegal Argument.")),
             };
+            // a group with its own token takes only that one
+            let expected = tokens.by_app.get(p.registry_key.trim()).map(String::as_str);
+            if !token_ok(&req, expected.or(global)) {
+                return reply(ReturnT::fail(WRONG_TOKEN));
+            }
             if [&p.registry_group, &p.registry_key, &p.registry_value]
                 .iter()
                 .any(|s| s.trim().is_empty())
@@ -131,6 +141,11 @@ async fn handle(
             }
         }
         "callback" => match parse_callbacks(&body) {
+            Ok(items)
+                if !tokens.is_empty() && !callback_token_ok(&req, &api, &tokens, &items).await =>
+            {
+                reply(ReturnT::fail(WRONG_TOKEN))
+            }
             Ok(items) => match api.engine.complete().send(RecordResults(items)).await {
                 Ok(Ok(())) => reply(ReturnT::success()),
                 Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
@@ -138,10 +153,42 @@ async fn handle(
             },
             Err(e) => reply(ReturnT::fail(e)),
         },
+        _ if !token_ok(&req, global) => reply(ReturnT::fail(WRONG_TOKEN)),
         other => reply(ReturnT::fail(format!(
             "invalid request, uri-mapping({other}) not found."
         ))),
     }
+}
+
+/// Whether every result of a callback comes with its run's group token (the global one for
+/// runs of groups without their own, and for unknown runs).
+async fn callback_token_ok(
+    req: &HttpRequest,
+    api: &AdminApi,
+    tokens: &GroupTokens,
+    items: &[HandleCallbackParam],
+) -> bool {
+    let global = api.access_token.as_deref();
+    let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
+    let groups = match crate::store::logs::groups_of(api.engine.db(), &ids).await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read the groups of called-back runs");
+            return false;
+        }
+    };
+    let mut needed: Vec<Option<&str>> = ids
+        .iter()
+        .map(|id| {
+            groups
+                .get(id)
+                .and_then(|g| tokens.by_group.get(g))
+                .map(String::as_str)
+                .or(global)
+        })
+        .collect();
+    needed.dedup();
+    needed.iter().all(|t| token_ok(req, *t))
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub fn node(
                 ExecutorApi {
                     backend,
                     access_token: access_token.clone(),
+                    group: Some((
+                        engine.directory().clone(),
+                        engine.config().executor.app_name.trim().to_string(),
+                    )),
                 },
             );
         }

@@ -145,6 +145,7 @@ fn group_input_schema() -> Value {
             ("title", "string"),
             ("addressType", "integer"),
             ("addressList", "string?"),
+            ("accessToken", "string?"),
         ]),
         &["appName", "title"],
         &[
@@ -154,6 +155,8 @@ fn group_input_schema() -> Value {
             ),
             ("title", json!({ "maxLength": 64, "pattern": r"\S" })),
             ("addressType", json!({ "enum": [0, 1] })),
+            // empty: the global token
+            ("accessToken", json!({ "pattern": r"^([!-~]{16,255})?$" })),
         ],
     );
     s["if"] =
@@ -184,6 +187,8 @@ fn schemas() -> Value {
         ("id", "integer"),
         ("registryList", "string[]"),
         ("updateTime", "string?"),
+        ("hasAccessToken", "boolean"),
+        ("accessToken", "string?"),
     ]);
     json!({
         "JobInput": job_input(),

@@ -120,6 +120,22 @@ pub(crate) async fn update(
         address_type: Set(address_type),
         address_list: Set(address_list),
         update_time: Set(Some(now)),
+        ..Default::default()
+    };
+    am.update(c).await?;
+    Ok(())
+}
+
+/// Sets (or with `None` removes) a group's own access token.
+pub(crate) async fn set_access_token(
+    c: &impl ConnectionTrait,
+    id: i32,
+    token: Option<String>,
+) -> Result<()> {
+    let am = ActiveModel {
+        id: Set(id),
+        access_token: Set(token),
+        ..Default::default()
     };
     am.update(c).await?;
     Ok(())

@@ -518,6 +518,27 @@ pub async fn all(c: &impl ConnectionTrait) -> Result<Vec<Model>> {
     Ok(shown(Entity::find().order_by_asc(Column::Id).all(c).await?))
 }
 
+/// The group of each run in `ids` that exists.
+pub(crate) async fn groups_of(
+    c: &impl ConnectionTrait,
+    ids: &[i64],
+) -> Result<std::collections::HashMap<i64, i32>> {
+    use sea_orm::QuerySelect;
+    let mut out = std::collections::HashMap::new();
+    for chunk in ids.chunks(500) {
+        let rows: Vec<(i64, i32)> = Entity::find()
+            .select_only()
+            .column(Column::Id)
+            .column(Column::JobGroup)
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -174,7 +174,8 @@ pub(crate) fn set_running(c: &Connection, id: i32, next: i64) -> rusqlite::Resul
 /// Every group (the dispatch directory's snapshot).
 pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
     let mut s = c.prepare_cached(
-        "SELECT id, app_name, title, address_type, address_list, update_time FROM xxl_job_group",
+        "SELECT id, app_name, title, address_type, address_list, update_time, access_token \
+         FROM xxl_job_group",
     )?;
     let rows = s.query_map([], |r| {
         Ok(Group {
@@ -184,6 +185,7 @@ pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
             address_type: r.get(3)?,
             address_list: r.get(4)?,
             update_time: naive(r.get(5)?),
+            access_token: r.get(6)?,
         })
     })?;
     rows.collect()

@@ -85,6 +85,12 @@ e2e('log in, create an executor group and a cron job, see the next fire times, s
   await dialog(page).getByRole('button', { name: 'Save' }).click();
   await page.locator('tr[data-group="e2e-exec"]').waitFor();
   assert.match(await page.locator('tr[data-group="xjob-demo"]').innerText(), /http:\/\/127\.0\.0\.1:/);
+  // give the group its own access token
+  await page.locator('tr[data-group="e2e-exec"]').getByRole('button', { name: 'Edit' }).click();
+  await dialog(page).getByRole('button', { name: 'Generate' }).click();
+  assert.match(await dialog(page).getByLabel(/Access token of this group/).inputValue(), /^[0-9a-f]{64}$/);
+  await dialog(page).getByRole('button', { name: 'Save' }).click();
+  await page.locator('tr[data-group="e2e-exec"]').getByText('own access token').waitFor();
 
   await nav(page, 'Jobs');
   await page.getByRole('button', { name: 'New job' }).click();
