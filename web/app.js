@@ -19,6 +19,304 @@ const PAGE = 20;
 const state = { me: null, timers: [] };
 const $ = (sel, root = document) => root.querySelector(sel);
 
+// ---------- language ----------
+
+/** The console's languages; the choice is remembered in localStorage (`xjob.lang`). */
+const LANGS = [['en', 'English'], ['zh', '中文']];
+let LANG = (() => {
+  const saved = localStorage.getItem('xjob.lang');
+  if (LANGS.some(([l]) => l === saved)) return saved;
+  return (navigator.languages || [navigator.language || 'en']).some((l) => /^zh\b/i.test(l)) ? 'zh' : 'en';
+})();
+
+/** Simplified Chinese for every text of the console (English is the key). */
+const ZH = {
+"All": "全部",
+"User name": "用户名",
+"Delete": "删除",
+"Saved.": "已保存。",
+"Running": "运行中",
+"Executor": "执行器",
+"To": "至",
+"Status": "状态",
+"Search": "搜索",
+"Save": "保存",
+"Param": "任务参数",
+"Kill": "终止",
+"Handler": "JobHandler",
+"From": "从",
+"Edit": "编辑",
+"Description": "任务描述",
+"Author": "负责人",
+"User": "普通用户",
+"Trigger": "调度",
+"Title": "名称",
+"Target": "对象",
+"Stopped": "已停止",
+"Role": "角色",
+"Result": "执行结果",
+"Registration": "注册方式",
+"New user": "新增用户",
+"New job": "新增任务",
+"Jobs": "任务",
+"Job": "任务",
+"ID": "ID",
+"Failed": "失败",
+"Cancel": "取消",
+"App name": "AppName",
+"Administrator": "管理员",
+"Action": "操作",
+"runs only when triggered": "仅手动触发时运行",
+"own access token": "独立访问令牌",
+"none online": "无在线机器",
+"next ": "下次 ",
+"Wrong user name or password.": "用户名或密码错误。",
+"What to delete": "清理方式",
+"What changed (4–100 characters)": "修改说明（4–100 个字符）",
+"Users": "用户管理",
+"Triggered.": "已触发。",
+"Timeout (s, 0 = none)": "任务超时时间（秒，0 = 不限）",
+"Time": "时间",
+"The run has ended.": "执行已结束。",
+"Target id": "对象 ID",
+"Table": "表格",
+"Successful": "成功",
+"Successful runs": "成功次数",
+"Success": "成功",
+"Stopped.": "已停止。",
+"Stop": "停止",
+"Started.": "已启动。",
+"Start": "启动",
+"Sign in": "登录",
+"Sign in to xjob": "登录 xjob",
+"Show": "查询",
+"Script": "GLUE 源码",
+"Script source": "脚本源码",
+"Script source (script run modes)": "脚本源码（脚本运行模式）",
+"Schedule": "调度",
+"Schedule type": "调度类型",
+"Save version": "保存版本",
+"Runs": "调度次数",
+"Runs per day": "每日调度次数",
+"Run": "执行",
+"Run once": "执行一次",
+"Run mode": "运行模式",
+"Run logs": "调度日志",
+"Run log": "执行日志",
+"Routing": "路由策略",
+"Retry interval (s)": "重试间隔（秒）",
+"Retries on failure": "失败重试次数",
+"Remark": "备注",
+"Previous": "上一页",
+"Please confirm": "请确认",
+"Password": "密码",
+"Password changed.": "密码已修改。",
+"Password (8+ characters)": "密码（至少 8 个字符）",
+"Older than three months": "清理三个月之前的日志",
+"Older than six months": "清理六个月之前的日志",
+"Older than one year": "清理一年之前的日志",
+"Older than one month": "清理一个月之前的日志",
+"Nothing here yet.": "暂无数据。",
+"Not found": "未找到",
+"No versions saved yet.": "尚未保存任何版本。",
+"No such page.": "没有这个页面。",
+"No runs match.": "没有匹配的执行记录。",
+"No entries match.": "没有匹配的记录。",
+"Next": "下一页",
+"Next fire times": "下次触发时间",
+"New password (empty = keep)": "新密码（留空 = 不修改）",
+"New password (8+ characters)": "新密码（至少 8 个字符）",
+"New group": "新增执行器",
+"New executor group": "新增执行器",
+"Misfire": "调度过期策略",
+"Manual": "手动录入",
+"Manual list": "手动录入",
+"Logs": "日志",
+"Load": "载入",
+"Live executors": "在线执行器",
+"Live addresses": "在线机器地址",
+"Killed.": "已终止。",
+"Keep the newest 30,000": "只保留最近三万条",
+"Keep the newest 100,000": "只保留最近十万条",
+"Keep the newest 10,000": "只保留最近一万条",
+"Keep the newest 1,000": "只保留最近一千条",
+"History (newest 30)": "历史版本（最近 30 个）",
+"Generate": "生成",
+"Following…": "正在跟踪…",
+"Finished": "执行时间",
+"Executors": "执行器管理",
+"Executor groups": "执行器",
+"Executor groups (normal users)": "执行器权限（普通用户）",
+"Error": "错误",
+"Details": "详情",
+"Detail": "详情",
+"Delete all": "清理所有日志",
+"Day": "日期",
+"Dashboard": "运行报表",
+"Current password": "当前密码",
+"Cron expression / seconds": "Cron 表达式 / 秒数",
+"Copy": "复制",
+"Close": "关闭",
+"Client": "客户端",
+"Clear run logs": "清理调度日志",
+"Clear logs…": "清理日志…",
+"Child job ids (comma-separated)": "子任务 ID（逗号分隔）",
+"Change": "修改",
+"Change your password": "修改密码",
+"Block strategy": "阻塞处理策略",
+"Automatic": "自动注册",
+"Automatic (heartbeats)": "自动注册（心跳）",
+"Audit log": "审计日志",
+"All executors you may see.": "你可见的全部执行器。",
+"Alarm webhook URL": "告警 Webhook URL",
+"Alarm e-mail (comma-separated)": "报警邮件（逗号分隔）",
+"Addresses (optional, comma-separated; default: the executor group)": "机器地址（可选，逗号分隔；默认：执行器的地址）",
+"Addresses (manual, comma-separated)": "机器地址（手动录入，逗号分隔）",
+"Access token of this group (empty = the global token)": "本执行器的访问令牌（留空 = 全局令牌）",
+"(none yet)": "（暂无）",
+"0 items": "0 条",
+"Time zone (IANA; empty = the center's)": "时区（IANA；留空 = 调度中心的时区）",
+"ok": "成功",
+"all": "全部",
+"Triggered": "触发时间",
+"Change password": "修改密码",
+"Log out": "退出",
+"Loading…": "加载中…",
+"Language": "语言",
+"Sign in · xjob": "登录 · xjob",
+"FIRST": "第一个",
+"LAST": "最后一个",
+"ROUND": "轮询",
+"RANDOM": "随机",
+"CONSISTENT_HASH": "一致性 HASH",
+"LEAST_FREQUENTLY_USED": "最不经常使用",
+"LEAST_RECENTLY_USED": "最近最久未使用",
+"FAILOVER": "故障转移",
+"BUSYOVER": "忙碌转移",
+"SHARDING_BROADCAST": "分片广播",
+"SERIAL_EXECUTION": "单机串行",
+"DISCARD_LATER": "丢弃后续调度",
+"COVER_EARLY": "覆盖之前调度",
+"DO_NOTHING": "忽略",
+"FIRE_ONCE_NOW": "立即执行一次",
+"CRON": "CRON",
+"FIX_RATE": "固定速度",
+"NONE": "无",
+"success": "成功",
+"failed": "失败",
+"running": "运行中",
+"{from}–{to} of {total}": "第 {from}–{to} 条，共 {total} 条",
+"{title} · xjob": "{title} · xjob",
+"Successful {n}": "成功 {n}",
+"Failed {n}": "失败 {n}",
+"Running {n}": "运行中 {n}",
+"Delete executor group {name}?": "确定删除执行器 {name}？",
+"Edit {name}": "编辑 {name}",
+"Delete job {id} \"{desc}\" with all its run logs?": "确定删除任务 {id}“{desc}”及其全部调度日志？",
+"Run \"{desc}\" once": "执行一次“{desc}”",
+"Edit job {id}": "编辑任务 {id}",
+"Script of job {id} ({type})": "任务 {id} 的脚本（{type}）",
+"failed ({code})": "失败（{code}）",
+"Run {id}": "执行记录 {id}",
+"Kill run {id}?": "确定终止执行记录 {id}？",
+"Executor {group}, job {job}.": "执行器 {group}，任务 {job}。",
+"Executor {group}, all its jobs.": "执行器 {group}，全部任务。",
+"Deleted {n} run(s).": "已删除 {n} 条执行记录。",
+"Run log {id} (job {job})": "执行日志 {id}（任务 {job}）",
+"Cannot read the log: {msg}": "无法读取日志：{msg}",
+"Delete user {name}?": "确定删除用户 {name}？",
+"User name: {name}": "用户名：{name}",
+"Request failed: {msg}": "请求失败：{msg}",
+" (copy)": "（副本）"
+};
+
+/** `s` in the console's language, `{name}` placeholders filled from `vars`. */
+function t(s, vars) {
+  let out = (LANG === 'zh' && ZH[s]) || s;
+  if (vars) out = out.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? String(vars[k]) : m));
+  return out;
+}
+
+/** The console's field names, for server messages naming one. */
+const FIELDS_ZH = { appName: 'AppName', title: '名称', addressType: '注册方式', addressList: '机器地址',
+  accessToken: '访问令牌', jobGroup: '执行器', jobDesc: '任务描述', author: '负责人', alarmEmail: '报警邮件',
+  scheduleType: '调度类型', scheduleConf: '调度配置', misfireStrategy: '调度过期策略', executorRouteStrategy: '路由策略',
+  executorHandler: 'JobHandler', executorParam: '任务参数', executorBlockStrategy: '阻塞处理策略',
+  executorTimeout: '任务超时时间', executorFailRetryCount: '失败重试次数', glueType: '运行模式', glueSource: '脚本源码',
+  glueRemark: '修改说明', childJobId: '子任务 ID', timeZone: '时区', retryInterval: '重试间隔', alarmWebhook: '告警 Webhook',
+  username: '用户名', password: '密码', oldPassword: '当前密码', role: '角色', permission: '执行器权限',
+  from: '开始时间', to: '结束时间', limit: '每页条数', offset: '起始位置', id: 'ID', logId: '日志 ID', jobId: '任务 ID' };
+
+/** Server reasons (after `invalid <field>: `, `conflict: `, `forbidden: `) in Chinese. */
+const REASONS_ZH = [
+  [/^is required$/, () => '不能为空'],
+  [/^must be (\d+) to (\d+) characters$/, (m) => `长度须为 ${m[1]} 到 ${m[2]} 个字符`],
+  [/^must be at most (\d+) characters$/, (m) => `最多 ${m[1]} 个字符`],
+  [/^must be between (\d+) and (\d+)$/, (m) => `须在 ${m[1]} 到 ${m[2]} 之间`],
+  [/^must be (\d+) or more$/, (m) => `须不小于 ${m[1]}`],
+  [/^must be 4 to 20 letters, digits/, () => '须为 4 到 20 个字母、数字或 _ - . @'],
+  [/^is not the current password$/, () => '不是当前密码'],
+  [/^cannot be changed$/, () => '不能修改'],
+  [/^administrators only$/, () => '仅限管理员'],
+  [/^you cannot delete yourself$/, () => '不能删除自己'],
+  [/^you cannot demote yourself$/, () => '不能取消自己的管理员身份'],
+  [/^the last group cannot be deleted$/, () => '不能删除最后一个执行器'],
+  [/^the group still has (\d+) job\(s\)$/, (m) => `该执行器下还有 ${m[1]} 个任务`],
+  [/^a group with appName `(.*)` exists$/, (m) => `AppName 为 ${m[1]} 的执行器已存在`],
+  [/^user `(.*)` exists$/, (m) => `用户 ${m[1]} 已存在`],
+  [/^run (\d+) is not running$/, (m) => `执行记录 ${m[1]} 未在运行`],
+  [/^no permission for executor group (\d+)$/, (m) => `没有执行器 ${m[1]} 的权限`],
+  [/^executor group (\d+) does not exist$/, (m) => `执行器 ${m[1]} 不存在`],
+  [/^job (\d+) does not exist$/, (m) => `任务 ${m[1]} 不存在`],
+  [/^the schedule has no future fire time$/, () => '该调度没有未来的触发时间'],
+  [/^a job cannot be its own child$/, () => '任务不能是自己的子任务'],
+  [/^`(.*)` is not an IANA time zone( name)?$/, (m) => `${m[1]} 不是 IANA 时区名`],
+  [/^`(.*)` is not an http:\/\/ or https:\/\/ address$/, (m) => `${m[1]} 不是 http:// 或 https:// 地址`],
+  [/^must be 16 to 255 visible ASCII/, () => '须为 16 到 255 个可见 ASCII 字符，不含空格（留空则使用全局令牌）'],
+];
+
+/** A server message in the console's language (the English text when none is known). */
+function serverText(msg) {
+  if (LANG !== 'zh' || !msg) return msg;
+  const reason = (r) => {
+    for (const [re, f] of REASONS_ZH) { const m = r.match(re); if (m) return f(m); }
+    return r;
+  };
+  let m;
+  if ((m = msg.match(/^invalid (\w+): (.*)$/s))) return `${FIELDS_ZH[m[1]] || m[1]}：${reason(m[2])}`;
+  if ((m = msg.match(/^invalid schedule `(.*)`: (.*)$/s))) return `无效的调度配置 ${m[1]}：${m[2]}`;
+  if ((m = msg.match(/^conflict: (.*)$/s))) return `冲突：${reason(m[1])}`;
+  if ((m = msg.match(/^forbidden: (.*)$/s))) return `无权限：${reason(m[1])}`;
+  if ((m = msg.match(/^too many failed logins; retry in (\d+) s$/))) return `登录失败次数过多，请 ${m[1]} 秒后重试`;
+  if ((m = msg.match(/^(\w+) (\d+) not found$/))) return `${m[1]} ${m[2]} 不存在`;
+  if (msg === 'authentication required') return '需要登录';
+  if (msg === 'internal error; see the server log') return '内部错误，请查看服务器日志';
+  return reason(msg);
+}
+
+/** The language switch (header and sign-in page). */
+function langSwitch() {
+  const sel = h('select', { 'aria-label': 'Language / 语言', class: 'lang', onchange: (ev) => setLang(ev.target.value) },
+    LANGS.map(([l, name]) => h('option', { value: l, selected: l === LANG }, name)));
+  return sel;
+}
+
+/** Switches the language, remembers it, and draws the page again. */
+function setLang(l) {
+  LANG = l;
+  localStorage.setItem('xjob.lang', l);
+  translateShell();
+  route();
+}
+
+/** The static page (header, status line) in the current language. */
+function translateShell() {
+  document.documentElement.lang = LANG === 'zh' ? 'zh-CN' : 'en';
+  document.querySelectorAll('[data-i18n]').forEach((el) => { el.textContent = t(el.dataset.i18n); });
+  const slot = $('#lang-slot');
+  if (slot) slot.replaceChildren(langSwitch());
+}
+
 // ---------- DOM helpers ----------
 
 /** Creates an element: h('button', {class: 'x', onclick: f}, 'text', child, ...). */
@@ -43,21 +341,21 @@ function msgText(s) {
   return (s || '').replace(/<br\s*\/?>/gi, '\n').replace(/<[^>]*>/g, '');
 }
 
-function fmtTime(t) {
-  if (!t) return '';
-  const d = typeof t === 'number' ? new Date(t) : new Date(t);
-  if (isNaN(d)) return String(t);
+function fmtTime(v) {
+  if (!v) return '';
+  const d = typeof v === 'number' ? new Date(v) : new Date(v);
+  if (isNaN(d)) return String(v);
   const p = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
 
 function toast(text, kind = 'error') {
-  const t = $('#toast');
-  t.textContent = text;
-  t.className = kind === 'info' ? 'info' : '';
-  t.hidden = false;
+  const box = $('#toast');
+  box.textContent = text;
+  box.className = kind === 'info' ? 'info' : '';
+  box.hidden = false;
   clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => { t.hidden = true; }, kind === 'info' ? 2500 : 6000);
+  toast.timer = setTimeout(() => { box.hidden = true; }, kind === 'info' ? 2500 : 6000);
 }
 
 // ---------- API ----------
@@ -113,14 +411,14 @@ function showError(e, form) {
   if (form && e.field) {
     const slot = form.querySelector(`[data-error-for="${e.field}"]`);
     if (slot) {
-      slot.textContent = e.message;
+      slot.textContent = serverText(e.message);
       slot.closest('.field').classList.add('invalid');
       const input = form.querySelector(`[name="${e.field}"]`);
       if (input) input.focus();
       return;
     }
   }
-  toast(e.status ? `${e.message}` : `Request failed: ${e.message}`);
+  toast(e.status ? serverText(e.message) : t('Request failed: {msg}', { msg: e.message }));
 }
 
 function clearErrors(form) {
@@ -150,7 +448,7 @@ function field(label, name, value, kind = 'text', options = {}) {
     h('span', { class: 'field-error', id: `${id}-error`, 'data-error-for': name, 'aria-live': 'polite' }));
 }
 
-function choices(list) { return list.map((v) => [v, v]); }
+function choices(list) { return list.map((v) => [v, t(v)]); }
 
 const dialog = () => $('#dialog');
 
@@ -162,7 +460,7 @@ function formDialog(title, content, submitLabel, submit) {
   const form = h('form', { novalidate: true },
     h('h2', { id: 'dialog-title' }, title), content,
     h('div', { class: 'buttons' },
-      h('button', { type: 'button', onclick: closeDialog }, 'Cancel'),
+      h('button', { type: 'button', onclick: closeDialog }, t('Cancel')),
       h('button', { type: 'submit', class: 'primary' }, submitLabel)));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -186,14 +484,14 @@ function formDialog(title, content, submitLabel, submit) {
 }
 
 /** Asks before a destructive action; resolves true when confirmed. */
-function confirmDialog(text, yes = 'Delete') {
+function confirmDialog(text, yes = t('Delete')) {
   return new Promise((resolve) => {
     const d = dialog();
     const done = (v) => { d.close(); resolve(v); };
     d.replaceChildren(h('div', { class: 'body', role: 'alertdialog', 'aria-labelledby': 'dialog-title' },
-      h('h2', { id: 'dialog-title' }, 'Please confirm'), h('p', {}, text),
+      h('h2', { id: 'dialog-title' }, t('Please confirm')), h('p', {}, text),
       h('div', { class: 'buttons' },
-        h('button', { type: 'button', onclick: () => done(false) }, 'Cancel'),
+        h('button', { type: 'button', onclick: () => done(false) }, t('Cancel')),
         h('button', { type: 'button', class: 'primary danger-confirm', onclick: () => done(true) }, yes))));
     d.addEventListener('cancel', () => resolve(false), { once: true });
     d.showModal();
@@ -203,7 +501,7 @@ function confirmDialog(text, yes = 'Delete') {
 function infoDialog(title, content) {
   const d = dialog();
   d.replaceChildren(h('div', { class: 'body' }, h('h2', { id: 'dialog-title' }, title), content,
-    h('div', { class: 'buttons' }, h('button', { type: 'button', onclick: closeDialog }, 'Close'))));
+    h('div', { class: 'buttons' }, h('button', { type: 'button', onclick: closeDialog }, t('Close')))));
   d.showModal();
 }
 
@@ -219,7 +517,7 @@ function formValues(form) {
   return out;
 }
 
-function table(headers, rows, empty = 'Nothing here yet.') {
+function table(headers, rows, empty = t('Nothing here yet.')) {
   return h('table', {},
     h('thead', {}, h('tr', {}, headers.map((x) => h('th', { scope: 'col' }, x)))),
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: headers.length, class: 'muted' }, empty))));
@@ -227,9 +525,9 @@ function table(headers, rows, empty = 'Nothing here yet.') {
 
 function pager(total, offset, go) {
   return h('div', { class: 'pager' },
-    h('button', { type: 'button', disabled: offset <= 0, onclick: () => go(Math.max(0, offset - PAGE)) }, 'Previous'),
-    h('span', { class: 'muted' }, total === 0 ? '0 items' : `${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`),
-    h('button', { type: 'button', disabled: offset + PAGE >= total, onclick: () => go(offset + PAGE) }, 'Next'));
+    h('button', { type: 'button', disabled: offset <= 0, onclick: () => go(Math.max(0, offset - PAGE)) }, t('Previous')),
+    h('span', { class: 'muted' }, total === 0 ? t('0 items') : t('{from}–{to} of {total}', { from: offset + 1, to: Math.min(offset + PAGE, total), total })),
+    h('button', { type: 'button', disabled: offset + PAGE >= total, onclick: () => go(offset + PAGE) }, t('Next')));
 }
 
 function every(ms, f) { state.timers.push(setInterval(f, ms)); }
@@ -243,17 +541,18 @@ async function groupsList() {
 function page(title, ...content) {
   const main = $('#main');
   main.replaceChildren(h('h1', {}, title), ...content);
-  document.title = `${title} · xjob`;
+  document.title = t('{title} · xjob', { title });
   main.focus();
 }
 
 function loginPage() {
   $('#top').hidden = true;
   const form = h('form', { class: 'login', novalidate: true },
-    h('h1', {}, 'Sign in to xjob'),
-    field('User name', 'username', '', 'text', { autocomplete: 'username', required: true }),
-    field('Password', 'password', '', 'password', { autocomplete: 'current-password', required: true }),
-    h('div', { class: 'buttons' }, h('button', { type: 'submit', class: 'primary' }, 'Sign in')));
+    h('div', { class: 'lang-row' }, langSwitch()),
+    h('h1', {}, t('Sign in to xjob')),
+    field(t('User name'), 'username', '', 'text', { autocomplete: 'username', required: true }),
+    field(t('Password'), 'password', '', 'password', { autocomplete: 'current-password', required: true }),
+    h('div', { class: 'buttons' }, h('button', { type: 'submit', class: 'primary' }, t('Sign in'))));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors(form);
@@ -263,13 +562,13 @@ function loginPage() {
       await loadMe();
       location.hash = '#/';
     } catch (e) {
-      if (e.status === 401) showError({ field: 'password', message: 'Wrong user name or password.' }, form);
+      if (e.status === 401) showError({ field: 'password', message: t('Wrong user name or password.') }, form);
       else if (e.status === 429) showError({ field: 'password', message: e.message }, form);
       else showError(e, form);
     }
   });
   $('#main').replaceChildren(form);
-  document.title = 'Sign in · xjob';
+  document.title = t('Sign in · xjob');
   form.querySelector('input').focus();
 }
 
@@ -288,13 +587,13 @@ async function dashboardPage() {
       chartBox.replaceChildren(chart(c));
     } catch (e) { showError(e); }
   };
-  page('Dashboard',
+  page(t('Dashboard'),
     h('div', { class: 'cards' },
-      card(d.jobInfoCount, 'Jobs'), card(d.jobLogCount, 'Runs'),
-      card(d.jobLogSuccessCount, 'Successful runs'), card(d.executorCount, 'Live executors')),
+      card(d.jobInfoCount, t('Jobs')), card(d.jobLogCount, t('Runs')),
+      card(d.jobLogSuccessCount, t('Successful runs')), card(d.executorCount, t('Live executors'))),
     h('div', { class: 'toolbar' },
-      h('label', {}, 'From', from), h('label', {}, 'To', to),
-      h('button', { type: 'button', onclick: draw }, 'Show')),
+      h('label', {}, t('From'), from), h('label', {}, t('To'), to),
+      h('button', { type: 'button', onclick: draw }, t('Show'))),
     chartBox);
   await draw();
 }
@@ -311,7 +610,7 @@ function chart(c) {
   const W = 1000, H = 220, pad = 30;
   svg.setAttribute('viewBox', `0 0 ${W} ${H + 20}`);
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', 'Runs per day');
+  svg.setAttribute('aria-label', t('Runs per day'));
   const max = Math.max(1, ...days.map((_, i) => c.triggerDayCountSucList[i] + c.triggerDayCountFailList[i] + c.triggerDayCountRunningList[i]));
   const bw = (W - pad) / Math.max(days.length, 1);
   days.forEach((day, i) => {
@@ -328,24 +627,24 @@ function chart(c) {
       y -= hgt;
     }
     if (days.length <= 31 || i % Math.ceil(days.length / 31) === 0) {
-      const t = document.createElementNS(NS, 'text');
-      t.setAttribute('x', pad + i * bw + bw / 2);
-      t.setAttribute('y', H + 15);
-      t.setAttribute('text-anchor', 'middle');
-      t.setAttribute('font-size', '11');
-      t.textContent = day.slice(5);
-      svg.append(t);
+      const label = document.createElementNS(NS, 'text');
+      label.setAttribute('x', pad + i * bw + bw / 2);
+      label.setAttribute('y', H + 15);
+      label.setAttribute('text-anchor', 'middle');
+      label.setAttribute('font-size', '11');
+      label.textContent = day.slice(5);
+      svg.append(label);
     }
   });
   const rows = days.map((day, i) => h('tr', {}, h('td', {}, day), h('td', {}, c.triggerDayCountSucList[i]),
     h('td', {}, c.triggerDayCountFailList[i]), h('td', {}, c.triggerDayCountRunningList[i])));
   return h('div', {},
     h('div', { class: 'legend' },
-      h('span', {}, h('i', { class: 'sw-suc' }), `Successful ${c.triggerCountSucTotal}`),
-      h('span', {}, h('i', { class: 'sw-fail' }), `Failed ${c.triggerCountFailTotal}`),
-      h('span', {}, h('i', { class: 'sw-run' }), `Running ${c.triggerCountRunningTotal}`)),
+      h('span', {}, h('i', { class: 'sw-suc' }), t('Successful {n}', { n: c.triggerCountSucTotal })),
+      h('span', {}, h('i', { class: 'sw-fail' }), t('Failed {n}', { n: c.triggerCountFailTotal })),
+      h('span', {}, h('i', { class: 'sw-run' }), t('Running {n}', { n: c.triggerCountRunningTotal }))),
     svg,
-    h('details', {}, h('summary', {}, 'Table'), table(['Day', 'Successful', 'Failed', 'Running'], rows)));
+    h('details', {}, h('summary', {}, t('Table')), table([t('Day'), t('Successful'), t('Failed'), t('Running')], rows)));
 }
 
 async function groupsPage() {
@@ -353,18 +652,18 @@ async function groupsPage() {
   const data = await api('GET', '/groups?limit=1000');
   const rows = data.items.map((g) => h('tr', { 'data-group': g.appName },
     h('td', {}, g.appName), h('td', {}, g.title),
-    h('td', {}, g.addressType === 0 ? 'Automatic' : 'Manual', g.hasAccessToken ? h('div', { class: 'muted' }, 'own access token') : null),
-    h('td', {}, g.registryList.length ? g.registryList.join('\n') : h('span', { class: 'muted' }, 'none online')),
+    h('td', {}, g.addressType === 0 ? t('Automatic') : t('Manual'), g.hasAccessToken ? h('div', { class: 'muted' }, t('own access token')) : null),
+    h('td', {}, g.registryList.length ? g.registryList.join('\n') : h('span', { class: 'muted' }, t('none online'))),
     h('td', { class: 'actions' }, admin && [
-      h('button', { type: 'button', onclick: () => groupForm(g) }, 'Edit'),
+      h('button', { type: 'button', onclick: () => groupForm(g) }, t('Edit')),
       h('button', { type: 'button', class: 'danger', onclick: async () => {
-        if (!(await confirmDialog(`Delete executor group ${g.appName}?`))) return;
+        if (!(await confirmDialog(t('Delete executor group {name}?', { name: g.appName })))) return;
         try { await api('DELETE', `/groups/${g.id}`); groupsPage(); } catch (e) { showError(e); }
-      } }, 'Delete')])));
-  page('Executors',
+      } }, t('Delete'))])));
+  page(t('Executors'),
     h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
-      admin && h('button', { type: 'button', class: 'primary', onclick: () => groupForm(null) }, 'New group')),
-    table(['App name', 'Title', 'Registration', 'Live addresses', ''], rows));
+      admin && h('button', { type: 'button', class: 'primary', onclick: () => groupForm(null) }, t('New group'))),
+    table([t('App name'), t('Title'), t('Registration'), t('Live addresses'), ''], rows));
 }
 
 /** 32 random bytes as hex: a new group access token. */
@@ -375,15 +674,15 @@ function newToken() {
 function groupForm(g) {
   const generate = h('button', { type: 'button', onclick: (ev) => {
     ev.target.closest('form').querySelector('[name=accessToken]').value = newToken();
-  } }, 'Generate');
-  formDialog(g ? `Edit ${g.appName}` : 'New executor group', h('div', { class: 'grid' },
-    field('App name', 'appName', g ? g.appName : ''),
-    field('Title', 'title', g ? g.title : ''),
-    field('Registration', 'addressType', g ? g.addressType : 0, 'select', { choices: [[0, 'Automatic (heartbeats)'], [1, 'Manual list']] }),
-    field('Addresses (manual, comma-separated)', 'addressList', g ? g.addressList : '', 'text', { placeholder: 'http://10.0.0.1:9999/' }),
-    field('Access token of this group (empty = the global token)', 'accessToken', g ? g.accessToken || '' : '', 'text',
+  } }, t('Generate'));
+  formDialog(g ? t('Edit {name}', { name: g.appName }) : t('New executor group'), h('div', { class: 'grid' },
+    field(t('App name'), 'appName', g ? g.appName : ''),
+    field(t('Title'), 'title', g ? g.title : ''),
+    field(t('Registration'), 'addressType', g ? g.addressType : 0, 'select', { choices: [[0, t('Automatic (heartbeats)')], [1, t('Manual list')]] }),
+    field(t('Addresses (manual, comma-separated)'), 'addressList', g ? g.addressList : '', 'text', { placeholder: 'http://10.0.0.1:9999/' }),
+    field(t('Access token of this group (empty = the global token)'), 'accessToken', g ? g.accessToken || '' : '', 'text',
       { wide: true, autocomplete: 'off', extra: generate })),
-  'Save', async (form) => {
+  t('Save'), async (form) => {
     const v = formValues(form);
     const body = { appName: v.appName, title: v.title, addressType: Number(v.addressType), addressList: v.addressList || null,
       accessToken: v.accessToken.trim() };
@@ -401,15 +700,15 @@ async function jobsPage(params) {
   const data = await api('GET', '/jobs' + qs({ ...f, limit: PAGE }));
   const gname = (id) => (groups.find((g) => g.id === id) || {}).title || `#${id}`;
   const filters = h('form', { class: 'toolbar', role: 'search' },
-    h('label', {}, 'Executor', h('select', { name: 'jobGroup' }, h('option', { value: '' }, 'All'),
+    h('label', {}, t('Executor'), h('select', { name: 'jobGroup' }, h('option', { value: '' }, t('All')),
       groups.map((g) => h('option', { value: g.id, selected: String(g.id) === f.jobGroup }, g.title)))),
-    h('label', {}, 'Status', h('select', { name: 'triggerStatus' },
-      [['-1', 'All'], ['1', 'Running'], ['0', 'Stopped']].map(([v, t]) => h('option', { value: v, selected: v === f.triggerStatus }, t)))),
-    h('label', {}, 'Description', h('input', { name: 'jobDesc', value: f.jobDesc })),
-    h('label', {}, 'Handler', h('input', { name: 'executorHandler', value: f.executorHandler })),
-    h('label', {}, 'Author', h('input', { name: 'author', value: f.author })),
-    h('button', { type: 'submit' }, 'Search'), h('span', { class: 'spacer' }),
-    h('button', { type: 'button', class: 'primary', onclick: () => jobForm(null, groups) }, 'New job'));
+    h('label', {}, t('Status'), h('select', { name: 'triggerStatus' },
+      [['-1', t('All')], ['1', t('Running')], ['0', t('Stopped')]].map(([v, label]) => h('option', { value: v, selected: v === f.triggerStatus }, t(label))))),
+    h('label', {}, t('Description'), h('input', { name: 'jobDesc', value: f.jobDesc })),
+    h('label', {}, t('Handler'), h('input', { name: 'executorHandler', value: f.executorHandler })),
+    h('label', {}, t('Author'), h('input', { name: 'author', value: f.author })),
+    h('button', { type: 'submit' }, t('Search')), h('span', { class: 'spacer' }),
+    h('button', { type: 'button', class: 'primary', onclick: () => jobForm(null, groups) }, t('New job')));
   filters.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const v = formValues(filters);
@@ -417,26 +716,26 @@ async function jobsPage(params) {
   });
   const rows = data.items.map((j) => h('tr', { 'data-job': j.jobDesc },
     h('td', {}, j.id), h('td', {}, j.jobDesc), h('td', {}, gname(j.jobGroup)),
-    h('td', {}, j.scheduleType, j.scheduleConf ? `: ${j.scheduleConf}` : ''),
+    h('td', {}, t(j.scheduleType), j.scheduleConf ? `: ${j.scheduleConf}` : ''),
     h('td', {}, j.glueType === 'BEAN' ? j.executorHandler : j.glueType),
     h('td', {}, j.author),
-    h('td', {}, h('span', { class: 'badge ' + (j.triggerStatus ? 'running-job' : 'stopped') }, j.triggerStatus ? 'Running' : 'Stopped'),
-      j.triggerStatus ? h('div', { class: 'muted' }, 'next ', fmtTime(j.triggerNextTime)) : null),
+    h('td', {}, h('span', { class: 'badge ' + (j.triggerStatus ? 'running-job' : 'stopped') }, j.triggerStatus ? t('Running') : t('Stopped')),
+      j.triggerStatus ? h('div', { class: 'muted' }, t('next '), fmtTime(j.triggerNextTime)) : null),
     h('td', { class: 'actions' },
       j.triggerStatus
-        ? h('button', { type: 'button', onclick: () => act(`/jobs/${j.id}/stop`, 'Stopped.') }, 'Stop')
-        : h('button', { type: 'button', onclick: () => act(`/jobs/${j.id}/start`, 'Started.') }, 'Start'),
-      h('button', { type: 'button', onclick: () => triggerForm(j) }, 'Run once'),
-      h('button', { type: 'button', onclick: () => jobForm(j, groups) }, 'Edit'),
-      h('button', { type: 'button', onclick: () => jobForm({ ...j, id: null, jobDesc: j.jobDesc + ' (copy)' }, groups) }, 'Copy'),
-      h('button', { type: 'button', onclick: () => { location.hash = `#/logs?jobGroup=${j.jobGroup}&jobId=${j.id}`; } }, 'Logs'),
-      j.glueType !== 'BEAN' && h('button', { type: 'button', onclick: () => { location.hash = `#/glue/${j.id}`; } }, 'Script'),
+        ? h('button', { type: 'button', onclick: () => act(`/jobs/${j.id}/stop`, t('Stopped.')) }, t('Stop'))
+        : h('button', { type: 'button', onclick: () => act(`/jobs/${j.id}/start`, t('Started.')) }, t('Start')),
+      h('button', { type: 'button', onclick: () => triggerForm(j) }, t('Run once')),
+      h('button', { type: 'button', onclick: () => jobForm(j, groups) }, t('Edit')),
+      h('button', { type: 'button', onclick: () => jobForm({ ...j, id: null, jobDesc: j.jobDesc + t(' (copy)') }, groups) }, t('Copy')),
+      h('button', { type: 'button', onclick: () => { location.hash = `#/logs?jobGroup=${j.jobGroup}&jobId=${j.id}`; } }, t('Logs')),
+      j.glueType !== 'BEAN' && h('button', { type: 'button', onclick: () => { location.hash = `#/glue/${j.id}`; } }, t('Script')),
       h('button', { type: 'button', class: 'danger', onclick: async () => {
-        if (!(await confirmDialog(`Delete job ${j.id} "${j.jobDesc}" with all its run logs?`))) return;
+        if (!(await confirmDialog(t('Delete job {id} "{desc}" with all its run logs?', { id: j.id, desc: j.jobDesc })))) return;
         try { await api('DELETE', `/jobs/${j.id}`); route(); } catch (e) { showError(e); }
-      } }, 'Delete'))));
-  page('Jobs', filters,
-    table(['ID', 'Description', 'Executor', 'Schedule', 'Handler', 'Author', 'Status', ''], rows),
+      } }, t('Delete')))));
+  page(t('Jobs'), filters,
+    table([t('ID'), t('Description'), t('Executor'), t('Schedule'), t('Handler'), t('Author'), t('Status'), ''], rows),
     pager(data.total, f.offset, (o) => { location.hash = '#/jobs' + qs({ ...f, offset: o }); }));
 }
 
@@ -445,10 +744,10 @@ async function act(path, done) {
 }
 
 function triggerForm(j) {
-  formDialog(`Run "${j.jobDesc}" once`, h('div', { class: 'grid' },
-    field('Param', 'executorParam', j.executorParam || '', 'textarea', { wide: true }),
-    field('Addresses (optional, comma-separated; default: the executor group)', 'addressList', '', 'text', { wide: true })),
-  'Run', async (form) => {
+  formDialog(t('Run "{desc}" once', { desc: j.jobDesc }), h('div', { class: 'grid' },
+    field(t('Param'), 'executorParam', j.executorParam || '', 'textarea', { wide: true }),
+    field(t('Addresses (optional, comma-separated; default: the executor group)'), 'addressList', '', 'text', { wide: true })),
+  t('Run'), async (form) => {
     const v = formValues(form);
     await api('POST', `/jobs/${j.id}/trigger`, { executorParam: v.executorParam, addressList: v.addressList || null });
     toast('Triggered.', 'info');
@@ -469,30 +768,30 @@ function jobForm(j, groups) {
     executorFailRetryCount: 0, retryInterval: 0, glueType: 'BEAN' };
   const glues = state.me.scriptsEnabled ? GLUES : ['BEAN'];
   const times = h('ul', { class: 'times', 'aria-live': 'polite', 'data-testid': 'next-times' });
-  const preview = h('div', { class: 'wide' }, h('span', { class: 'muted' }, 'Next fire times'), times);
+  const preview = h('div', { class: 'wide' }, h('span', { class: 'muted' }, t('Next fire times')), times);
   const content = h('div', { class: 'grid' },
-    field('Executor', 'jobGroup', x.jobGroup, 'select', { choices: groups.map((g) => [g.id, `${g.title} (${g.appName})`]) }),
-    field('Description', 'jobDesc', x.jobDesc),
-    field('Author', 'author', x.author),
-    field('Alarm e-mail (comma-separated)', 'alarmEmail', x.alarmEmail),
-    field('Schedule type', 'scheduleType', x.scheduleType, 'select', { choices: choices(SCHEDULES) }),
-    field('Cron expression / seconds', 'scheduleConf', x.scheduleConf, 'text', { placeholder: '0 0/5 * * * ?' }),
-    field('Time zone (IANA; empty = the center\'s)', 'timeZone', x.timeZone, 'text', { placeholder: 'Asia/Shanghai' }),
-    field('Misfire', 'misfireStrategy', x.misfireStrategy, 'select', { choices: choices(MISFIRES) }),
+    field(t('Executor'), 'jobGroup', x.jobGroup, 'select', { choices: groups.map((g) => [g.id, `${g.title} (${g.appName})`]) }),
+    field(t('Description'), 'jobDesc', x.jobDesc),
+    field(t('Author'), 'author', x.author),
+    field(t('Alarm e-mail (comma-separated)'), 'alarmEmail', x.alarmEmail),
+    field(t('Schedule type'), 'scheduleType', x.scheduleType, 'select', { choices: choices(SCHEDULES) }),
+    field(t('Cron expression / seconds'), 'scheduleConf', x.scheduleConf, 'text', { placeholder: '0 0/5 * * * ?' }),
+    field(t('Time zone (IANA; empty = the center\'s)'), 'timeZone', x.timeZone, 'text', { placeholder: 'Asia/Shanghai' }),
+    field(t('Misfire'), 'misfireStrategy', x.misfireStrategy, 'select', { choices: choices(MISFIRES) }),
     preview,
-    field('Routing', 'executorRouteStrategy', x.executorRouteStrategy, 'select', { choices: choices(ROUTES) }),
-    field('Block strategy', 'executorBlockStrategy', x.executorBlockStrategy, 'select', { choices: choices(BLOCKS) }),
-    field('Run mode', 'glueType', x.glueType, 'select', { choices: choices(glues.includes(x.glueType) ? glues : [...glues, x.glueType]) }),
-    field('Handler', 'executorHandler', x.executorHandler, 'text', { list: 'builtin-handlers',
+    field(t('Routing'), 'executorRouteStrategy', x.executorRouteStrategy, 'select', { choices: choices(ROUTES) }),
+    field(t('Block strategy'), 'executorBlockStrategy', x.executorBlockStrategy, 'select', { choices: choices(BLOCKS) }),
+    field(t('Run mode'), 'glueType', x.glueType, 'select', { choices: choices(glues.includes(x.glueType) ? glues : [...glues, x.glueType]) }),
+    field(t('Handler'), 'executorHandler', x.executorHandler, 'text', { list: 'builtin-handlers',
       extra: h('datalist', { id: 'builtin-handlers' }, Object.keys(BUILTIN_HANDLERS).map((n) => h('option', { value: n }))) }),
-    field('Param', 'executorParam', x.executorParam, 'textarea', { wide: true }),
-    field('Timeout (s, 0 = none)', 'executorTimeout', x.executorTimeout, 'number', { min: 0 }),
-    field('Retries on failure', 'executorFailRetryCount', x.executorFailRetryCount, 'number', { min: 0 }),
-    field('Retry interval (s)', 'retryInterval', x.retryInterval, 'number', { min: 0 }),
-    field('Child job ids (comma-separated)', 'childJobId', x.childJobId),
-    field('Alarm webhook URL', 'alarmWebhook', x.alarmWebhook, 'text', { wide: true }),
-    !editing && field('Script source (script run modes)', 'glueSource', x.glueSource, 'textarea', { wide: true, rows: 5 }));
-  const form = formDialog(editing ? `Edit job ${j.id}` : 'New job', content, 'Save', async (f) => {
+    field(t('Param'), 'executorParam', x.executorParam, 'textarea', { wide: true }),
+    field(t('Timeout (s, 0 = none)'), 'executorTimeout', x.executorTimeout, 'number', { min: 0 }),
+    field(t('Retries on failure'), 'executorFailRetryCount', x.executorFailRetryCount, 'number', { min: 0 }),
+    field(t('Retry interval (s)'), 'retryInterval', x.retryInterval, 'number', { min: 0 }),
+    field(t('Child job ids (comma-separated)'), 'childJobId', x.childJobId),
+    field(t('Alarm webhook URL'), 'alarmWebhook', x.alarmWebhook, 'text', { wide: true }),
+    !editing && field(t('Script source (script run modes)'), 'glueSource', x.glueSource, 'textarea', { wide: true, rows: 5 }));
+  const form = formDialog(editing ? t('Edit job {id}', { id: j.id }) : t('New job'), content, t('Save'), async (f) => {
     const v = formValues(f);
     const num = (k) => (v[k] === '' ? 0 : Number(v[k]));
     const body = { ...v, jobGroup: Number(v.jobGroup), executorTimeout: num('executorTimeout'),
@@ -515,7 +814,7 @@ function jobForm(j, groups) {
     timer = setTimeout(async () => {
       const v = formValues(form);
       times.replaceChildren();
-      if (v.scheduleType === 'NONE') { times.append(h('li', { class: 'muted' }, 'runs only when triggered')); return; }
+      if (v.scheduleType === 'NONE') { times.append(h('li', { class: 'muted' }, t('runs only when triggered'))); return; }
       if (!v.scheduleConf) return;
       try {
         const r = await api('GET', '/jobs/next-fire-times' + qs({ scheduleType: v.scheduleType, scheduleConf: v.scheduleConf, timeZone: v.timeZone, count: 5 }));
@@ -531,12 +830,12 @@ function jobForm(j, groups) {
 
 async function gluePage(id) {
   const g = await api('GET', `/jobs/${id}/glue`);
-  const src = h('textarea', { name: 'glueSource', rows: 18, 'aria-label': 'Script source' });
+  const src = h('textarea', { name: 'glueSource', rows: 18, 'aria-label': t('Script source') });
   src.value = g.glueSource || '';
   const form = h('form', {},
     src,
-    h('div', { class: 'toolbar' }, field('What changed (4–100 characters)', 'glueRemark', ''),
-      h('button', { type: 'submit', class: 'primary' }, 'Save version')));
+    h('div', { class: 'toolbar' }, field(t('What changed (4–100 characters)'), 'glueRemark', ''),
+      h('button', { type: 'submit', class: 'primary' }, t('Save version'))));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors(form);
@@ -544,9 +843,9 @@ async function gluePage(id) {
     try { await api('PUT', `/jobs/${id}/glue`, { glueSource: v.glueSource, glueRemark: v.glueRemark }); toast('Saved.', 'info'); gluePage(id); } catch (e) { showError(e, form); }
   });
   const history = g.history.map((v) => h('tr', {}, h('td', {}, fmtTime(v.updateTime)), h('td', {}, v.glueRemark),
-    h('td', { class: 'actions' }, h('button', { type: 'button', onclick: () => { src.value = v.glueSource || ''; } }, 'Load'))));
-  page(`Script of job ${id} (${g.glueType})`, form,
-    h('h2', {}, 'History (newest 30)'), table(['Saved', 'Remark', ''], history, 'No versions saved yet.'));
+    h('td', { class: 'actions' }, h('button', { type: 'button', onclick: () => { src.value = v.glueSource || ''; } }, t('Load')))));
+  page(t('Script of job {id} ({type})', { id, type: g.glueType }), form,
+    h('h2', {}, t('History (newest 30)')), table(['Saved', t('Remark'), ''], history, t('No versions saved yet.')));
 }
 
 async function logsPage(params) {
@@ -555,27 +854,27 @@ async function logsPage(params) {
     from: params.get('from') || '', to: params.get('to') || '', offset: Number(params.get('offset') || 0) };
   const jobs = f.jobGroup ? (await api('GET', '/jobs' + qs({ jobGroup: f.jobGroup, limit: 1000 }))).items : [];
   const filters = h('form', { class: 'toolbar', role: 'search' },
-    h('label', {}, 'Executor', h('select', { name: 'jobGroup', onchange: () => { location.hash = '#/logs' + qs({ jobGroup: filters.jobGroup.value }); } },
-      h('option', { value: '' }, 'All'), groups.map((g) => h('option', { value: g.id, selected: String(g.id) === f.jobGroup }, g.title)))),
-    h('label', {}, 'Job', h('select', { name: 'jobId' }, h('option', { value: '' }, 'All'),
+    h('label', {}, t('Executor'), h('select', { name: 'jobGroup', onchange: () => { location.hash = '#/logs' + qs({ jobGroup: filters.jobGroup.value }); } },
+      h('option', { value: '' }, t('All')), groups.map((g) => h('option', { value: g.id, selected: String(g.id) === f.jobGroup }, g.title)))),
+    h('label', {}, t('Job'), h('select', { name: 'jobId' }, h('option', { value: '' }, t('All')),
       jobs.map((j) => h('option', { value: j.id, selected: String(j.id) === f.jobId }, `${j.id} ${j.jobDesc}`)))),
-    h('label', {}, 'Status', h('select', { name: 'status' },
-      [['', 'All'], ['success', 'Success'], ['failed', 'Failed'], ['running', 'Running']].map(([v, t]) => h('option', { value: v, selected: v === f.status }, t)))),
-    h('label', {}, 'From', h('input', { type: 'datetime-local', name: 'from', value: f.from })),
-    h('label', {}, 'To', h('input', { type: 'datetime-local', name: 'to', value: f.to })),
-    h('button', { type: 'submit' }, 'Search'), h('span', { class: 'spacer' }),
-    h('button', { type: 'button', class: 'danger', onclick: () => clearForm(f) }, 'Clear logs…'));
+    h('label', {}, t('Status'), h('select', { name: 'status' },
+      [['', t('All')], ['success', t('Success')], ['failed', t('Failed')], ['running', t('Running')]].map(([v, label]) => h('option', { value: v, selected: v === f.status }, t(label))))),
+    h('label', {}, t('From'), h('input', { type: 'datetime-local', name: 'from', value: f.from })),
+    h('label', {}, t('To'), h('input', { type: 'datetime-local', name: 'to', value: f.to })),
+    h('button', { type: 'submit' }, t('Search')), h('span', { class: 'spacer' }),
+    h('button', { type: 'button', class: 'danger', onclick: () => clearForm(f) }, t('Clear logs…')));
   filters.addEventListener('submit', (ev) => { ev.preventDefault(); location.hash = '#/logs' + qs(formValues(filters)); });
   const tbody = h('tbody');
   const totalBox = h('div');
   const localTime = (s) => (s ? new Date(s).toISOString() : '');
   const load = async () => {
     const data = await api('GET', '/logs' + qs({ jobGroup: f.jobGroup, jobId: f.jobId, status: f.status, from: localTime(f.from), to: localTime(f.to), offset: f.offset, limit: PAGE }));
-    tbody.replaceChildren(...(data.items.length ? data.items.map(logRow) : [h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No runs match.'))]));
+    tbody.replaceChildren(...(data.items.length ? data.items.map(logRow) : [h('tr', {}, h('td', { colspan: 8, class: 'muted' }, t('No runs match.')))]));
     totalBox.replaceChildren(pager(data.total, f.offset, (o) => { location.hash = '#/logs' + qs({ ...f, offset: o }); }));
   };
-  page('Run logs', filters,
-    h('table', {}, h('thead', {}, h('tr', {}, ['ID', 'Job', 'Triggered', 'Trigger', 'Param', 'Finished', 'Result', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody),
+  page(t('Run logs'), filters,
+    h('table', {}, h('thead', {}, h('tr', {}, [t('ID'), t('Job'), t('Triggered'), t('Trigger'), t('Param'), t('Finished'), t('Result'), ''].map((x) => h('th', { scope: 'col' }, x)))), tbody),
     totalBox);
   await load();
   every(2000, () => load().catch(() => {}));
@@ -584,31 +883,31 @@ async function logsPage(params) {
 function logRow(l) {
   return h('tr', { 'data-log': l.id, 'data-status': l.status },
     h('td', {}, l.id), h('td', {}, l.jobId), h('td', {}, fmtTime(l.triggerTime), h('div', { class: 'muted' }, l.triggerType || '')),
-    h('td', {}, l.triggerCode === 200 ? 'ok' : `failed (${l.triggerCode})`),
+    h('td', {}, l.triggerCode === 200 ? t('ok') : t('failed ({code})', { code: l.triggerCode })),
     h('td', { class: 'param' }, l.executorParam || ''),
     h('td', {}, fmtTime(l.handleTime)),
-    h('td', {}, h('span', { class: 'badge ' + l.status }, l.status), l.handleMsg ? h('div', { class: 'muted' }, msgText(l.handleMsg).slice(0, 120)) : null),
+    h('td', {}, h('span', { class: 'badge ' + l.status }, t(l.status)), l.handleMsg ? h('div', { class: 'muted' }, msgText(l.handleMsg).slice(0, 120)) : null),
     h('td', { class: 'actions' },
-      h('button', { type: 'button', onclick: () => infoDialog(`Run ${l.id}`, h('div', {},
-        h('h3', {}, 'Trigger'), h('pre', { class: 'msg' }, msgText(l.triggerMsg)),
-        h('h3', {}, 'Result'), h('pre', { class: 'msg' }, msgText(l.handleMsg) || '(none yet)'))) }, 'Details'),
-      l.executorAddress && h('button', { type: 'button', onclick: () => { location.hash = `#/log/${l.id}`; } }, 'Run log'),
-      l.status === 'running' && h('button', { type: 'button', class: 'danger', onclick: () => killRun(l.id) }, 'Kill')));
+      h('button', { type: 'button', onclick: () => infoDialog(t('Run {id}', { id: l.id }), h('div', {},
+        h('h3', {}, t('Trigger')), h('pre', { class: 'msg' }, msgText(l.triggerMsg)),
+        h('h3', {}, t('Result')), h('pre', { class: 'msg' }, msgText(l.handleMsg) || t('(none yet)')))) }, t('Details')),
+      l.executorAddress && h('button', { type: 'button', onclick: () => { location.hash = `#/log/${l.id}`; } }, t('Run log')),
+      l.status === 'running' && h('button', { type: 'button', class: 'danger', onclick: () => killRun(l.id) }, t('Kill'))));
 }
 
 async function killRun(id) {
-  if (!(await confirmDialog(`Kill run ${id}?`, 'Kill'))) return;
+  if (!(await confirmDialog(t('Kill run {id}?', { id }), t('Kill')))) return;
   try { await api('POST', `/logs/${id}/kill`); toast('Killed.', 'info'); route(); } catch (e) { showError(e); }
 }
 
 function clearForm(f) {
-  formDialog('Clear run logs', h('div', { class: 'grid' },
-    h('p', { class: 'wide' }, f.jobGroup ? `Executor ${f.jobGroup}${f.jobId ? `, job ${f.jobId}` : ', all its jobs'}.` : 'All executors you may see.'),
-    field('What to delete', 'type', 1, 'select', { choices: CLEAR_MODES, wide: true })),
-  'Delete', async (form) => {
+  formDialog(t('Clear run logs'), h('div', { class: 'grid' },
+    h('p', { class: 'wide' }, f.jobGroup ? (f.jobId ? t('Executor {group}, job {job}.', { group: f.jobGroup, job: f.jobId }) : t('Executor {group}, all its jobs.', { group: f.jobGroup })) : t('All executors you may see.')),
+    field(t('What to delete'), 'type', 1, 'select', { choices: CLEAR_MODES.map(([v, label]) => [v, t(label)]), wide: true })),
+  t('Delete'), async (form) => {
     const v = formValues(form);
     const r = await api('POST', '/logs/clear', { jobGroup: f.jobGroup ? Number(f.jobGroup) : null, jobId: f.jobId ? Number(f.jobId) : null, type: Number(v.type) });
-    toast(`Deleted ${r.deleted} run(s).`, 'info');
+    toast(t('Deleted {n} run(s).', { n: r.deleted }), 'info');
     route();
   });
 }
@@ -617,9 +916,9 @@ function clearForm(f) {
 async function runLogPage(id) {
   const l = await api('GET', `/logs/${id}`);
   const pre = h('pre', { class: 'log', 'aria-live': 'polite', 'data-testid': 'run-log' });
-  const status = h('p', { class: 'muted', 'data-testid': 'follow-state' }, 'Following…');
-  const kill = h('button', { type: 'button', class: 'danger', onclick: () => killRun(id) }, 'Kill');
-  page(`Run log ${id} (job ${l.jobId})`, h('div', { class: 'toolbar' }, status, h('span', { class: 'spacer' }), l.status === 'running' && kill), pre);
+  const status = h('p', { class: 'muted', 'data-testid': 'follow-state' }, t('Following…'));
+  const kill = h('button', { type: 'button', class: 'danger', onclick: () => killRun(id) }, t('Kill'));
+  page(t('Run log {id} (job {job})', { id, job: l.jobId }), h('div', { class: 'toolbar' }, status, h('span', { class: 'spacer' }), l.status === 'running' && kill), pre);
   let from = 1;
   let busy = false;
   const token = {};
@@ -632,49 +931,49 @@ async function runLogPage(id) {
       if (c.content) pre.append(document.createTextNode(c.content));
       if (c.toLine >= from) from = c.toLine + 1;
       if (c.end) {
-        status.textContent = 'The run has ended.';
+        status.textContent = t('The run has ended.');
         kill.remove();
         token.stopped = true;
       }
     } catch (e) {
-      status.textContent = `Cannot read the log: ${e.message}`;
+      status.textContent = t('Cannot read the log: {msg}', { msg: serverText(e.message) });
       token.stopped = true;
     } finally { busy = false; }
   };
   await poll();
-  const t = setInterval(() => (token.stopped ? clearInterval(t) : poll()), 1000);
-  state.timers.push(t);
+  const timer = setInterval(() => (token.stopped ? clearInterval(timer) : poll()), 1000);
+  state.timers.push(timer);
 }
 
 async function usersPage() {
   const [data, groups] = await Promise.all([api('GET', '/users?limit=1000'), groupsList()]);
   const gname = (id) => (groups.find((g) => g.id === id) || {}).title || `#${id}`;
   const rows = data.items.map((u) => h('tr', { 'data-user': u.username },
-    h('td', {}, u.username), h('td', {}, u.role === 1 ? 'Administrator' : 'User'),
-    h('td', {}, u.role === 1 ? 'all' : u.permission.map(gname).join(', ')),
+    h('td', {}, u.username), h('td', {}, u.role === 1 ? t('Administrator') : t('User')),
+    h('td', {}, u.role === 1 ? t('all') : u.permission.map(gname).join(', ')),
     h('td', { class: 'actions' },
-      h('button', { type: 'button', onclick: () => userForm(u, groups) }, 'Edit'),
+      h('button', { type: 'button', onclick: () => userForm(u, groups) }, t('Edit')),
       u.id !== state.me.id && h('button', { type: 'button', class: 'danger', onclick: async () => {
-        if (!(await confirmDialog(`Delete user ${u.username}?`))) return;
+        if (!(await confirmDialog(t('Delete user {name}?', { name: u.username })))) return;
         try { await api('DELETE', `/users/${u.id}`); usersPage(); } catch (e) { showError(e); }
-      } }, 'Delete'))));
-  page('Users', h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
-    h('button', { type: 'button', class: 'primary', onclick: () => userForm(null, groups) }, 'New user')),
-  table(['User name', 'Role', 'Executor groups', ''], rows));
+      } }, t('Delete')))));
+  page(t('Users'), h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
+    h('button', { type: 'button', class: 'primary', onclick: () => userForm(null, groups) }, t('New user'))),
+  table([t('User name'), t('Role'), t('Executor groups'), ''], rows));
 }
 
 function userForm(u, groups) {
-  const perms = h('fieldset', { class: 'wide' }, h('legend', {}, 'Executor groups (normal users)'),
+  const perms = h('fieldset', { class: 'wide' }, h('legend', {}, t('Executor groups (normal users)')),
     h('div', { class: 'checks' }, groups.map((g) => h('label', {},
       h('input', { type: 'checkbox', name: 'permission', 'data-multi': '1', value: g.id, checked: !!(u && u.permission.includes(g.id)) }), ` ${g.title}`))),
     h('span', { class: 'field-error', 'data-error-for': 'permission' }));
   const content = h('div', { class: 'grid' },
-    u ? h('p', {}, `User name: ${u.username}`) : field('User name', 'username', ''),
-    field(u ? 'New password (empty = keep)' : 'Password (8+ characters)', 'password', '', 'password', { autocomplete: 'new-password' }),
-    field('Role', 'role', u ? u.role : 0, 'select', { choices: [[0, 'User'], [1, 'Administrator']] }),
+    u ? h('p', {}, t('User name: {name}', { name: u.username })) : field(t('User name'), 'username', ''),
+    field(u ? t('New password (empty = keep)') : t('Password (8+ characters)'), 'password', '', 'password', { autocomplete: 'new-password' }),
+    field(t('Role'), 'role', u ? u.role : 0, 'select', { choices: [[0, t('User')], [1, t('Administrator')]] }),
     perms);
   perms.classList.add('field');
-  formDialog(u ? `Edit ${u.username}` : 'New user', content, 'Save', async (form) => {
+  formDialog(u ? t('Edit {name}', { name: u.username }) : t('New user'), content, t('Save'), async (form) => {
     const v = formValues(form);
     const body = { username: u ? u.username : v.username, password: v.password || null, role: Number(v.role), permission: v.permission || [] };
     await api(u ? 'PUT' : 'POST', u ? `/users/${u.id}` : '/users', body);
@@ -693,15 +992,15 @@ async function auditPage(params) {
     targetType: params.get('targetType') || '', targetId: params.get('targetId') || '',
     from: params.get('from') || '', to: params.get('to') || '', offset: Number(params.get('offset') || 0) };
   const filters = h('form', { class: 'toolbar', role: 'search' },
-    h('label', {}, 'User name', h('input', { name: 'username', value: f.username })),
-    h('label', {}, 'Action', h('select', { name: 'action' }, h('option', { value: '' }, 'All'),
+    h('label', {}, t('User name'), h('input', { name: 'username', value: f.username })),
+    h('label', {}, t('Action'), h('select', { name: 'action' }, h('option', { value: '' }, t('All')),
       AUDIT_ACTIONS.map((a) => h('option', { value: a, selected: a === f.action }, a)))),
-    h('label', {}, 'Target', h('select', { name: 'targetType' },
-      [['', 'All'], ['job', 'job'], ['group', 'group'], ['user', 'user'], ['log', 'log']].map(([v, t]) => h('option', { value: v, selected: v === f.targetType }, t)))),
-    h('label', {}, 'Target id', h('input', { name: 'targetId', value: f.targetId, size: 8 })),
-    h('label', {}, 'From', h('input', { type: 'datetime-local', name: 'from', value: f.from })),
-    h('label', {}, 'To', h('input', { type: 'datetime-local', name: 'to', value: f.to })),
-    h('button', { type: 'submit' }, 'Search'));
+    h('label', {}, t('Target'), h('select', { name: 'targetType' },
+      [['', t('All')], ['job', 'job'], ['group', 'group'], ['user', 'user'], ['log', 'log']].map(([v, label]) => h('option', { value: v, selected: v === f.targetType }, label)))),
+    h('label', {}, t('Target id'), h('input', { name: 'targetId', value: f.targetId, size: 8 })),
+    h('label', {}, t('From'), h('input', { type: 'datetime-local', name: 'from', value: f.from })),
+    h('label', {}, t('To'), h('input', { type: 'datetime-local', name: 'to', value: f.to })),
+    h('button', { type: 'submit' }, t('Search')));
   filters.addEventListener('submit', (ev) => { ev.preventDefault(); location.hash = '#/audit' + qs(formValues(filters)); });
   const localTime = (s) => (s ? new Date(s).toISOString() : '');
   const data = await api('GET', '/audit' + qs({ username: f.username, action: f.action, targetType: f.targetType,
@@ -710,15 +1009,15 @@ async function auditPage(params) {
     h('td', {}, fmtTime(e.time)), h('td', {}, e.username), h('td', {}, e.clientIp),
     h('td', {}, e.action), h('td', {}, e.targetId ? `${e.targetType} ${e.targetId}` : e.targetType),
     h('td', { class: 'param' }, e.detail)));
-  page('Audit log', filters, table(['Time', 'User name', 'Client', 'Action', 'Target', 'Detail'], rows, 'No entries match.'),
+  page(t('Audit log'), filters, table([t('Time'), t('User name'), t('Client'), t('Action'), t('Target'), t('Detail')], rows, t('No entries match.')),
     pager(data.total, f.offset, (o) => { location.hash = '#/audit' + qs({ ...f, offset: o }); }));
 }
 
 function passwordForm() {
-  formDialog('Change your password', h('div', { class: 'grid' },
-    field('Current password', 'oldPassword', '', 'password', { autocomplete: 'current-password' }),
-    field('New password (8+ characters)', 'password', '', 'password', { autocomplete: 'new-password' })),
-  'Change', async (form) => {
+  formDialog(t('Change your password'), h('div', { class: 'grid' },
+    field(t('Current password'), 'oldPassword', '', 'password', { autocomplete: 'current-password' }),
+    field(t('New password (8+ characters)'), 'password', '', 'password', { autocomplete: 'new-password' })),
+  t('Change'), async (form) => {
     const v = formValues(form);
     await api('POST', '/auth/password', { oldPassword: v.oldPassword, password: v.password });
     toast('Password changed.', 'info');
@@ -735,7 +1034,7 @@ async function loadMe() {
 }
 
 async function route() {
-  for (const t of state.timers) { if (typeof t === 'object') t.stopped = true; else clearInterval(t); }
+  for (const x of state.timers) { if (typeof x === 'object') x.stopped = true; else clearInterval(x); }
   state.timers = [];
   closeDialog();
   const [path, query] = (location.hash.slice(1) || '/').split('?');
@@ -761,10 +1060,10 @@ async function route() {
       case 'log': await runLogPage(Number(parts[1])); break;
       case 'users': await usersPage(); break;
       case 'audit': await auditPage(params); break;
-      default: page('Not found', h('p', {}, 'No such page.'));
+      default: page(t('Not found'), h('p', {}, t('No such page.')));
     }
   } catch (e) {
-    if (e.status !== 401) page('Error', h('p', { role: 'alert' }, e.message));
+    if (e.status !== 401) page(t('Error'), h('p', { role: 'alert' }, serverText(e.message)));
   }
 }
 
@@ -776,6 +1075,7 @@ window.addEventListener('DOMContentLoaded', () => {
     location.hash = '#/login';
   });
   $('#btn-password').addEventListener('click', passwordForm);
+  translateShell();
   // a closed dialog keeps no form behind (no stale fields, nothing for a screen reader to find)
   dialog().addEventListener('close', () => dialog().replaceChildren());
   route();

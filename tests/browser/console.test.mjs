@@ -27,9 +27,9 @@ before(async () => {
 after(async () => { if (browser) await browser.close(); });
 
 /** A test with its own browser context; a failure leaves a screenshot. */
-function e2e(name, body) {
+function e2e(name, body, contextOptions = {}) {
   test(name, async () => {
-    const context = await browser.newContext();
+    const context = await browser.newContext(contextOptions);
     const page = await context.newPage();
     page.setDefaultTimeout(20000);
     const errors = [];
@@ -200,3 +200,37 @@ e2e('an administrator reads the audit log and filters it', async (page) => {
   await page.locator('tr[data-audit="job.trigger"]', { hasText: 'param "by-hand"' }).waitFor();
   assert.equal(await page.locator('tbody tr:not([data-audit="job.trigger"])').count(), 0);
 });
+
+e2e('the console in Chinese: chosen from the browser, a job created with a translated error, switched to English', async (page) => {
+  await page.goto(`${BASE}/#/login`);
+  assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');
+  await page.getByLabel('用户名').fill('admin');
+  await page.getByLabel('密码').fill('not-the-password');
+  await page.getByRole('button', { name: '登录' }).click();
+  await page.getByText('用户名或密码错误。').waitFor();
+  await page.getByLabel('密码').fill(ADMIN_PW);
+  await page.getByRole('button', { name: '登录' }).click();
+  await page.getByRole('heading', { name: '运行报表' }).waitFor();
+  await page.getByRole('link', { name: '任务', exact: true }).click();
+  await page.getByRole('heading', { name: '任务', exact: true }).waitFor();
+  await page.getByRole('button', { name: '新增任务' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Cron 表达式 / 秒数').fill('0 0 0 * * ?');
+  await d.getByLabel('JobHandler').fill('demoJobHandler');
+  await d.getByRole('button', { name: '保存' }).click();
+  // the server's "invalid jobDesc: is required", in Chinese next to its field
+  await d.locator('[data-error-for="jobDesc"]').getByText('任务描述：不能为空').waitFor();
+  await d.getByLabel('任务描述').fill('中文任务');
+  await d.getByLabel('负责人').fill('e2e');
+  await d.getByRole('button', { name: '保存' }).click();
+  const row = page.locator('tr[data-job="中文任务"]');
+  await row.getByText('已停止').waitFor();
+  await row.getByRole('button', { name: '启动' }).waitFor();
+  // switched in the header, remembered for the next visit
+  await page.getByLabel('Language / 语言').first().selectOption('en');
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await page.getByRole('link', { name: 'Dashboard' }).waitFor();
+  assert.equal(await page.locator('html').getAttribute('lang'), 'en');
+  await page.reload();
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+}, { locale: 'zh-CN' });
