@@ -142,7 +142,7 @@ async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     )?;
     let engine = Engine::builder(cfg)
         .handlers(xjob::demo::handlers()?)
-        .remote_client(std::sync::Arc::new(remote))
+        .http_client(remote)
         .log_dir("data/joblogs")
         .start()
         .await?;

@@ -1374,3 +1374,68 @@ fn every_console_change_is_audited() {
         app.close().await;
     });
 }
+
+/// A group's own access token is set, shown to administrators only (others see that there is
+/// one), checked for its form, rotated and removed through `/v1/groups`.
+#[test]
+fn a_group_access_token_is_for_administrators_eyes() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        let body = |token: Value| json!({ "appName": "token-exec", "title": "Tokened", "addressType": 0, "accessToken": token });
+        let (s, e) = api.post("/v1/groups", Some(body(json!("too short")))).await;
+        assert_eq!(
+            (s, e["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("accessToken"))
+        );
+        let (s, g) = api
+            .post("/v1/groups", Some(body(json!("first-token-0123456789"))))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{g}");
+        let id = g["id"].as_i64().unwrap();
+        assert_eq!(g["accessToken"], "first-token-0123456789");
+        let (s, _) = api
+            .post(
+                "/v1/users",
+                Some(json!({ "username": "viewer", "password": "viewer-pw-1", "role": 0, "permission": [demo, id] })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+        let viewer = login(&api.svc, "viewer", "viewer-pw-1").await;
+        let (_, seen) = api.get_as(&viewer, &format!("/v1/groups/{id}")).await;
+        assert_eq!(
+            (seen["hasAccessToken"].as_bool(), &seen["accessToken"]),
+            (Some(true), &Value::Null)
+        );
+        let (_, list) = api.get_as(&viewer, "/v1/groups").await;
+        assert!(!list.to_string().contains("first-token"), "{list}");
+        // absent keeps it, a new value rotates it, "" removes it
+        let (_, kept) = api
+            .put(
+                &format!("/v1/groups/{id}"),
+                json!({ "appName": "token-exec", "title": "Renamed", "addressType": 0 }),
+            )
+            .await;
+        assert_eq!(kept["accessToken"], "first-token-0123456789");
+        let (_, rotated) = api
+            .put(
+                &format!("/v1/groups/{id}"),
+                body(json!("second-token-0123456789")),
+            )
+            .await;
+        assert_eq!(rotated["accessToken"], "second-token-0123456789");
+        let (_, removed) = api.put(&format!("/v1/groups/{id}"), body(json!(""))).await;
+        assert_eq!(
+            (removed["hasAccessToken"].as_bool(), &removed["accessToken"]),
+            (Some(false), &Value::Null)
+        );
+        let (_, audit) = api.get("/v1/audit?targetType=group").await;
+        assert!(!audit.to_string().contains("-token-0123456789"), "{audit}");
+        assert!(
+            audit.to_string().contains("access token changed"),
+            "{audit}"
+        );
+        app.close().await;
+    });
+}

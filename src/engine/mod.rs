@@ -80,6 +80,7 @@ pub struct EngineBuilder {
     db: Option<DatabaseConnection>,
     handlers: HandlerRegistry,
     remote: Option<Arc<dyn ExecutorClient>>,
+    http: Option<HttpExecutorClient>,
     log_dir: Option<PathBuf>,
     alarms: Vec<Box<dyn Alarm>>,
 }
@@ -132,6 +133,15 @@ impl EngineBuilder {
         self
     }
 
+    /// Executors at other addresses are called through `client`, which is also the node's
+    /// client for its own HTTP calls (webhook alarms, `httpJobHandler`): one client thread for
+    /// the whole node. (Those calls never send the executors' access token.)
+    pub fn http_client(mut self, client: HttpExecutorClient) -> Self {
+        self.http = Some(client.clone());
+        self.remote = Some(Arc::new(client));
+        self
+    }
+
     /// Adds an alarm for failed runs (besides those built from `config.alarm`).
     pub fn alarm(mut self, alarm: Box<dyn Alarm>) -> Self {
         self.alarms.push(alarm);
@@ -145,7 +155,7 @@ impl EngineBuilder {
     }
 
     /// Connects, migrates and starts the actors on the current actix system.
-    pub async fn start(self) -> Result<Engine> {
+    pub async fn start(mut self) -> Result<Engine> {
         let cfg = self.config;
         cfg.validate()?;
         let clock = self.clock.unwrap_or_else(Clock::system);
@@ -184,11 +194,14 @@ impl EngineBuilder {
             }
         });
         // the node's HTTP client for its own calls (webhook alarms, httpJobHandler)
-        let http = HttpExecutorClient::with_ca_file(
-            None,
-            Duration::from_secs(cfg.http.client_timeout_secs),
-            &cfg.http.client_ca_file,
-        )?;
+        let http = match self.http.take() {
+            Some(c) => c,
+            None => HttpExecutorClient::with_ca_file(
+                None,
+                Duration::from_secs(cfg.http.client_timeout_secs),
+                &cfg.http.client_ca_file,
+            )?,
+        };
         let mut handlers = self.handlers.clone();
         if local_address.is_some() {
             crate::executor::builtin::register(&mut handlers, &cfg.executor, http.clone())?;
@@ -356,6 +369,7 @@ impl Engine {
             db: None,
             handlers: HandlerRegistry::new(),
             remote: None,
+            http: None,
             log_dir: None,
             alarms: Vec::new(),
         }
