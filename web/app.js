@@ -273,6 +273,23 @@ const REASONS_ZH = [
   [/^`(.*)` is not an IANA time zone( name)?$/, (m) => `${m[1]} 不是 IANA 时区名`],
   [/^`(.*)` is not an http:\/\/ or https:\/\/ address$/, (m) => `${m[1]} 不是 http:// 或 https:// 地址`],
   [/^must be 16 to 255 visible ASCII/, () => '须为 16 到 255 个可见 ASCII 字符，不含空格（留空则使用全局令牌）'],
+  [/^must be 0 or more( seconds)?$/, () => '须不小于 0'],
+  [/^must be at most (\d+)$/, (m) => `须不大于 ${m[1]}`],
+  [/^is required for BEAN jobs$/, () => 'BEAN 模式的任务必须填写'],
+  [/^FIX_RATE must be at least 1 second$/, () => '固定速度至少为 1 秒'],
+  [/^FIX_RATE needs a whole number of seconds$/, () => '固定速度须为整数秒'],
+  [/^a BEAN job has no script source$/, () => 'BEAN 模式的任务没有脚本源码'],
+  [/^a NONE schedule has no fire times$/, () => '调度类型为“无”时没有触发时间'],
+  [/^a job with schedule type NONE cannot be started$/, () => '调度类型为“无”的任务不能启动'],
+  [/^must be 0 \(user\) or 1 \(administrator\)$/, () => '须为 0（普通用户）或 1（管理员）'],
+  [/^must be 0 \(automatic\) or 1 \(manual\)$/, () => '须为 0（自动注册）或 1（手动录入）'],
+  [/^must be before `to`$/, () => '须早于结束时间'],
+  [/^the range must be at most (\d+) days$/, (m) => `时间范围最多 ${m[1]} 天`],
+  [/^must not contain `<`, `>` or surrounding spaces$/, () => '不能包含 < 或 >，首尾不能有空格'],
+  [/^a manual group needs a comma-separated list/, () => '手动录入的执行器需要逗号分隔的地址列表，且不能有空项'],
+  [/^only a run whose trigger succeeded can be killed$/, () => '只能终止调度成功的执行'],
+  [/^the run was never dispatched to an executor$/, () => '该执行从未分发到执行器'],
+  [/^executor (\S+) answered: (.*)$/s, (m) => `执行器 ${m[1]} 回答：${m[2]}`],
 ];
 
 /** A server message in the console's language (the English text when none is known). */
