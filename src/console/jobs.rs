@@ -251,6 +251,12 @@ impl Console {
     /// Jobs the user may see that match `q`, newest first.
     pub async fn list_jobs(&self, who: &Principal, q: &JobQuery) -> Result<Page<JobView>> {
         let (offset, limit) = super::page_bounds(q.offset, q.limit)?;
+        if q.trigger_status.is_some_and(|s| !(-1..=1).contains(&s)) {
+            return Err(Error::Invalid {
+                field: "triggerStatus",
+                reason: "must be -1 (all), 0 (stopped) or 1 (running)".into(),
+            });
+        }
         let groups = match q.job_group.filter(|g| *g > 0) {
             Some(g) => {
                 who.require_group(g, "jobGroup")?;
