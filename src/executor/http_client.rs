@@ -269,6 +269,24 @@ impl HttpExecutorClient {
         B: Serialize + Send + 'static,
         T: DeserializeOwned + Send + 'static,
     {
+        self.call_with(address, path, body, post::<T>)
+    }
+
+    /// POSTs `body` to `address`/`path` on the client thread with `send` (url, body, token,
+    /// timeout); an unencodable body or a stopped thread answer XXL-JOB's failure texts.
+    fn call_with<B, T, F, Fut>(
+        &self,
+        address: &str,
+        path: &str,
+        body: &B,
+        send: F,
+    ) -> BoxFuture<'static, ReturnT<T>>
+    where
+        B: Serialize,
+        T: Send + 'static,
+        F: FnOnce(String, Vec<u8>, Option<String>, Duration) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ReturnT<T>> + 'static,
+    {
         let url = join_url(address, path);
         let payload = match serde_json::to_vec(body) {
             Ok(p) => p,
@@ -281,7 +299,7 @@ impl HttpExecutorClient {
         let stopped = ReturnT::fail(format!(
             "xxl-job remoting error(client thread stopped), for url : {url}"
         ));
-        self.on_client_thread(move || post::<T>(u, payload, token, timeout), stopped)
+        self.on_client_thread(move || send(u, payload, token, timeout), stopped)
     }
 }
 
@@ -458,19 +476,9 @@ impl ExecutorClient for HttpExecutorClient {
     }
 
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
-        let url = join_url(address, "log");
-        let payload = match serde_json::to_vec(&param) {
-            Ok(p) => p,
-            Err(e) => {
-                return futures::future::ready(ReturnT::fail(format!("request encoding: {e}")))
-                    .boxed();
-            }
-        };
-        let (token, timeout, u) = (self.token.clone(), self.timeout, url.clone());
-        let stopped = ReturnT::fail(format!(
-            "xxl-job remoting error(client thread stopped), for url : {url}"
-        ));
         let from = param.from_line_num;
-        self.on_client_thread(move || post_log(u, payload, token, timeout, from), stopped)
+        self.call_with(address, "log", &param, move |url, body, token, timeout| {
+            post_log(url, body, token, timeout, from)
+        })
     }
 }
