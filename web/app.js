@@ -227,7 +227,11 @@ const ZH = {
 "Delete user {name}?": "确定删除用户 {name}？",
 "User name: {name}": "用户名：{name}",
 "Request failed: {msg}": "请求失败：{msg}",
-" (copy)": "（副本）"
+" (copy)": "（副本）",
+"job": "任务",
+"group": "执行器",
+"user": "用户",
+"log": "日志"
 };
 
 /** `s` in the console's language, `{name}` placeholders filled from `vars`. */
@@ -1013,7 +1017,7 @@ async function auditPage(params) {
     h('label', {}, t('Action'), h('select', { name: 'action' }, h('option', { value: '' }, t('All')),
       AUDIT_ACTIONS.map((a) => h('option', { value: a, selected: a === f.action }, a)))),
     h('label', {}, t('Target'), h('select', { name: 'targetType' },
-      [['', t('All')], ['job', 'job'], ['group', 'group'], ['user', 'user'], ['log', 'log']].map(([v, label]) => h('option', { value: v, selected: v === f.targetType }, label)))),
+      [['', t('All')], ['job', t('job')], ['group', t('group')], ['user', t('user')], ['log', t('log')]].map(([v, label]) => h('option', { value: v, selected: v === f.targetType }, label)))),
     h('label', {}, t('Target id'), h('input', { name: 'targetId', value: f.targetId, size: 8 })),
     h('label', {}, t('From'), h('input', { type: 'datetime-local', name: 'from', value: f.from })),
     h('label', {}, t('To'), h('input', { type: 'datetime-local', name: 'to', value: f.to })),
@@ -1024,7 +1028,7 @@ async function auditPage(params) {
     targetId: f.targetId, from: localTime(f.from), to: localTime(f.to), offset: f.offset, limit: PAGE }));
   const rows = data.items.map((e) => h('tr', { 'data-audit': e.action },
     h('td', {}, fmtTime(e.time)), h('td', {}, e.username), h('td', {}, e.clientIp),
-    h('td', {}, e.action), h('td', {}, e.targetId ? `${e.targetType} ${e.targetId}` : e.targetType),
+    h('td', {}, e.action), h('td', {}, e.targetId ? `${t(e.targetType)} ${e.targetId}` : t(e.targetType)),
     h('td', { class: 'param' }, e.detail)));
   page(t('Audit log'), filters, table([t('Time'), t('User name'), t('Client'), t('Action'), t('Target'), t('Detail')], rows, t('No entries match.')),
     pager(data.total, f.offset, (o) => { location.hash = '#/audit' + qs({ ...f, offset: o }); }));
