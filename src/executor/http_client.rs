@@ -1,7 +1,8 @@
 //! The HTTP [`ExecutorClient`]: XXL-JOB 2.4 calls to remote executors (spec §2, §3).
 //!
 //! Requests run on one dedicated client thread with a pooled keep-alive client (awc's client is
-//! bound to its thread); callers get `Send` futures. Every call answers a `ReturnT`: a non-200
+//! bound to its thread); callers get `Send` futures. The small JSON calls to `http://`
+//! addresses take the lean exchange of [`super::h1`]; the rest goes through awc. Every call answers a `ReturnT`: a non-200
 //! status, an unparsable body or an I/O error become code 500 with XXL-JOB's texts.
 
 use std::cell::RefCell;
@@ -17,6 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use super::ExecutorClient;
+use super::h1;
 use super::log_page::{LOG_BODY_CAP, page_from_prefix};
 use crate::error::{Error, Result};
 use crate::model::wire::{
@@ -136,19 +138,24 @@ async fn send(
     }
     let resp = match req.send_body(body).await {
         Ok(r) => r,
-        Err(e) => {
-            return Err(ReturnT::fail(format!(
-                "xxl-job remoting error({e}), for url : {url}"
-            )));
-        }
+        Err(e) => return Err(remoting_error(e, url)),
     };
     if resp.status().as_u16() != 200 {
-        return Err(ReturnT::fail(format!(
-            "xxl-job remoting fail, StatusCode({}) invalid. for url : {url}",
-            resp.status().as_u16()
-        )));
+        return Err(bad_status(resp.status().as_u16(), url));
     }
     Ok(resp)
+}
+
+/// XXL-JOB's text for a call that failed to send or to read its answer.
+fn remoting_error<T>(e: impl std::fmt::Display, url: &str) -> ReturnT<T> {
+    ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}"))
+}
+
+/// XXL-JOB's text for an answer whose status is not 200.
+fn bad_status<T>(status: u16, url: &str) -> ReturnT<T> {
+    ReturnT::fail(format!(
+        "xxl-job remoting fail, StatusCode({status}) invalid. for url : {url}"
+    ))
 }
 
 type Response = awc::ClientResponse;
@@ -174,13 +181,22 @@ async fn post<T: DeserializeOwned>(
     token: Option<String>,
     timeout: Duration,
 ) -> ReturnT<T> {
+    if let Some(t) = h1::target(&url) {
+        return match h1::post(&t, &body, token.as_deref(), timeout, LOG_BODY_CAP).await {
+            Ok(a) if a.status == 200 => {
+                serde_json::from_slice(&a.body).unwrap_or_else(|_| invalid(&url, &a.body))
+            }
+            Ok(a) => bad_status(a.status, &url),
+            Err(e) => remoting_error(e, &url),
+        };
+    }
     let mut resp = match send(&url, body, token, timeout).await {
         Ok(r) => r,
         Err(f) => return refail(f),
     };
     let bytes = match resp.body().limit(LOG_BODY_CAP).await {
         Ok(b) => b,
-        Err(e) => return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}")),
+        Err(e) => return remoting_error(e, &url),
     };
     serde_json::from_slice(&bytes).unwrap_or_else(|_| invalid(&url, &bytes))
 }
@@ -212,9 +228,7 @@ async fn post_log(
     };
     let (bytes, whole) = match actix_rt::time::timeout(timeout, read).await {
         Ok(Ok(read)) => read,
-        Ok(Err(e)) => {
-            return ReturnT::fail(format!("xxl-job remoting error({e}), for url : {url}"));
-        }
+        Ok(Err(e)) => return remoting_error(e, &url),
         Err(_) => {
             return ReturnT::fail(format!(
                 "xxl-job remoting error(timed out reading the answer), for url : {url}"

@@ -10,6 +10,7 @@ pub(crate) mod builtin;
 pub(crate) mod callback;
 pub(crate) mod client;
 mod context;
+mod h1;
 mod handlers;
 mod http_client;
 mod job_thread;
