@@ -678,6 +678,22 @@ impl Engine {
         Ok(left.len())
     }
 
+    /// Queues a console change's audit entry on the run-row writer (written with its next
+    /// batch); answers the entry back when the writer is stopped.
+    pub(crate) async fn audit(
+        &self,
+        entry: crate::store::audit::Entry,
+    ) -> std::result::Result<(), crate::store::audit::Entry> {
+        self.writer.audit(entry.clone()).await.map_err(|_| entry)
+    }
+
+    /// Makes the audit entries queued so far visible to a read of the audit log.
+    pub(crate) async fn audit_visible(&self) {
+        if let Err(e) = self.writer.flush().await {
+            tracing::debug!(error = %e, "audit entries not flushed (the writer is stopped)");
+        }
+    }
+
     /// Writes the trigger outcomes the run-row writer holds for their results, so a read of
     /// the runs sees every dispatched run (the console's run pages call it first).
     pub(crate) async fn runs_visible(&self) -> Result<()> {

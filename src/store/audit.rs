@@ -43,20 +43,67 @@ fn cut(s: &str, max: usize) -> String {
     out
 }
 
+impl Entry {
+    /// The entry with its texts cut to their columns.
+    pub(crate) fn fitted(self) -> Entry {
+        Entry {
+            username: cut(&self.username, 50),
+            client_ip: cut(&self.client_ip, 64),
+            target_id: cut(&self.target_id, 64),
+            detail: cut(&self.detail, 1000),
+            ..self
+        }
+    }
+
+    fn row(self) -> ActiveModel {
+        let e = self.fitted();
+        ActiveModel {
+            id: NotSet,
+            time: Set(e.time),
+            username: Set(e.username),
+            client_ip: Set(e.client_ip),
+            action: Set(e.action.to_string()),
+            target_type: Set(e.target_type.to_string()),
+            target_id: Set(e.target_id),
+            detail: Set(e.detail),
+        }
+    }
+}
+
 /// Stores one entry (texts cut to their columns).
 pub(crate) async fn record(c: &impl ConnectionTrait, e: Entry) -> Result<()> {
-    ActiveModel {
-        id: NotSet,
-        time: Set(e.time),
-        username: Set(cut(&e.username, 50)),
-        client_ip: Set(cut(&e.client_ip, 64)),
-        action: Set(e.action.to_string()),
-        target_type: Set(e.target_type.to_string()),
-        target_id: Set(cut(&e.target_id, 64)),
-        detail: Set(cut(&e.detail, 1000)),
+    e.row().insert(c).await?;
+    Ok(())
+}
+
+/// Stores entries in one statement (texts cut to their columns).
+pub(crate) async fn record_many(c: &impl ConnectionTrait, entries: Vec<Entry>) -> Result<()> {
+    if entries.is_empty() {
+        return Ok(());
     }
-    .insert(c)
-    .await?;
+    Entity::insert_many(entries.into_iter().map(Entry::row))
+        .exec_without_returning(c)
+        .await?;
+    Ok(())
+}
+
+/// Stores one entry on the SQLite writer's connection (inside its batch's transaction).
+pub(crate) fn record_sync(c: &rusqlite::Connection, e: &Entry) -> rusqlite::Result<()> {
+    let e = e.clone().fitted();
+    c.prepare_cached(
+        "INSERT INTO xjob_audit (time, username, client_ip, action, target_type, target_id, \
+         detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(rusqlite::params![
+        // DATETIME text as sqlx writes it, so the console's reads compare it alike
+        e.time.format("%F %T%.f").to_string(),
+        e.username,
+        e.client_ip,
+        e.action,
+        e.target_type,
+        e.target_id,
+        e.detail
+    ])?;
     Ok(())
 }
 

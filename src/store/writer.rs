@@ -94,6 +94,8 @@ enum Op {
     /// Runs whose executor calls are being made: their outcomes follow.
     Dispatching(Vec<i64>),
     Exec(Exec),
+    /// A console change's audit entry: written with the batch, nobody waits for it.
+    Audit(Box<crate::store::audit::Entry>),
     /// Write everything queued and held, then answer.
     Flush(oneshot::Sender<bool>),
     Results {
@@ -136,7 +138,7 @@ impl Drop for Ack {
 impl Op {
     fn len(&self) -> usize {
         match self {
-            Op::Exec(_) | Op::Flush(_) => 1,
+            Op::Exec(_) | Op::Flush(_) | Op::Audit(_) => 1,
             Op::Dispatching(ids) => ids.len().max(1),
             Op::Outcomes(records) => records.len().max(1),
             Op::Results { items, .. } => items.len().max(1),
@@ -379,6 +381,13 @@ impl LogWriter {
         rx.await.map_err(|_| Error::Stopped("run-row writer"))
     }
 
+    /// Queues an audit entry, written with the next batch in its transaction (one commit for
+    /// many console changes: an insert of its own per change cost a third of the job-creation
+    /// rate, BENCHMARKS.md session 10). [`LogWriter::flush`] makes it visible.
+    pub(crate) async fn audit(&self, entry: crate::store::audit::Entry) -> Result<()> {
+        self.queue(Op::Audit(Box::new(entry))).await
+    }
+
     /// Answers once everything queued before this call is written, outcomes the writer held
     /// for their results included.
     pub async fn flush(&self) -> Result<()> {
@@ -418,7 +427,7 @@ fn split(ops: &[Queued]) -> (Vec<&TriggerRecord>, Vec<i64>, FirstResults<'_>) {
     for q in ops {
         match &q.op {
             Op::Outcomes(records) => outcomes.extend(records),
-            Op::Exec(_) | Op::Flush(_) | Op::Dispatching(_) => {}
+            Op::Exec(_) | Op::Flush(_) | Op::Dispatching(_) | Op::Audit(_) => {}
             Op::Results { items, at_ms, .. } => {
                 for i in items {
                     if let std::collections::hash_map::Entry::Vacant(v) = results.entry(i.log_id) {
@@ -430,6 +439,16 @@ fn split(ops: &[Queued]) -> (Vec<&TriggerRecord>, Vec<i64>, FirstResults<'_>) {
         }
     }
     (outcomes, result_order, results)
+}
+
+/// The audit entries of a batch.
+fn audits(ops: &[Queued]) -> Vec<&crate::store::audit::Entry> {
+    ops.iter()
+        .filter_map(|q| match &q.op {
+            Op::Audit(e) => Some(&**e),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Acknowledges every waiting caller of a written (or given-up) batch.
@@ -784,13 +803,14 @@ mod sqlite {
                     .filter(|id| !with_outcome.contains(id))
                     .copied(),
             );
+            let audits = audits(&ops);
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                if outcomes.is_empty() && result_order.is_empty() {
+                if outcomes.is_empty() && result_order.is_empty() && audits.is_empty() {
                     break Some(Vec::new());
                 }
-                match write(conn, &outcomes, &result_order, &results) {
+                match write(conn, &outcomes, &result_order, &results, &audits) {
                     Ok(f) => break Some(f),
                     Err(e) if attempt < ATTEMPTS => {
                         tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
@@ -939,9 +959,13 @@ mod sqlite {
         outcomes: &[&TriggerRecord],
         result_order: &[i64],
         results: &FirstResults<'_>,
+        audits: &[&crate::store::audit::Entry],
     ) -> rusqlite::Result<Vec<FinishedRun>> {
         let mut results = results.clone();
         let tx = conn.transaction()?;
+        for e in audits {
+            crate::store::audit::record_sync(&tx, e)?;
+        }
         let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
         {
             let sql = &*STATEMENTS;
@@ -1059,6 +1083,8 @@ mod pool {
     }
 
     async fn write(db: &impl ConnectionTrait, ops: &[Queued]) -> Result<Vec<FinishedRun>> {
+        let entries = audits(ops).into_iter().cloned().collect();
+        crate::store::audit::record_many(db, entries).await?;
         let (outcomes, order, results) = split(ops);
         let outcomes: Vec<TriggerRecord> = outcomes.into_iter().cloned().collect();
         log_batches::record_triggers(db, &outcomes).await?;
@@ -1132,6 +1158,49 @@ mod tests {
             );
         }
         (db, target, job, ids)
+    }
+
+    /// Audit entries queued on the writer are written with its batches, texts cut to their
+    /// columns, and are all readable after a flush: on a SQLite file (the dedicated writer),
+    /// and through the pool on every backend.
+    #[tokio::test]
+    async fn audit_entries_are_written_with_the_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_db, target, _, _) = fixture(dir.path(), None).await;
+        assert!(target.single_node());
+        let mut cases = vec![(file_db, target)];
+        for db in crate::store::tests::every_backend().await {
+            cases.push((db.clone(), Target::Pool(db)));
+        }
+        for (db, target) in cases {
+            let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}));
+            for i in 0..5 {
+                writer
+                    .audit(crate::store::audit::Entry {
+                        time: crate::clock::ms_to_naive(1_000 * (1 + i)),
+                        username: "admin".into(),
+                        client_ip: "10.0.0.1".into(),
+                        action: "job.create",
+                        target_type: "job",
+                        target_id: i.to_string(),
+                        detail: "x".repeat(if i == 4 { 1_500 } else { 3 }),
+                    })
+                    .await
+                    .unwrap();
+            }
+            writer.flush().await.unwrap();
+            let (total, rows) =
+                crate::store::audit::page(&db, &crate::store::audit::Filter::default(), 0, 10)
+                    .await
+                    .unwrap();
+            assert_eq!(total, 5, "{:?}", db.get_database_backend());
+            // newest first
+            assert_eq!(rows[0].target_id, "4");
+            assert_eq!(rows[0].detail.chars().count(), 1_000);
+            assert_eq!(rows[0].time, crate::clock::ms_to_naive(5_000));
+            assert_eq!(rows[4].detail, "xxx");
+            writer.release_lock();
+        }
     }
 
     /// The SQLite writer: an outcome and its result queued together land in one row; first
