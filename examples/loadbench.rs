@@ -247,8 +247,12 @@ async fn run(
         "bench".into()
     };
     cfg.scheduler.pre_read_count = (jobs as u64 * 2).max(cfg.pre_read_count());
-    let runs: Arc<Mutex<Vec<(i64, i64)>>> =
-        Arc::new(Mutex::new(Vec::with_capacity(jobs * seconds as usize)));
+    // the bench's own record of every run, resident from the start (written once, then
+    // emptied; not zeros, which the allocator would map untouched): RSS growth over a long run
+    // is then the scheduler's, not this record's
+    let mut record = vec![(-1i64, -1i64); jobs * seconds as usize];
+    record.clear();
+    let runs: Arc<Mutex<Vec<(i64, i64)>>> = Arc::new(Mutex::new(record));
     let clock = Clock::system();
     let mut handlers = HandlerRegistry::new();
     {
