@@ -193,7 +193,9 @@ fn trigger(c: &mut Criterion) {
             xjob::testing::store::writer::Target::Pool(db.clone()),
             xjob::testing::activity::Activity::default(),
             Box::new(|_| {}),
-        );
+        )
+        .await
+        .expect("writer");
         let t = xjob::testing::Trigger::new(
             db,
             xjob::Clock::system(),

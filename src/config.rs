@@ -55,6 +55,12 @@ impl Default for Config {
 pub struct AlarmConfig {
     /// A URL that receives every failed run as a JSON POST (empty = none; jobs may set their own).
     pub webhook_url: String,
+    /// URL prefixes a job's own `alarmWebhook` may point under (a list or one comma-separated
+    /// string, matched like `executor.http_allowlist`); `webhook_url` is allowed as well. Empty
+    /// (the default): jobs may name no webhook but `webhook_url` — a webhook is a request the
+    /// node sends wherever a group's user points it.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub webhook_allowlist: Vec<String>,
     /// The SMTP server for `alarm_email` (empty host = e-mail alarms off).
     pub smtp: SmtpConfig,
 }
@@ -112,6 +118,9 @@ pub struct SecurityConfig {
     /// Failed logins allowed per client address and user name within
     /// [`login_window_secs`](Self::login_window_secs) before logins are refused (429).
     pub login_max_failures: u32,
+    /// Failed logins allowed per client address (whatever the user names) within the window:
+    /// a client trying many names is refused too (default 20).
+    pub login_max_failures_per_client: u32,
     /// The window of the login rate limit, seconds (default 15 minutes).
     pub login_window_secs: u64,
     /// Mark the login cookie `Secure` (set when the console is served over HTTPS).
@@ -126,6 +135,7 @@ impl Default for SecurityConfig {
             scripts_enabled: false,
             session_ttl_secs: 12 * 3600,
             login_max_failures: 5,
+            login_max_failures_per_client: 20,
             login_window_secs: 15 * 60,
             secure_cookie: false,
         }
@@ -388,7 +398,14 @@ impl Config {
         if self.database.max_connections == 0 {
             return bad("database.max_connections", "must be at least 1");
         }
-        crate::executor::builtin::Allowlist::parse(&self.executor.http_allowlist)?;
+        crate::allowlist::Allowlist::parse(
+            "executor.http_allowlist",
+            &self.executor.http_allowlist,
+        )?;
+        crate::allowlist::Allowlist::parse(
+            "alarm.webhook_allowlist",
+            &self.alarm.webhook_allowlist,
+        )?;
         Ok(())
     }
 

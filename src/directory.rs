@@ -23,30 +23,58 @@ pub(crate) type Group = Arc<entity::xxl_job_group::Model>;
 /// How long a job edit is remembered: longer than any fire waits in the ring.
 const EDIT_MEMORY_MS: i64 = 120_000;
 
-/// The groups' own access tokens (XXL-JOB 3.5), derived from the group snapshot.
+/// Which access token the center sends to an executor address (see [`GroupTokens::for_address`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AddressToken {
+    /// The address belongs to a group with its own token: that token.
+    Own(String),
+    /// The address belongs to a group without its own token: the node's global token.
+    Global,
+    /// The address belongs to no group: no token at all (an administrator's manual trigger to
+    /// an address outside every group must not hand the node's token to it).
+    None,
+}
+
+/// The groups' own access tokens (XXL-JOB 3.5) and which addresses belong to a group, derived
+/// from the group snapshot.
 #[derive(Debug, Default)]
 pub(crate) struct GroupTokens {
-    /// appName → token, for the groups that have one.
+    /// appName → token, for the groups that have one (exact names).
     pub by_app: HashMap<String, String>,
+    /// Lower-cased appName → the tokens of the groups with one whose name folds to it: a case
+    /// variant of a tokened group's name never passes with the global token.
+    folded: HashMap<String, Vec<String>>,
     /// group id → token.
     pub by_group: HashMap<i32, String>,
-    /// Executor address (normalised with a trailing `/`) → its group's token.
-    pub by_address: HashMap<String, String>,
+    /// Every executor address listed for a group (normalised with a trailing `/`) → the token
+    /// it gets; when two groups list one address, the group with the lowest id decides.
+    by_address: HashMap<String, AddressToken>,
 }
 
 impl GroupTokens {
     fn of(groups: &HashMap<i32, Group>) -> Self {
         let mut t = GroupTokens::default();
-        for g in groups.values() {
-            let Some(token) = g.access_token.as_deref().filter(|t| !t.is_empty()) else {
-                continue;
+        let mut sorted: Vec<&Group> = groups.values().collect();
+        sorted.sort_by_key(|g| g.id);
+        for g in sorted {
+            let own = g.access_token.as_deref().filter(|t| !t.is_empty());
+            if let Some(token) = own {
+                t.by_app.insert(g.app_name.clone(), token.to_string());
+                t.folded
+                    .entry(g.app_name.to_lowercase())
+                    .or_default()
+                    .push(token.to_string());
+                t.by_group.insert(g.id, token.to_string());
+            }
+            let choice = match own {
+                Some(token) => AddressToken::Own(token.to_string()),
+                None => AddressToken::Global,
             };
-            t.by_app.insert(g.app_name.clone(), token.to_string());
-            t.by_group.insert(g.id, token.to_string());
             for a in g.address_list.as_deref().unwrap_or_default().split(',') {
                 if !a.trim().is_empty() {
                     t.by_address
-                        .insert(crate::executor::client::normalise(a), token.to_string());
+                        .entry(crate::executor::client::normalise(a))
+                        .or_insert_with(|| choice.clone());
                 }
             }
         }
@@ -56,6 +84,39 @@ impl GroupTokens {
     /// Whether no group has its own token (then only the global token counts).
     pub(crate) fn is_empty(&self) -> bool {
         self.by_group.is_empty()
+    }
+
+    /// The token to send to `address`: its group's own, the global one, or none for an
+    /// address no group lists.
+    pub(crate) fn for_address(&self, address: &str) -> AddressToken {
+        let a = address.trim();
+        let found = if a.ends_with('/') {
+            self.by_address.get(a)
+        } else {
+            self.by_address.get(&crate::executor::client::normalise(a))
+        };
+        found.cloned().unwrap_or(AddressToken::None)
+    }
+
+    /// The tokens an executor of `app_name` may present: its group's own token (exact name),
+    /// else the own tokens of groups whose name differs only in case, else `None` (the global
+    /// token).
+    pub(crate) fn for_app(&self, app_name: &str) -> Option<Vec<&str>> {
+        if let Some(t) = self.by_app.get(app_name) {
+            return Some(vec![t.as_str()]);
+        }
+        self.folded
+            .get(&app_name.to_lowercase())
+            .map(|ts| ts.iter().map(String::as_str).collect())
+    }
+
+    /// Whether `token` is some group's own token (compared in constant time with each).
+    pub(crate) fn is_some_groups(&self, token: &[u8]) -> bool {
+        let mut any = false;
+        for t in self.by_group.values() {
+            any |= crate::token::constant_time_eq(t.as_bytes(), token);
+        }
+        any
     }
 }
 

@@ -8,6 +8,40 @@ use crate::model::TriggerStatus;
 use crate::model::{BlockStrategy, GlueType, MisfireStrategy, RouteStrategy, ScheduleType};
 use crate::schedule::Schedule;
 
+/// The longest executor param (job or manual trigger), in characters: at most 64,000 bytes of
+/// UTF-8, so every run row can hold it (a MySQL `TEXT` holds 65,535 bytes), and a broadcast's
+/// shards, which each carry it, stay small.
+pub(crate) const MAX_PARAM_CHARS: usize = 16_000;
+
+/// The text fields of a job and the most characters their columns hold (spec §9).
+pub(crate) const FIELD_LIMITS: [(&str, usize); 8] = [
+    ("jobDesc", 255),
+    ("author", 64),
+    ("alarmEmail", 255),
+    ("scheduleConf", 128),
+    ("executorHandler", 255),
+    ("childJobId", 255),
+    ("alarmWebhook", 255),
+    ("glueRemark", 128),
+];
+
+/// Refuses an executor param longer than [`MAX_PARAM_CHARS`] (`field` names it).
+pub(crate) fn check_param(field: &'static str, param: &str) -> Result<()> {
+    check_len(field, param, MAX_PARAM_CHARS)
+}
+
+/// Refuses `text` longer than `max` characters (`field` names it).
+pub(crate) fn check_len(field: &'static str, text: &str, max: usize) -> Result<()> {
+    // a byte count below the limit settles it without counting characters
+    if text.len() > max && text.chars().count() > max {
+        return Err(Error::Invalid {
+            field,
+            reason: format!("must be at most {max} characters"),
+        });
+    }
+    Ok(())
+}
+
 /// A job definition with XXL-JOB's field names (camelCase on the wire).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -117,6 +151,24 @@ impl JobSpec {
         if self.job_desc.trim().is_empty() {
             return Err(invalid("jobDesc", "is required"));
         }
+        let texts = [
+            Some(self.job_desc.as_str()),
+            Some(self.author.as_str()),
+            self.alarm_email.as_deref(),
+            self.schedule_conf.as_deref(),
+            self.executor_handler.as_deref(),
+            self.child_job_id.as_deref(),
+            self.alarm_webhook.as_deref(),
+            self.glue_remark.as_deref(),
+        ];
+        // in FIELD_LIMITS' order
+        for (text, (field, max)) in texts.into_iter().zip(FIELD_LIMITS) {
+            check_len(field, text.unwrap_or_default(), max)?;
+        }
+        check_param(
+            "executorParam",
+            self.executor_param.as_deref().unwrap_or_default(),
+        )?;
         if self.author.trim().is_empty() {
             return Err(invalid("author", "is required"));
         }

@@ -96,6 +96,8 @@
 //!
 //! ## Layout (inside)
 //! - `activity`: in-flight work counter (lets tests wait for the engine to settle).
+//! - `allowlist`: URL prefixes the node may send requests to for users (HTTP jobs, webhooks).
+//! - `bounded`: texts cut (and marked) to the bounds of where they are kept.
 //! - `clock`: the one source of "now" ([`Clock`]).
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
 //! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`).
@@ -123,6 +125,8 @@ pub mod routes;
 // the engine's inside, crate-private (tests reach a few items through `testing`)
 mod activity;
 mod actors;
+mod allowlist;
+mod bounded;
 mod clock;
 mod directory;
 mod engine;

@@ -75,6 +75,8 @@ struct Inner {
     triggers_ok: AtomicU64,
     triggers_failed: AtomicU64,
     callbacks: AtomicU64,
+    /// Results of a callback not written: [not authorised, unknown run, invalid].
+    results_skipped: [AtomicU64; 3],
     lateness: Histogram,
     dispatch: Histogram,
     scan: Histogram,
@@ -93,11 +95,39 @@ impl Default for Metrics {
             triggers_ok: AtomicU64::new(0),
             triggers_failed: AtomicU64::new(0),
             callbacks: AtomicU64::new(0),
+            results_skipped: Default::default(),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
             scan: Histogram::new(&SCAN_BOUNDS),
             scan_max_us: AtomicU64::new(0),
         }))
+    }
+}
+
+/// Why a result of a callback batch was not written (the rest of the batch was).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SkipReason {
+    /// The caller's token is not the one of the run's group.
+    Token = 0,
+    /// The center knows no such run (a deleted job, a cleared log).
+    UnknownRun = 1,
+    /// The result itself is invalid (a `handleCode` outside 32-bit integers).
+    Invalid = 2,
+}
+
+impl SkipReason {
+    const ALL: [SkipReason; 3] = [
+        SkipReason::Token,
+        SkipReason::UnknownRun,
+        SkipReason::Invalid,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            SkipReason::Token => "token",
+            SkipReason::UnknownRun => "unknown_run",
+            SkipReason::Invalid => "invalid",
+        }
     }
 }
 
@@ -168,6 +198,11 @@ impl Metrics {
         self.0.callbacks.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// A callback's result was skipped (not written) for `why`.
+    pub(crate) fn result_skipped(&self, why: SkipReason) {
+        self.0.results_skipped[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Triggers sent so far (accepted, refused).
     pub fn trigger_counts(&self) -> (u64, u64) {
         (
@@ -210,6 +245,18 @@ impl Metrics {
             "Run results received from executors.",
             i.callbacks.load(Ordering::Relaxed),
         );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_callback_results_skipped_total Results in callback batches not written, by reason (the rest of each batch was).\n# TYPE xjob_callback_results_skipped_total counter"
+        );
+        for why in SkipReason::ALL {
+            let _ = writeln!(
+                out,
+                "xjob_callback_results_skipped_total{{reason=\"{}\"}} {}",
+                why.label(),
+                i.results_skipped[why as usize].load(Ordering::Relaxed)
+            );
+        }
         i.lateness.render(
             &mut out,
             "xjob_fire_lateness_seconds",

@@ -29,9 +29,10 @@ pub fn random_hex(bytes: usize) -> String {
         .collect::<Vec<u8>>())
 }
 
-/// Compares two byte strings in time independent of where they differ.
+/// Compares two byte strings in time independent of where they differ; strings of different
+/// lengths are never equal, whatever the difference (all of it counts, not some of its bits).
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
+    let mut diff = u8::from(a.len() != b.len());
     for i in 0..a.len().max(b.len()) {
         let x = a.get(i).copied().unwrap_or(0);
         let y = b.get(i).copied().unwrap_or(0);
@@ -64,5 +65,13 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abcd"));
         assert!(!constant_time_eq(b"", b"a"));
         assert!(constant_time_eq(b"", b""));
+        // lengths that differ by a multiple of 65,536 (the old fold kept 16 bits of the
+        // difference) and a longer string padded with NULs are still unequal
+        let short = b"tok".to_vec();
+        let mut long = short.clone();
+        long.resize(short.len() + 65_536, 0);
+        assert!(!constant_time_eq(&short, &long));
+        assert!(!constant_time_eq(&long, &short));
+        assert!(!constant_time_eq(b"", &[0u8; 65_536]));
     }
 }

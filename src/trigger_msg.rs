@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use crate::bounded::cut_bytes;
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 
 /// Starts a compact summary (format version 1). No text XXL-JOB writes starts with a control
@@ -19,6 +20,12 @@ const MARK: &str = "\u{1}1";
 const SEP: char = '\u{1f}';
 /// Fields of a version-1 summary.
 const FIELDS: usize = 13;
+/// Bytes of the address list a summary keeps (the rest is counted): every shard of a broadcast
+/// carries its own summary, so a whole list would make a broadcast's memory and rows grow with
+/// the square of its addresses.
+const MAX_ADDRESSES_SHOWN: usize = 1024;
+/// Bytes a summary keeps of the routing transcript and of the executor's answer.
+const MAX_TEXT_SHOWN: usize = 4096;
 
 /// What a trigger knows about one dispatched shard.
 #[derive(Clone, Debug)]
@@ -74,11 +81,18 @@ impl Summary<'_> {
         push_field(&mut s, self.admin_address);
         push_field(&mut s, if self.manual_registration { "M" } else { "A" });
         s.push(SEP);
+        // a broadcast's every shard carries this summary: the list is kept short
+        let mut listed = 0;
         for (i, a) in self.addresses.iter().enumerate() {
+            if listed + a.len() > MAX_ADDRESSES_SHOWN && i > 0 {
+                let _ = write!(s, ",… ({} more)", self.addresses.len() - i);
+                break;
+            }
             if i > 0 {
                 s.push(',');
             }
-            push_clean(&mut s, a);
+            push_clean(&mut s, &crate::bounded::cut_bytes(a, 300));
+            listed += a.len() + 1;
         }
         push_field(&mut s, self.route.map_or("", RouteStrategy::as_str));
         s.push(SEP);
@@ -87,12 +101,12 @@ impl Summary<'_> {
         }
         push_field(&mut s, self.block.map_or("", BlockStrategy::as_str));
         let _ = write!(s, "{SEP}{}{SEP}{}", self.timeout, self.retry);
-        push_field(&mut s, self.route_msg);
+        push_field(&mut s, &cut_bytes(self.route_msg, MAX_TEXT_SHOWN));
         match self.run {
             Some((address, code, msg)) => {
-                push_field(&mut s, address);
+                push_field(&mut s, &cut_bytes(address, 300));
                 let _ = write!(s, "{SEP}{code}");
-                push_field(&mut s, msg.unwrap_or("null"));
+                push_field(&mut s, &cut_bytes(msg.unwrap_or("null"), MAX_TEXT_SHOWN));
             }
             None => {
                 s.push(SEP);
@@ -229,6 +243,37 @@ mod tests {
                 && shown.ends_with("</span><br>Trigger Fail：registry address is empty<br><br>"),
             "{shown}"
         );
+    }
+
+    /// A summary's size does not grow with the address list or a long answer: a broadcast over
+    /// 1,000 addresses keeps about 1 KiB of the list and counts the rest; a 1 MiB answer or
+    /// transcript is cut to a few KiB and marked.
+    #[test]
+    fn a_summary_is_bounded_whatever_it_is_given() {
+        let addresses: Vec<String> = (0..1_000)
+            .map(|i| format!("http://10.0.{}.{}:9999/", i / 250, i % 250))
+            .collect();
+        let huge = "x".repeat(1 << 20);
+        let s = Summary {
+            shard: Some((7, 1_000)),
+            run: Some(("http://e:9999/", 500, Some(&huge))),
+            ..summary(&addresses, &huge)
+        };
+        let stored = s.compact();
+        assert!(stored.len() < 10 * 1024, "{} bytes", stored.len());
+        let shown = render(&stored).into_owned();
+        assert!(
+            shown.contains("http://10.0.0.0:9999/,http://10.0.0.1:9999/"),
+            "{shown}"
+        );
+        assert!(shown.contains("more)"), "the rest is counted");
+        assert!(
+            shown.contains("[cut: 1048576 bytes in all]"),
+            "answers are marked as cut"
+        );
+        // a short list is kept whole
+        let few = vec!["http://a:1/".to_string(), "http://b:1/".to_string()];
+        assert!(render(&summary(&few, "").compact()).contains("http://a:1/,http://b:1/<br>"));
     }
 
     /// Text that is not a compact summary (XXL-JOB's own rows, appended notes) is shown as

@@ -77,7 +77,32 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
         .unwrap();
         assert_eq!(list().await.as_deref(), Some(addr));
         let run = running_on(&app, addr).await;
-        let local_run = running_on(&app, "http://127.0.0.1:8080/").await;
+        // a run this node's executor really has (an hour's sleep), and one it never had (as
+        // after a crash of the node, or a result lost on the way)
+        let sleeper = app
+            .engine
+            .add_job(JobSpec::cron(
+                app.group,
+                "sleeper",
+                "0 0 0 * * ?",
+                "sleepJobHandler",
+            ))
+            .await
+            .unwrap();
+        app.engine
+            .trigger_job(sleeper, Some("3600".into()), None)
+            .await
+            .unwrap();
+        app.advance(100).await;
+        let local = app.engine.local_address().unwrap().to_string();
+        let local_run = logs::for_job(app.engine.db(), sleeper)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.executor_address.as_deref() == Some(local.as_str()))
+            .unwrap()
+            .id;
+        let ghost = running_on(&app, &local).await;
         let manual_run = running_on(&app, "http://10.9.9.9:9999/").await;
         // 80 s of silence: not yet dead (90 s)
         app.advance(80_000).await;
@@ -103,13 +128,19 @@ fn a_dead_executor_is_evicted_and_its_runs_marked_lost_within_three_beats() {
             (r.handle_code, r.handle_msg.as_deref()),
             (500, Some("Job result lost, marked as failure"))
         );
-        // this node keeps its own executor registered: its run is not lost
+        // this node keeps its own executor registered: the run it has is not lost, the one it
+        // never had is (it would otherwise stay open forever)
         assert_eq!(
             logs::get(app.engine.db(), local_run)
                 .await
                 .unwrap()
                 .handle_code,
             0
+        );
+        let g = logs::get(app.engine.db(), ghost).await.unwrap();
+        assert_eq!(
+            (g.handle_code, g.handle_msg.as_deref()),
+            (500, Some("Job result lost, marked as failure"))
         );
         // a never-registered (manual) address keeps XXL-JOB's ten minutes
         assert_eq!(
@@ -372,8 +403,17 @@ fn alarms_reach_an_smtp_server_and_a_webhook() {
             c.alarm.smtp.port = smtp_port;
             c.alarm.smtp.tls = "none".into();
             c.alarm.smtp.from = "xjob <xjob@example.com>".into();
+            c.alarm.webhook_allowlist = vec![hook.clone(), bad_hook.clone()];
         })
         .await;
+        // a job's webhook must be under alarm.webhook_allowlist: any other URL is refused
+        let mut spec = JobSpec::cron(app.group, "probe", "0 0 0 * * ?", "failJobHandler");
+        spec.alarm_webhook = Some("http://169.254.169.254/latest/meta-data".into());
+        let e = app.engine.add_job(spec).await.unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid { field: "alarmWebhook", reason } if reason.contains("webhook_allowlist")),
+            "{e}"
+        );
         let mut spec = JobSpec::cron(app.group, "nightly export", "0 0 0 * * ?", "failJobHandler");
         spec.alarm_email = Some("ops@example.com".into());
         spec.alarm_webhook = Some(hook.clone());
@@ -527,6 +567,81 @@ fn a_new_executor_joins_its_group_without_a_full_refresh() {
         // the periodic refresh (every beat) rewrites the other group
         app.advance(31_000).await;
         assert_eq!(list(other).await, None);
+        app.close().await;
+    });
+}
+
+/// A result of this node's own executor is kept until it is written: while the database
+/// refuses every result of its run (here a trigger refuses any result, even the reduced form a
+/// refused row falls back to), it is written again and again (after 0.5, 1, 2, … 30 s), the
+/// lost-run sweep (every 10 s) leaves its run alone, and once the database takes it the run
+/// has its real result.
+#[test]
+fn an_in_process_result_is_kept_until_written() {
+    use sea_orm::ConnectionTrait;
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        // the pooled writer (in-memory SQLite), which splits a refused batch down to the row
+        let app = TestApp::start_in(dir.path(), T0, |c| {
+            c.database.url = "sqlite::memory:".into();
+            c.database.max_connections = 1;
+        })
+        .await;
+        let db = app.engine.db().clone();
+        db.execute_unprepared(
+            "CREATE TRIGGER refuse_result BEFORE UPDATE ON xxl_job_log FOR EACH ROW \
+             WHEN NEW.handle_code <> 0 AND NEW.executor_param = 'keep-me' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .await
+        .unwrap();
+        let job = app
+            .engine
+            .add_job(JobSpec::cron(
+                app.group,
+                "fails",
+                "0 0 0 * * ?",
+                "failJobHandler",
+            ))
+            .await
+            .unwrap();
+        app.engine
+            .trigger_job(job, Some("keep-me".into()), None)
+            .await
+            .unwrap();
+        let row = || async {
+            logs::for_job(&db, job)
+                .await
+                .unwrap()
+                .into_iter()
+                .next()
+                .unwrap()
+        };
+        // two minutes of refusals; then the database takes results again, just after a try
+        // (the next comes 30 s later): in between, the sweeps must not mark the run lost
+        app.advance(125_000).await;
+        let r = row().await;
+        assert_eq!((r.trigger_code, r.handle_code), (200, 0), "{r:?}");
+        db.execute_unprepared("DROP TRIGGER refuse_result")
+            .await
+            .unwrap();
+        app.advance(20_000).await;
+        assert_eq!(
+            row().await.handle_code,
+            0,
+            "not marked lost while it is being written"
+        );
+        app.advance(20_000).await;
+        let r = row().await;
+        assert_eq!(r.handle_code, 500);
+        assert!(
+            r.handle_msg
+                .as_deref()
+                .unwrap()
+                .contains("failJobHandler failed on purpose (param: keep-me)"),
+            "{:?}",
+            r.handle_msg
+        );
         app.close().await;
     });
 }

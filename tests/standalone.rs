@@ -652,10 +652,16 @@ fn a_group_with_its_own_token_takes_only_that_token() {
         assert_eq!((r.trigger_code, r.handle_code), (200, 200), "{:?}", r.trigger_msg);
         let log = engine.run_log(r.id, 1).await.unwrap();
         assert!(log.content.contains("param: t-1"), "{log:?}");
-        // a callback for this group's run with the global token is refused, with its own taken
+        // a callback for this group's run with the global token is answered but its result
+        // skipped (counted), with its own token taken
         let cb = json!([{"logId": r.id, "logDateTim": 0, "handleCode": 500, "handleMsg": "late"}]);
-        assert_eq!(post("callback", TOKEN, cb.clone()).await["msg"], "The access token is wrong.");
+        assert_eq!(post("callback", TOKEN, cb.clone()).await["code"], 200);
+        let skipped = "xjob_callback_results_skipped_total{reason=\"token\"} 1";
+        assert!(engine.metrics().render(Default::default()).contains(skipped));
         assert_eq!(post("callback", GROUP_TOKEN, cb).await["code"], 200);
+        assert!(engine.metrics().render(Default::default()).contains(skipped));
+        // a token no group has is refused outright
+        assert_eq!(post("callback", "no-such-token", json!([])).await["msg"], "The access token is wrong.");
 
         // the node's own executor follows its group's token once it has one
         let demo = engine.ensure_group(xjob::demo::DEMO_APP, "demo").await.unwrap();

@@ -37,6 +37,18 @@ async fn executor(
     .unwrap()
 }
 
+/// The automatic group of the standalone executors (`wire-exec`), once `addresses` have joined
+/// its list; answers its id.
+async fn executors_group(node: &HttpNode, addresses: &[&str]) -> i32 {
+    let group = node.engine.ensure_group("wire-exec", "wire").await.unwrap();
+    eventually("the executors registered", 10, || async {
+        let list = node.engine.group(group).await.unwrap().registry_list;
+        addresses.iter().all(|a| list.iter().any(|l| l == a))
+    })
+    .await;
+    group
+}
+
 async fn post(url: &str, body: &str, token: Option<(&str, &str)>) -> Value {
     let c = awc::Client::default();
     let mut req = c
@@ -194,11 +206,8 @@ fn triggers_route_over_http_to_another_nodes_executor() {
         // B is an executor (the demo handlers) reporting to A, an admin without one
         let a = node(dir.path(), false).await;
         let b = executor(&dir.path().join("b"), &a).await;
-        let group = a
-            .engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
+        // the executor's own group: the node sends its token only to its groups' addresses
+        let group = executors_group(&a, &[&b.address]).await;
         let dead = "http://127.0.0.1:9/"; // nothing listens on the discard port
         for route in ["FIRST", "FAILOVER", "BUSYOVER"] {
             let mut spec = JobSpec::cron(group, route, "0 0 0 * * ?", "demoJobHandler");
@@ -259,11 +268,7 @@ fn busyover_skips_an_executor_busy_with_the_job() {
         let a = node(dir.path(), false).await;
         let b1 = executor(&dir.path().join("b1"), &a).await;
         let b2 = executor(&dir.path().join("b2"), &a).await;
-        let group = a
-            .engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
+        let group = executors_group(&a, &[&b1.address, &b2.address]).await;
         let mut spec = JobSpec::cron(group, "long", "0 0 0 * * ?", "sleepJobHandler");
         spec.executor_route_strategy = "BUSYOVER".into();
         let job = a.engine.add_job(spec).await.unwrap();

@@ -10,6 +10,9 @@
 //! (a loop such as A → B → A) stops with a clear message. It runs the periodic sweep of
 //! [`crate::lost_runs`] (runs on addresses that never registered).
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
@@ -39,6 +42,21 @@ pub struct RecordResults(pub Vec<HandleCallbackParam>);
 #[rtype(result = "Result<usize>")]
 pub struct SweepLost;
 
+/// Answers once every message sent to this actor before it was handled (the local sweep's way
+/// to let the results its executor sent before through).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct Settle;
+
+/// Results of this node's own executor held until written: past this many, taking more waits
+/// (back-pressure on the executor's callbacks) instead of growing memory.
+const MAX_UNWRITTEN: usize = 4 * crate::store::writer::QUEUE;
+/// The first wait before a given-up write of this node's own results is tried again (doubling
+/// up to [`RETRY_MAX`]).
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest wait between tries.
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Applies results.
 pub struct CompleteActor {
     db: DatabaseConnection,
@@ -48,6 +66,50 @@ pub struct CompleteActor {
     max_chain_depth: i16,
     metrics: Metrics,
     writer: LogWriter,
+    /// The node's own executor, for the lost-run sweep (`None` while a sweep runs).
+    local: Option<lost_runs::LocalRuns>,
+    /// Places for this node's own results until written ([`MAX_UNWRITTEN`]).
+    unwritten: Arc<tokio::sync::Semaphore>,
+    /// Runs whose result a given-up write holds for another try.
+    retrying: Arc<parking_lot::Mutex<HashSet<i64>>>,
+}
+
+/// Waits for `written`; when the writer gave the batch up, writes `items` again (with a growing
+/// pause) until they are written or the writer stopped. Holds `permit` until then.
+async fn until_written(
+    writer: LogWriter,
+    items: Vec<HandleResult>,
+    at_ms: i64,
+    written: crate::store::writer::Written,
+    retrying: Arc<parking_lot::Mutex<HashSet<i64>>>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let mut ok = written.wait().await;
+    let mut pause = RETRY_FIRST;
+    let mut marked = false;
+    while let Ok(false) = ok {
+        if !marked {
+            retrying.lock().extend(items.iter().map(|i| i.log_id));
+            marked = true;
+        }
+        tracing::warn!(
+            results = items.len(),
+            "run results not written; trying again"
+        );
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RETRY_MAX);
+        ok = writer.results_written(items.clone(), at_ms).await;
+    }
+    if let Err(e) = ok {
+        tracing::error!(results = items.len(), error = %e, "run results lost: the writer stopped");
+    }
+    if marked {
+        let mut r = retrying.lock();
+        for i in &items {
+            r.remove(&i.log_id);
+        }
+    }
+    drop(permit);
 }
 
 fn handle_results(items: Vec<HandleCallbackParam>) -> Vec<HandleResult> {
@@ -72,7 +134,7 @@ impl CompleteActor {
     /// chains stop below `max_chain_depth` parents. The pool dispatches through this node's
     /// executor, whose results come here: create this actor's context first and hand its
     /// address around (see `EngineBuilder::start`).
-    pub fn new(
+    pub(crate) fn new(
         db: DatabaseConnection,
         clock: Clock,
         activity: Activity,
@@ -89,7 +151,16 @@ impl CompleteActor {
             writer,
             pool,
             max_chain_depth,
+            local: None,
+            unwritten: Arc::new(tokio::sync::Semaphore::new(MAX_UNWRITTEN)),
+            retrying: Arc::default(),
         }
+    }
+
+    /// Watches this node's own executor for runs whose result was lost.
+    pub(crate) fn with_local(mut self, local: Option<lost_runs::LocalRuns>) -> Self {
+        self.local = local;
+        self
     }
 
     /// Triggers the child jobs of a run that finished successfully and notes each outcome on
@@ -174,6 +245,35 @@ impl CompleteActor {
             }
             .into_actor(self),
         );
+        self.local_sweep(ctx);
+    }
+
+    /// The runs of this node's own executor whose result was lost ([`lost_runs::LocalRuns`]).
+    /// What the executor still has is read first; then every result it sent before goes
+    /// through this actor's mailbox and the writer, and only then is the database read.
+    fn local_sweep(&mut self, ctx: &mut Context<Self>) {
+        let Some(mut local) = self.local.take() else {
+            return;
+        };
+        let active = local.active();
+        let (db, clock, writer) = (self.db.clone(), self.clock.clone(), self.writer.clone());
+        let (me, retrying) = (ctx.address(), self.retrying.clone());
+        let guard = self.activity.enter();
+        ctx.spawn(
+            async move {
+                let _guard = guard;
+                let settled = me.send(Settle).await.is_ok() && writer.flush().await.is_ok();
+                if settled {
+                    let retrying = retrying.lock().clone();
+                    if let Err(e) = local.sweep(&db, &active, &retrying, clock.now_ms()).await {
+                        tracing::error!(error = %e, "lost-result sweep of the local executor failed");
+                    }
+                }
+                local
+            }
+            .into_actor(self)
+            .map(|local, act, _| act.local = Some(local)),
+        );
     }
 }
 
@@ -190,22 +290,58 @@ impl Actor for CompleteActor {
 impl Handler<Callback> for CompleteActor {
     type Result = ();
 
+    /// Results of this node's own executor: queued in the order they came, each batch held
+    /// until written (written again when the writer gave it up), at most [`MAX_UNWRITTEN`]
+    /// at once; a full write queue or too many unwritten results hold this mailbox
+    /// (back-pressure).
     fn handle(&mut self, msg: Callback, ctx: &mut Self::Context) {
         self.metrics.callbacks(msg.0.len());
         let now = self.clock.now_ms();
-        if let Err(items) = self.writer.try_results(handle_results(msg.0), now) {
-            // the write queue is full: hold this mailbox until there is room (back-pressure)
-            let writer = self.writer.clone();
-            ctx.wait(
-                async move {
-                    if let Err(e) = writer.results(items, now).await {
-                        tracing::error!(error = %e, "cannot queue run results");
+        let items = handle_results(msg.0);
+        let n = items.len().clamp(1, MAX_UNWRITTEN) as u32;
+        let (writer, retrying) = (self.writer.clone(), self.retrying.clone());
+        let queued = match self.unwritten.clone().try_acquire_many_owned(n) {
+            Ok(permit) => match writer.try_results_acked(items.clone(), now) {
+                Ok(written) => Ok((written, permit)),
+                Err(_) => Err(Some(permit)),
+            },
+            Err(_) => Err(None),
+        };
+        match queued {
+            Ok((written, permit)) => {
+                actix::spawn(until_written(writer, items, now, written, retrying, permit));
+            }
+            Err(permit) => {
+                let unwritten = self.unwritten.clone();
+                ctx.wait(
+                    async move {
+                        let permit = match permit {
+                            Some(p) => p,
+                            None => match unwritten.acquire_many_owned(n).await {
+                                Ok(p) => p,
+                                Err(_) => return,
+                            },
+                        };
+                        match writer.results_acked(items.clone(), now).await {
+                            Ok(written) => {
+                                actix::spawn(until_written(
+                                    writer, items, now, written, retrying, permit,
+                                ));
+                            }
+                            Err(e) => tracing::error!(error = %e, "cannot queue run results"),
+                        }
                     }
-                }
-                .into_actor(self),
-            );
+                    .into_actor(self),
+                );
+            }
         }
     }
+}
+
+impl Handler<Settle> for CompleteActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Settle, _ctx: &mut Self::Context) {}
 }
 
 impl Handler<RecordResults> for CompleteActor {
@@ -247,8 +383,9 @@ impl Handler<RunsFinished> for CompleteActor {
 impl Handler<SweepLost> for CompleteActor {
     type Result = ResponseFuture<Result<usize>>;
 
-    fn handle(&mut self, _: SweepLost, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: SweepLost, ctx: &mut Self::Context) -> Self::Result {
         let (db, clock) = (self.db.clone(), self.clock.clone());
+        self.local_sweep(ctx);
         Box::pin(async move { lost_runs::on_unregistered(&db, clock.now_ms()).await })
     }
 }

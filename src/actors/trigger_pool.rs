@@ -57,7 +57,7 @@ pub struct FireBatch(pub Vec<Fire>);
 /// An unscheduled trigger; answers once it is accepted onto a lane.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<()>")]
-pub struct TriggerJob(pub TriggerRequest);
+pub(crate) struct TriggerJob(pub TriggerRequest);
 
 /// A snapshot of the lanes.
 #[derive(Message, Debug)]

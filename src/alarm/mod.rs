@@ -10,6 +10,7 @@ use serde::Serialize;
 
 pub use email::EmailAlarm;
 pub use webhook::WebhookAlarm;
+pub(crate) use webhook::WebhookPolicy;
 
 /// What an alarm reports: one failed run of one job.
 #[derive(Clone, Debug, Serialize)]

@@ -24,8 +24,6 @@ pub(crate) const COOKIE: &str = "xjob_token";
 pub(crate) const MIN_PASSWORD: usize = 8;
 /// Longest password accepted.
 pub(crate) const MAX_PASSWORD: usize = 128;
-/// Entries the rate limiter keeps before it drops expired ones.
-const LIMITER_PRUNE_AT: usize = 10_000;
 
 /// A signed-in user as the console sees them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -163,7 +161,7 @@ pub(crate) fn check_password(field: &'static str, p: &str) -> Result<()> {
 
 /// [`hash_password`] on the blocking pool (it takes tens of milliseconds by design).
 pub(crate) async fn hash_password_blocking(password: String) -> Result<String> {
-    blocking(move || hash_password(&password)).await?
+    hashing(true, move || hash_password(&password)).await?
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
@@ -172,53 +170,144 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .map_err(|_| Error::Stopped("password hashing task"))
 }
 
-/// Counts failed logins per key within a window.
+/// Password hashes computed at once (argon2id takes ~19 MiB and tens of milliseconds each):
+/// a flood of logins waits its turn or is refused, it cannot take the node's memory and CPUs.
+const HASHING_AT_ONCE: usize = 2;
+/// The longest user name a login looks up, counts or logs (the column's length): a longer one
+/// cannot exist and is refused without hashing anything.
+pub(crate) const MAX_USERNAME: usize = 50;
+/// Entries the rate limiter keeps at most (a flood of client addresses cannot grow it further;
+/// past it the oldest windows are forgotten first).
+const LIMITER_MAX: usize = 10_000;
+
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HASHING_AT_ONCE);
+
+/// Runs the password work `f` on the blocking pool once one of the [`HASHING_AT_ONCE`] places
+/// is free (`wait`), or refuses at once with 429 when none is (`!wait`: logins, which anyone
+/// can send).
+async fn hashing<T: Send + 'static>(
+    wait: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    let permit = if wait {
+        HASHING
+            .acquire()
+            .await
+            .map_err(|_| Error::Stopped("password hashing"))?
+    } else {
+        HASHING.try_acquire().map_err(|_| Error::TooManyAttempts {
+            retry_after_secs: 1,
+        })?
+    };
+    let out = blocking(f).await;
+    drop(permit);
+    out
+}
+
+/// Counts failed logins per key within a window: per client address and user name
+/// (`max` each) and per client address alone (`max_per_client`). An attempt is counted when it
+/// starts ([`LoginLimiter::attempt`]: checked and counted under one lock, so parallel attempts
+/// cannot all pass the check) and given back when it succeeds.
 #[derive(Debug)]
 pub(crate) struct LoginLimiter {
     max: u32,
+    max_per_client: u32,
     window_ms: i64,
     failures: Mutex<HashMap<String, (u32, i64)>>,
 }
 
+/// The two limiter keys of one attempt.
+pub(crate) struct Attempt {
+    name: String,
+    client: String,
+}
+
 impl LoginLimiter {
-    /// At most `max` failures per key per `window_ms`.
-    pub(crate) fn new(max: u32, window_ms: i64) -> Self {
+    /// At most `max` failures per client and name, and `max_per_client` per client, per
+    /// `window_ms`.
+    pub(crate) fn new(max: u32, max_per_client: u32, window_ms: i64) -> Self {
         LoginLimiter {
             max,
+            max_per_client: max_per_client.max(max),
             window_ms,
             failures: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Refuses a key with too many recent failures.
-    fn check(&self, key: &str, now: i64) -> Result<()> {
-        let map = self.failures.lock();
-        match map.get(key) {
-            Some(&(n, start)) if n >= self.max && now - start < self.window_ms => {
-                Err(Error::TooManyAttempts {
-                    retry_after_secs: ((start + self.window_ms - now + 999) / 1000) as u64,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn fail(&self, key: &str, now: i64) {
+    /// Refuses an attempt of `username` from `client` when either key has too many recent
+    /// failures; otherwise counts it as a failure until [`LoginLimiter::succeeded`].
+    pub(crate) fn attempt(&self, client: &str, username: &str, now: i64) -> Result<Attempt> {
+        let keys = Attempt {
+            name: format!("{client}\u{0}{username}"),
+            client: format!("{client}\u{0}"),
+        };
         let mut map = self.failures.lock();
-        if map.len() >= LIMITER_PRUNE_AT {
-            let w = self.window_ms;
-            map.retain(|_, &mut (_, start)| now - start < w);
+        let mut refused = None;
+        for (key, max) in [(&keys.name, self.max), (&keys.client, self.max_per_client)] {
+            if let Some(&(n, start)) = map.get(key.as_str())
+                && n >= max
+                && now - start < self.window_ms
+            {
+                let secs = ((start + self.window_ms - now + 999) / 1000) as u64;
+                refused = Some(refused.map_or(secs, |s: u64| s.max(secs)));
+            }
         }
-        let e = map.entry(key.to_string()).or_insert((0, now));
-        if now - e.1 >= self.window_ms {
-            *e = (0, now);
+        if let Some(retry_after_secs) = refused {
+            return Err(Error::TooManyAttempts { retry_after_secs });
         }
-        e.0 += 1;
+        if map.len() + 2 > LIMITER_MAX {
+            self.prune(&mut map, now);
+        }
+        for key in [&keys.name, &keys.client] {
+            let e = map.entry(key.clone()).or_insert((0, now));
+            if now - e.1 >= self.window_ms {
+                *e = (0, now);
+            }
+            e.0 += 1;
+        }
+        Ok(keys)
     }
 
-    fn clear(&self, key: &str) {
-        self.failures.lock().remove(key);
+    /// Gives a successful attempt back: the name's failures are forgotten, the client's
+    /// count goes down by this attempt.
+    pub(crate) fn succeeded(&self, a: Attempt) {
+        let mut map = self.failures.lock();
+        map.remove(&a.name);
+        if let Some(e) = map.get_mut(&a.client) {
+            e.0 = e.0.saturating_sub(1);
+        }
     }
+
+    /// Drops expired windows, then (still full) the oldest half.
+    fn prune(&self, map: &mut HashMap<String, (u32, i64)>, now: i64) {
+        let w = self.window_ms;
+        map.retain(|_, &mut (_, start)| now - start < w);
+        if map.len() + 2 > LIMITER_MAX {
+            let mut starts: Vec<i64> = map.values().map(|&(_, s)| s).collect();
+            starts.sort_unstable();
+            let cut = starts[starts.len() / 2];
+            map.retain(|_, &mut (_, start)| start > cut);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.failures.lock().len()
+    }
+}
+
+/// A user name as it may be counted, logged and stored: at most [`MAX_USERNAME`] characters
+/// (cut, marked with `…`), control characters replaced.
+fn loggable_name(username: &str) -> String {
+    let mut s: String = username
+        .chars()
+        .take(MAX_USERNAME)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if username.chars().count() > MAX_USERNAME {
+        s.push('…');
+    }
+    s
 }
 
 /// How long a checked session is trusted without reading it again.
@@ -297,28 +386,39 @@ impl Console {
         Ok(generated.then_some(password))
     }
 
-    /// Signs a user in. `client` (the peer address) keys the rate limit with the user name.
+    /// Signs a user in. `client` (the peer address) keys the rate limit, with the user name
+    /// and alone. At most [`HASHING_AT_ONCE`] logins hash at once; another one is refused
+    /// (429) rather than queued.
     pub async fn login(&self, username: &str, password: &str, client: &str) -> Result<Login> {
         let now = self.engine.clock().now_ms();
-        let key = format!("{client}\u{0}{username}");
-        self.limiter.check(&key, now)?;
-        let user = users::by_name(self.db(), username).await?;
-        let stored = user.as_ref().map(|u| u.password.clone());
-        let pw = password.to_string();
-        // an unknown user costs a hash too, so timing does not reveal which names exist
-        let ok = blocking(move || match stored {
-            Some(s) => verify_password(&s, &pw),
-            None => {
-                let _ = hash_password(&pw);
-                false
+        let name = loggable_name(username);
+        let attempt = self.limiter.attempt(client, &name, now)?;
+        // a name longer than the column cannot exist: refused without hashing anything
+        let user = if username.chars().count() > MAX_USERNAME {
+            None
+        } else {
+            users::by_name(self.db(), username).await?
+        };
+        let ok = match (&user, username.chars().count() > MAX_USERNAME) {
+            (_, true) => false,
+            (user, false) => {
+                let stored = user.as_ref().map(|u| u.password.clone());
+                let pw = password.to_string();
+                // an unknown user costs a hash too, so timing does not reveal which names exist
+                hashing(false, move || match stored {
+                    Some(s) => verify_password(&s, &pw),
+                    None => {
+                        let _ = hash_password(&pw);
+                        false
+                    }
+                })
+                .await?
             }
-        })
-        .await?;
+        };
         let Some(user) = user.filter(|_| ok) else {
-            self.limiter.fail(&key, now);
-            tracing::warn!(username, client, "console login refused");
+            tracing::warn!(username = %name, client, "console login refused");
             self.audit_as(
-                username,
+                &name,
                 client,
                 "auth.login_failed",
                 "user",
@@ -328,7 +428,7 @@ impl Console {
             .await;
             return Err(Error::Unauthenticated);
         };
-        self.limiter.clear(&key);
+        self.limiter.succeeded(attempt);
         if !user.password.starts_with("$argon2") {
             // upgrade a legacy XXL-JOB MD5 hash on first successful login
             let hash = hash_password_blocking(password.to_string()).await?;
@@ -395,7 +495,7 @@ impl Console {
             old_password.to_string(),
             new_password.to_string(),
         );
-        let hash = blocking(move || {
+        let hash = hashing(true, move || {
             if verify_password(&stored, &old) {
                 hash_password(&new).map(Some)
             } else {
@@ -442,23 +542,78 @@ mod tests {
         assert!(!verify_password("", ""));
     }
 
-    /// The login limiter refuses a client after the configured failures until its window passes.
+    /// The login limiter refuses a client and name after the configured failures until its
+    /// window passes; a client trying many names is refused too; a success gives its attempt
+    /// back.
     #[test]
     fn the_limiter_refuses_after_max_failures_until_the_window_passes() {
-        let l = LoginLimiter::new(3, 1000);
+        let l = LoginLimiter::new(3, 5, 1000);
         for _ in 0..3 {
-            l.check("k", 0).unwrap();
-            l.fail("k", 0);
+            l.attempt("c", "k", 0).unwrap();
         }
         assert!(matches!(
-            l.check("k", 10),
+            l.attempt("c", "k", 10),
             Err(Error::TooManyAttempts {
                 retry_after_secs: 1
             })
         ));
-        l.check("other", 10).unwrap();
-        l.check("k", 1000).unwrap();
-        l.fail("k", 1000);
-        l.check("k", 1001).unwrap();
+        // other names from the same client: two more, then the client is refused whatever it
+        // names
+        l.attempt("c", "x", 10).unwrap();
+        l.attempt("c", "y", 10).unwrap();
+        assert!(l.attempt("c", "z", 10).is_err(), "the client's own limit");
+        l.attempt("other", "k", 10).unwrap();
+        // after the window the name may try again
+        let a = l.attempt("c", "k", 1000).unwrap();
+        l.succeeded(a);
+        let a = l.attempt("c", "k", 1001).unwrap();
+        l.succeeded(a);
+        l.attempt("c", "k", 1002).unwrap();
+    }
+
+    /// Parallel attempts are counted as they start: with a limit of 3, of many attempts begun
+    /// before any finished only 3 pass.
+    #[test]
+    fn attempts_are_checked_and_counted_at_once() {
+        let l = std::sync::Arc::new(LoginLimiter::new(3, 100, 60_000));
+        let passed: usize = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || l.attempt("c", "admin", 0).is_ok())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| usize::from(t.join().unwrap()))
+            .sum();
+        assert_eq!(passed, 3);
+    }
+
+    /// The limiter's table stays bounded whatever the number of clients and names.
+    #[test]
+    fn the_limiter_table_is_bounded() {
+        let l = LoginLimiter::new(5, 20, 60_000);
+        for i in 0..(3 * LIMITER_MAX) {
+            let _ = l.attempt(&format!("10.0.{}.{}", i / 250, i % 250), "n", i as i64);
+        }
+        assert!(l.len() <= LIMITER_MAX, "{}", l.len());
+        // the newest client is still counted
+        let last = 3 * LIMITER_MAX - 1;
+        let who = format!("10.0.{}.{}", last / 250, last % 250);
+        for _ in 0..4 {
+            l.attempt(&who, "n", last as i64).unwrap();
+        }
+        assert!(l.attempt(&who, "n", last as i64).is_err());
+    }
+
+    /// Names are cut to the column's length and freed of control characters before they are
+    /// counted, logged or stored.
+    #[test]
+    fn long_names_are_cut_before_they_are_kept() {
+        let long = "a".repeat(10_000);
+        let shown = loggable_name(&long);
+        assert_eq!(shown.chars().count(), MAX_USERNAME + 1);
+        assert!(shown.ends_with('…'));
+        assert_eq!(loggable_name("ad\nmin"), "ad?min");
+        assert_eq!(loggable_name("admin"), "admin");
     }
 }

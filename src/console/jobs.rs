@@ -286,6 +286,7 @@ impl Console {
     /// Creates a job (stopped).
     pub async fn create_job(&self, who: &Principal, mut spec: JobSpec) -> Result<JobView> {
         self.check_group(who, spec.job_group).await?;
+        self.engine.check_webhook(spec.alarm_webhook.as_deref())?;
         self.require_scripts(spec.glue_type.parse()?)?;
         spec.child_job_id = self
             .check_children(who, None, spec.child_job_id.as_deref())
@@ -307,6 +308,7 @@ impl Console {
     pub async fn update_job(&self, who: &Principal, id: i32, mut spec: JobSpec) -> Result<JobView> {
         let old = self.visible_job(who, id).await?;
         self.check_group(who, spec.job_group).await?;
+        self.engine.check_webhook(spec.alarm_webhook.as_deref())?;
         spec.glue_type = old.glue_type.clone();
         spec.glue_source = old.glue_source.clone();
         spec.glue_remark = old.glue_remark.clone();
@@ -381,7 +383,9 @@ impl Console {
         self.get_job(who, id).await
     }
 
-    /// Triggers a job once now with an optional param and address list.
+    /// Triggers a job once now with an optional param (absent: the job's own; `""`: empty) and
+    /// address list. A normal user may name only addresses of the job's own group (listed for
+    /// it or registered under its appName); an administrator may name any.
     pub async fn trigger_job(
         &self,
         who: &Principal,
@@ -389,12 +393,32 @@ impl Console {
         executor_param: Option<String>,
         address_list: Option<String>,
     ) -> Result<()> {
-        self.visible_job(who, id).await?;
-        super::check_addresses("addressList", address_list.as_deref().unwrap_or_default())?;
-        let mut detail = format!(
-            "param {}",
-            shown(executor_param.as_deref().unwrap_or_default())
-        );
+        let job = self.visible_job(who, id).await?;
+        if let Some(p) = &executor_param {
+            crate::jobs::check_param("executorParam", p)?;
+        }
+        let items =
+            super::check_addresses("addressList", address_list.as_deref().unwrap_or_default())?;
+        if !who.is_admin() && items.iter().any(|a| !a.is_empty()) {
+            let own = self.engine.group_addresses(job.job_group).await?;
+            if let Some(bad) = items
+                .iter()
+                .filter(|a| !a.is_empty())
+                .find(|a| !own.contains(&crate::executor::client::normalise(a)))
+            {
+                return Err(Error::Forbidden {
+                    field: Some("addressList"),
+                    reason: format!(
+                        "`{}` is not an executor of this job's group (only administrators may name other addresses)",
+                        shown(bad)
+                    ),
+                });
+            }
+        }
+        let mut detail = match &executor_param {
+            Some(p) => format!("param {}", shown(p)),
+            None => "the job's param".to_string(),
+        };
         if let Some(a) = address_list.as_deref().filter(|a| !a.trim().is_empty()) {
             detail.push_str(&format!("; addresses {}", shown(a)));
         }

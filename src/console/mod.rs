@@ -81,6 +81,7 @@ impl Console {
         let sec = &engine.config().security;
         let limiter = auth::LoginLimiter::new(
             sec.login_max_failures.max(1),
+            sec.login_max_failures_per_client.max(1),
             sec.login_window_secs.max(1) as i64 * 1000,
         );
         Console {
@@ -163,10 +164,26 @@ pub(crate) fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Res
         .ok_or_else(bad)
 }
 
+/// The longest executor address (the run row's `executor_address` column).
+pub(crate) const MAX_ADDRESS_CHARS: usize = 255;
+/// The longest address list, in characters (at most 64,000 bytes: a MySQL `TEXT` holds it).
+pub(crate) const MAX_ADDRESS_LIST_CHARS: usize = 16_000;
+
 /// Checks that every non-empty item of a comma-separated executor address list is an
-/// `http://` or `https://` URL; answers the trimmed items.
+/// `http://` or `https://` URL of at most [`MAX_ADDRESS_CHARS`], and the list at most
+/// [`MAX_ADDRESS_LIST_CHARS`]; answers the trimmed items.
 pub(crate) fn check_addresses<'a>(field: &'static str, list: &'a str) -> Result<Vec<&'a str>> {
+    crate::jobs::check_len(field, list, MAX_ADDRESS_LIST_CHARS)?;
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(long) = items.iter().find(|a| a.chars().count() > MAX_ADDRESS_CHARS) {
+        return Err(Error::Invalid {
+            field,
+            reason: format!(
+                "`{}…` is longer than {MAX_ADDRESS_CHARS} characters",
+                long.chars().take(40).collect::<String>()
+            ),
+        });
+    }
     if let Some(bad) = items
         .iter()
         .find(|a| !(a.is_empty() || a.starts_with("http://") || a.starts_with("https://")))

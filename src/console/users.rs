@@ -1,6 +1,7 @@
 //! Console users (spec §10 `/user`, administrators only). Passwords are never answered;
 //! nobody can delete or demote themselves.
 
+use sea_orm::TransactionTrait;
 use serde::{Deserialize, Serialize};
 
 use super::audit::changes;
@@ -168,7 +169,18 @@ impl Console {
             Some(p) => Some(hash_password_blocking(p).await?),
             None => None,
         };
-        let r = users::update(self.db(), id, input.role, permission, hash.as_deref()).await;
+        // a password reset ends every session the user had, in the same transaction: whoever
+        // held the old password (or a token taken with it) is out at once
+        let r = async {
+            let txn = self.db().begin().await?;
+            users::update(&txn, id, input.role, permission, hash.as_deref()).await?;
+            if hash.is_some() {
+                users::delete_other_sessions(&txn, id, "").await?;
+            }
+            txn.commit().await?;
+            Ok::<_, Error>(())
+        }
+        .await;
         self.sessions.clear();
         r?;
         let after = self.get_user(id).await?;

@@ -32,7 +32,7 @@ use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
-use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm};
+use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::directory::Directory;
@@ -182,7 +182,7 @@ impl EngineBuilder {
         let complete = complete_ctx.address();
         let writer = {
             let me = complete.clone();
-            LogWriter::start(target, activity.clone(), Box::new(move |f| me.do_send(f)))
+            LogWriter::start(target, activity.clone(), Box::new(move |f| me.do_send(f))).await?
         };
         let app = cfg.executor.app_name.trim().to_string();
         let local_address = (!app.is_empty()).then(|| {
@@ -218,8 +218,13 @@ impl EngineBuilder {
                     ..RuntimeConfig::default()
                 },
             );
-            (addr.clone(), Arc::new(exec) as Arc<dyn ExecutorClient>)
+            (addr.clone(), exec)
         });
+        // the completion actor closes runs whose result this node's own executor lost
+        let local_runs = local
+            .as_ref()
+            .map(|(a, e)| crate::lost_runs::LocalRuns::new(a, e.clone()));
+        let local = local.map(|(a, e)| (a, Arc::new(e) as Arc<dyn ExecutorClient>));
         let local_executor = local.as_ref().map(|(_, e)| e.clone());
         let client: Arc<dyn ExecutorClient> =
             Arc::new(NodeClient::new(local, self.remote).group_tokens(directory.clone()));
@@ -267,15 +272,18 @@ impl EngineBuilder {
         ));
         // (not under a Supervisor, which builds its actor's context itself: this one's address
         // had to exist before the pool; the actor never stops itself)
-        let complete = complete_ctx.run(CompleteActor::new(
-            db.clone(),
-            clock.clone(),
-            activity.clone(),
-            cfg.scheduler.max_chain_depth,
-            metrics.clone(),
-            writer.clone(),
-            pool.clone().recipient(),
-        ));
+        let complete = complete_ctx.run(
+            CompleteActor::new(
+                db.clone(),
+                clock.clone(),
+                activity.clone(),
+                cfg.scheduler.max_chain_depth,
+                metrics.clone(),
+                writer.clone(),
+                pool.clone().recipient(),
+            )
+            .with_local(local_runs),
+        );
         let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
@@ -299,10 +307,10 @@ impl EngineBuilder {
         if !cfg.alarm.smtp.host.trim().is_empty() {
             alarms.push(Box::new(EmailAlarm::new(&cfg.alarm.smtp)?));
         }
-        alarms.push(Box::new(WebhookAlarm::new(
-            http,
-            Some(cfg.alarm.webhook_url.clone()),
-        )));
+        alarms.push(Box::new(
+            WebhookAlarm::new(http, Some(cfg.alarm.webhook_url.clone()))
+                .with_policy(WebhookPolicy::of(&cfg.alarm)?),
+        ));
         let fail_monitor = supervised(FailMonitor::new(
             db.clone(),
             clock.clone(),
@@ -441,6 +449,7 @@ impl Engine {
 
     /// Validates and saves a job (created stopped); returns its id.
     pub async fn add_job(&self, spec: JobSpec) -> Result<i32> {
+        self.check_webhook(spec.alarm_webhook.as_deref())?;
         let model = spec.validate(self.config.time_zone(), self.clock.now_naive())?;
         groups::get(&self.db, model.job_group).await?;
         jobs::insert(&self.db, model).await
@@ -506,7 +515,8 @@ impl Engine {
     ) -> Result<()> {
         jobs::get(&self.db, job_id).await?;
         let mut req = TriggerRequest::new(job_id, TriggerType::Manual);
-        req.executor_param = Some(executor_param.unwrap_or_default());
+        // absent: the job's own param (as XXL-JOB); `Some("")`: an empty one
+        req.executor_param = executor_param;
         req.address_list = address_list.filter(|a| !a.trim().is_empty());
         self.pool.send(TriggerJob(req)).await?
     }
@@ -586,6 +596,28 @@ impl Engine {
     #[doc(hidden)]
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The addresses of group `group_id`'s executors, normalised (trailing `/`): those listed
+    /// for it now and those registered under its appName with a live heartbeat.
+    pub(crate) async fn group_addresses(
+        &self,
+        group_id: i32,
+    ) -> Result<std::collections::HashSet<String>> {
+        use crate::executor::client::normalise;
+        let g = groups::get(&self.db, group_id).await?;
+        let mut out: std::collections::HashSet<String> = g
+            .address_list
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .filter(|a| !a.trim().is_empty())
+            .map(normalise)
+            .collect();
+        if let Some(live) = self.live_executors().await?.remove(&g.app_name) {
+            out.extend(live.iter().map(|a| normalise(a)));
+        }
+        Ok(out)
     }
 
     /// Executor addresses with a heartbeat younger than `registry.dead_secs`, by appname.
@@ -717,6 +749,20 @@ impl Engine {
     /// edit of a group on this node).
     pub(crate) fn knows_group(&self, id: i32) -> bool {
         self.directory.groups().contains_key(&id)
+    }
+
+    /// Refuses a job's `alarmWebhook` outside `alarm.webhook_allowlist` (the global
+    /// `alarm.webhook_url` is allowed too); none or blank is fine.
+    pub(crate) fn check_webhook(&self, url: Option<&str>) -> Result<()> {
+        let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
+            return Ok(());
+        };
+        WebhookPolicy::of(&self.config.alarm)?
+            .check(url)
+            .map_err(|reason| Error::Invalid {
+                field: "alarmWebhook",
+                reason,
+            })
     }
 
     /// Re-reads the groups dispatch routes by (after a console edit of a group).

@@ -12,9 +12,8 @@ use std::path::PathBuf;
 use actix::prelude::*;
 
 use super::Callback;
-use super::job_thread::{
-    IDLE_POLL, JobThread, Reporter, StopThread, ThreadEnv, TriggerQueue, Wake,
-};
+pub(crate) use super::job_thread::Reporter;
+use super::job_thread::{IDLE_POLL, JobThread, StopThread, ThreadEnv, TriggerQueue, Wake};
 use super::{HandlerRegistry, script};
 use crate::clock::Clock;
 use crate::model::wire::{ReturnT, SUCCESS_CODE, TriggerParam};
@@ -102,6 +101,11 @@ impl ExecutorActor {
             callback: Reporter::new(callback),
             clock,
         }
+    }
+
+    /// What reports this executor's results (and knows which runs have not reported yet).
+    pub(crate) fn reporter(&self) -> Reporter {
+        self.callback.clone()
     }
 
     fn retire(&mut self, job_id: i32, reason: &str) -> bool {
@@ -258,10 +262,12 @@ impl ExecutorActor {
         };
         e.idle_rounds = 0;
         let addr = e.addr.clone();
+        let log_id = p.log_id;
         let pushed = e.queue.push(p);
         match pushed {
             Err(refused) => refused,
             Ok(wake) => {
+                self.callback.accepted(log_id);
                 match stopping {
                     None if wake => addr.do_send(Wake),
                     None => {}

@@ -24,8 +24,9 @@ use url::Url;
 
 use super::http_client::{HttpAnswer, HttpCall};
 use super::{Handler, HandlerRegistry, HttpExecutorClient, JobContext, JobResult};
+use crate::allowlist::Allowlist;
 use crate::config::ExecutorConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The HTTP handler's name.
 pub const HTTP_HANDLER: &str = "httpJobHandler";
@@ -40,6 +41,22 @@ const MAX_TIMEOUT_MS: u64 = 600_000;
 const MAX_REDIRECTS: usize = 5;
 /// Bytes of a response body read and logged.
 const BODY_LOGGED: usize = 4096;
+/// Headers a job's param may not set: `Host` (the URL names the host the allowlist checked;
+/// a different `Host` would reach another virtual host behind it) and the hop-by-hop and
+/// framing headers the client owns (RFC 9110 §7.6.1).
+const REFUSED_HEADERS: [&str; 11] = [
+    "Host",
+    "Connection",
+    "Keep-Alive",
+    "Proxy-Connection",
+    "Proxy-Authenticate",
+    "Proxy-Authorization",
+    "TE",
+    "Trailer",
+    "Transfer-Encoding",
+    "Upgrade",
+    "Content-Length",
+];
 
 /// Adds the built-in handlers to `registry` (a name the application registered itself keeps
 /// its own handler). `http` is the node's HTTP client.
@@ -48,7 +65,7 @@ pub(crate) fn register(
     cfg: &ExecutorConfig,
     http: HttpExecutorClient,
 ) -> Result<()> {
-    let allow = Allowlist::parse(&cfg.http_allowlist)?;
+    let allow = Allowlist::parse("executor.http_allowlist", &cfg.http_allowlist)?;
     if registry.get(HTTP_HANDLER).is_none() {
         registry.register(
             HTTP_HANDLER,
@@ -63,66 +80,6 @@ pub(crate) fn register(
         )?;
     }
     Ok(())
-}
-
-/// URL prefixes `httpJobHandler` may call.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Allowlist(Vec<Url>);
-
-impl Allowlist {
-    /// Parses `executor.http_allowlist`: each entry an absolute `http://` or `https://` URL
-    /// without user info; an entry without a path allows the whole host.
-    pub(crate) fn parse(entries: &[String]) -> Result<Self> {
-        let bad = |entry: &str, why: &str| {
-            Error::Config(format!("executor.http_allowlist: `{entry}` {why}"))
-        };
-        let mut prefixes = Vec::new();
-        for entry in entries.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
-            let url = Url::parse(entry).map_err(|e| bad(entry, &format!("is not a URL ({e})")))?;
-            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                return Err(bad(
-                    entry,
-                    "must start with http:// or https:// and name a host",
-                ));
-            }
-            if !url.username().is_empty() || url.password().is_some() {
-                return Err(bad(entry, "must not carry a user name or password"));
-            }
-            if url.query().is_some() || url.fragment().is_some() {
-                return Err(bad(entry, "must not carry a query or fragment"));
-            }
-            prefixes.push(url);
-        }
-        Ok(Allowlist(prefixes))
-    }
-
-    /// Whether `url` is under one of the prefixes: same scheme, host and port, and a path that
-    /// is the prefix's path or continues it at a `/` (so `/api` allows `/api/x` and `/api?q`,
-    /// not `/apix`).
-    pub(crate) fn allows(&self, url: &Url) -> bool {
-        self.0.iter().any(|p| {
-            p.scheme() == url.scheme()
-                && p.host() == url.host()
-                && p.port_or_known_default() == url.port_or_known_default()
-                && url.username().is_empty()
-                && url.password().is_none()
-                && path_under(p.path(), url.path())
-        })
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-fn path_under(prefix: &str, path: &str) -> bool {
-    if prefix.ends_with('/') {
-        return path.starts_with(prefix);
-    }
-    path == prefix
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// `httpJobHandler`'s param (XXL-JOB 3.3's keys).
@@ -214,6 +171,15 @@ fn http_call(param: &str, allow: &Allowlist) -> std::result::Result<HttpCall, St
         None => {}
     }
     for (name, value) in &p.headers {
+        if let Some(refused) = REFUSED_HEADERS
+            .iter()
+            .find(|h| h.eq_ignore_ascii_case(name.trim()))
+        {
+            return Err(format!(
+                "{HTTP_HANDLER}: header `{refused}` may not be set by a job (the client sets it \
+                 from the URL and the body)"
+            ));
+        }
         add(name, value)?;
     }
     if !p.cookies.is_empty() {
@@ -316,9 +282,11 @@ fn redirected(
         call.headers.retain(|(n, _)| n != header::CONTENT_TYPE);
     }
     if next.origin() != from.origin() {
-        // credentials stay with the origin they were written for
+        // every header the job wrote (credentials, cookies, API keys under any name) is for the
+        // origin it named; only the body's own type goes on with a body
+        let keep_type = !call.body.is_empty();
         call.headers
-            .retain(|(n, _)| n != header::AUTHORIZATION && n != header::COOKIE);
+            .retain(|(n, _)| keep_type && n == header::CONTENT_TYPE);
     }
     call.url = next.to_string();
     Ok(call)
@@ -373,50 +341,8 @@ mod tests {
     use super::*;
 
     fn list(entries: &[&str]) -> Allowlist {
-        Allowlist::parse(&entries.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .expect("valid list")
-    }
-
-    fn allowed(l: &Allowlist, url: &str) -> bool {
-        l.allows(&Url::parse(url).expect("url"))
-    }
-
-    /// Prefixes match scheme, host, port and whole path segments; look-alike hosts, other
-    /// ports, user info and sibling paths are refused.
-    #[test]
-    fn the_allowlist_matches_whole_hosts_and_path_segments() {
-        let l = list(&["https://api.example.com/v1", "http://10.0.0.5:8080/"]);
-        for ok in [
-            "https://api.example.com/v1",
-            "https://api.example.com/v1/jobs?x=1",
-            "https://API.example.com:443/v1/",
-            "http://10.0.0.5:8080/anything",
-        ] {
-            assert!(allowed(&l, ok), "{ok}");
-        }
-        for refused in [
-            "https://api.example.com/v10",
-            "https://api.example.com/",
-            "http://api.example.com/v1",
-            "https://api.example.com.evil.net/v1",
-            "https://evil.net/https://api.example.com/v1",
-            "https://user@api.example.com/v1",
-            "https://api.example.com:8443/v1",
-            "http://10.0.0.5/anything",
-            "http://10.0.0.5:8080@169.254.169.254/",
-        ] {
-            assert!(!allowed(&l, refused), "{refused}");
-        }
-        assert!(!allowed(
-            &Allowlist::default(),
-            "https://api.example.com/v1"
-        ));
-        for bad in ["ftp://x/", "not a url", "https://u:p@x/", "https://x/?q=1"] {
-            let e = Allowlist::parse(&[bad.to_string()])
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("executor.http_allowlist"), "{e}");
-        }
+        let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        Allowlist::parse("executor.http_allowlist", &entries).expect("valid list")
     }
 
     /// A param becomes one request: method defaults, body and content type from `data` or
@@ -472,6 +398,18 @@ mod tests {
                 "header name",
             ),
             (r#"{"url":"https://h.example/","timeout":0}"#, "timeout"),
+            (
+                r#"{"url":"https://h.example/","headers":{"host":"internal.example"}}"#,
+                "`Host` may not be set",
+            ),
+            (
+                r#"{"url":"https://h.example/","headers":{" Transfer-Encoding":"chunked"}}"#,
+                "`Transfer-Encoding` may not be set",
+            ),
+            (
+                r#"{"url":"https://h.example/","headers":{"connection":"close"}}"#,
+                "`Connection` may not be set",
+            ),
             (r#"{"url":"https://h.example/","nope":1}"#, "nope"),
         ] {
             let e = http_call(param, &l).unwrap_err();
@@ -505,6 +443,22 @@ mod tests {
                 .iter()
                 .any(|(n, _)| n == header::AUTHORIZATION)
         );
+        // a header of any name the job set stays with its origin; a kept body keeps its type
+        let keyed = http_call(
+            r#"{"url":"https://h.example/a","data":"x","headers":{"X-Api-Key":"k","Private-Token":"t"},"cookies":{"s":"1"}}"#,
+            &l,
+        )
+        .expect("call");
+        let moved = redirected(keyed.clone(), 307, "https://g.example/ok/y", &l).expect("307");
+        let names: Vec<String> = moved.headers.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(
+            names,
+            ["content-type"],
+            "only the body's type crosses origins"
+        );
+        assert_eq!(moved.body, b"x");
+        let same = redirected(keyed, 307, "/b", &l).expect("same origin");
+        assert_eq!(same.headers.len(), 4, "same origin keeps every header");
         let e = redirected(first, 302, "http://169.254.169.254/latest", &l).unwrap_err();
         assert!(e.to_string().contains("redirect not followed"), "{e}");
     }

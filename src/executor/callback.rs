@@ -44,22 +44,45 @@ pub struct CallbackActor {
     stopping: bool,
     /// [`FlushCallbacks`] callers, answered once everything was sent or spooled.
     flushed: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// How often each spooled batch was refused by an admin that answered.
+    refusals: std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<PathBuf, u32>>>,
 }
 
-/// Tries the admins in order; true when one answered 200.
+/// What became of a batch sent to the admins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delivery {
+    /// An admin took it (code 200).
+    Taken,
+    /// An admin answered and refused it (a code other than 200: a wrong token, a batch it
+    /// cannot parse): sending it again may never work, so it must not hold up other batches.
+    Refused,
+    /// No admin answered (down, unreachable, an HTTP error status): try again later, in order.
+    Unreachable,
+}
+
+/// Tries the admins in order until one takes the batch.
 async fn deliver(
     client: &HttpExecutorClient,
     admins: &[String],
     batch: &[HandleCallbackParam],
-) -> bool {
+) -> Delivery {
+    let mut outcome = Delivery::Unreachable;
     for a in admins {
         let r = client.callback(a, batch.to_vec()).await;
         if r.is_success() {
-            return true;
+            return Delivery::Taken;
+        }
+        // the client's own failure texts (no answer, a status other than 200) begin so
+        let transport = r
+            .msg
+            .as_deref()
+            .is_some_and(|m| m.starts_with("xxl-job remoting"));
+        if !transport {
+            outcome = Delivery::Refused;
         }
         tracing::warn!(admin = %a, code = r.code, msg = ?r.msg, "callback not accepted");
     }
-    false
+    outcome
 }
 
 /// Writes a batch to the spool atomically (write then rename).
@@ -77,8 +100,20 @@ fn spool(dir: &Path, batch: &[HandleCallbackParam], now_ms: i64) -> std::io::Res
     Ok(path)
 }
 
-/// Re-sends every spooled batch, oldest first; stops at the first that is still refused.
-async fn retry(client: HttpExecutorClient, admins: Vec<String>, dir: PathBuf) -> usize {
+/// Times a spooled batch may be refused by an admin that answers before it is set aside (as
+/// `*.refused`, with an error in the log): every retry period, a day at the default 30 s.
+const MAX_REFUSALS: u32 = 2_880;
+
+/// Re-sends every spooled batch, oldest first. When no admin answers it stops (the rest waits
+/// for the next period, in order); a batch an admin refuses is kept for the next period and
+/// the later batches are sent all the same, so one batch no admin takes never holds up the
+/// others. A batch refused [`MAX_REFUSALS`] times is set aside. `refusals` counts per file.
+async fn retry(
+    client: HttpExecutorClient,
+    admins: Vec<String>,
+    dir: PathBuf,
+    refusals: std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<PathBuf, u32>>>,
+) -> usize {
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return 0;
     };
@@ -105,12 +140,41 @@ async fn retry(client: HttpExecutorClient, admins: Vec<String>, dir: PathBuf) ->
                 continue;
             }
         };
-        if batch.is_empty() || deliver(&client, &admins, &batch).await {
-            let _ = std::fs::remove_file(&sending);
-            delivered += 1;
+        let outcome = if batch.is_empty() {
+            Delivery::Taken
         } else {
-            let _ = std::fs::rename(&sending, &f);
-            break;
+            deliver(&client, &admins, &batch).await
+        };
+        match outcome {
+            Delivery::Taken => {
+                let _ = std::fs::remove_file(&sending);
+                refusals.lock().remove(&f);
+                delivered += 1;
+            }
+            Delivery::Refused => {
+                let n = {
+                    let mut r = refusals.lock();
+                    let n = r.entry(f.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
+                if n >= MAX_REFUSALS {
+                    tracing::error!(
+                        file = %f.display(),
+                        results = batch.len(),
+                        refusals = n,
+                        "callback batch refused by every admin too often; set aside as .refused"
+                    );
+                    let _ = std::fs::rename(&sending, f.with_extension("refused"));
+                    refusals.lock().remove(&f);
+                } else {
+                    let _ = std::fs::rename(&sending, &f);
+                }
+            }
+            Delivery::Unreachable => {
+                let _ = std::fs::rename(&sending, &f);
+                break;
+            }
         }
     }
     if delivered > 0 {
@@ -138,6 +202,7 @@ impl CallbackActor {
             sending: false,
             stopping: false,
             flushed: Vec::new(),
+            refusals: Default::default(),
         }
     }
 
@@ -163,7 +228,7 @@ impl CallbackActor {
         // one batch at a time, in order; the mailbox keeps filling the queue meanwhile
         ctx.spawn(
             async move {
-                if !deliver(&client, &admins, &batch).await {
+                if deliver(&client, &admins, &batch).await != Delivery::Taken {
                     match spool(&dir, &batch, clock.now_ms()) {
                         Ok(p) => tracing::warn!(file = %p.display(), results = batch.len(), "callbacks spooled for retry"),
                         Err(e) => tracing::error!(error = %e, "cannot spool callbacks; results lost"),
@@ -193,7 +258,12 @@ impl Actor for CallbackActor {
             }
         }
         let tick = |a: &mut Self, ctx: &mut Context<Self>| {
-            let f = retry(a.client.clone(), a.admins.clone(), a.spool.clone());
+            let f = retry(
+                a.client.clone(),
+                a.admins.clone(),
+                a.spool.clone(),
+                a.refusals.clone(),
+            );
             ctx.wait(f.into_actor(a).map(|_, _, _| ()));
         };
         tick(self, ctx);
@@ -230,7 +300,13 @@ impl Handler<RetrySpool> for CallbackActor {
 
     fn handle(&mut self, _: RetrySpool, _ctx: &mut Self::Context) -> Self::Result {
         Box::pin(
-            retry(self.client.clone(), self.admins.clone(), self.spool.clone()).into_actor(self),
+            retry(
+                self.client.clone(),
+                self.admins.clone(),
+                self.spool.clone(),
+                self.refusals.clone(),
+            )
+            .into_actor(self),
         )
     }
 }

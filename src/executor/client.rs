@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 
+use crate::directory::AddressToken;
 use crate::model::wire::{HandleCallbackParam, LogParam, LogResult, ReturnT, TriggerParam};
 
 /// Results of runs (executor → center, spec §2 `/api/callback`), as a message: what the job
@@ -49,7 +50,9 @@ pub trait ExecutorClient: Send + Sync + 'static {
     /// `POST /log`: read a run log from a line on.
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>>;
     /// This client sending `token` instead of its own (a group's own access token), for the
-    /// executors of that group; `None` (the default) when the client sends no token.
+    /// executors of that group; an empty `token` means none at all (for an address that belongs
+    /// to no group). `None` (the default) when the client sends no token: a client that does
+    /// send one must implement this, or addresses outside every group get its token too.
     fn with_token(&self, token: &str) -> Option<Arc<dyn ExecutorClient>> {
         let _ = token;
         None
@@ -127,20 +130,24 @@ impl NodeClient {
                 "xxl-job remoting error(no remote executor client is configured), for url : {address}"
             ))
         })?;
-        if let Some(dir) = &self.tokens {
-            let tokens = dir.tokens();
-            if !tokens.is_empty()
-                && let Some(t) = tokens.by_address.get(&normalise(address))
-            {
-                let mut made = self.with_token.lock();
-                if let Some(c) = made.get(t) {
-                    return Ok(c.clone());
-                }
-                if let Some(c) = remote.with_token(t) {
-                    made.insert(t.clone(), c.clone());
-                    return Ok(c);
-                }
-            }
+        let Some(dir) = &self.tokens else {
+            return Ok(remote.clone());
+        };
+        // the token goes only where it belongs: a group's own token to that group's addresses,
+        // the global token to addresses of groups without one, none to an address outside
+        // every group (an administrator's manual address list)
+        let token = match dir.tokens().for_address(address) {
+            AddressToken::Global => return Ok(remote.clone()),
+            AddressToken::Own(t) => t,
+            AddressToken::None => String::new(),
+        };
+        let mut made = self.with_token.lock();
+        if let Some(c) = made.get(&token) {
+            return Ok(c.clone());
+        }
+        if let Some(c) = remote.with_token(&token) {
+            made.insert(token, c.clone());
+            return Ok(c);
         }
         Ok(remote.clone())
     }

@@ -168,10 +168,18 @@ fn refail<T>(f: ReturnT<()>) -> ReturnT<T> {
     }
 }
 
+/// How much of an answer that is not the expected JSON is quoted in the failure (it ends up in
+/// the run's stored summary, which the console shows).
+const INVALID_QUOTED: usize = 2048;
+
 fn invalid<T>(url: &str, bytes: &[u8]) -> ReturnT<T> {
+    let start = &bytes[..bytes.len().min(INVALID_QUOTED)];
+    let mut text = String::from_utf8_lossy(start).into_owned();
+    if bytes.len() > start.len() {
+        text.push_str(&format!("… [cut: {} bytes in all]", bytes.len()));
+    }
     ReturnT::fail(format!(
-        "xxl-job remoting (url={url}) response content invalid({}).",
-        String::from_utf8_lossy(bytes)
+        "xxl-job remoting (url={url}) response content invalid({text})."
     ))
 }
 

@@ -144,11 +144,13 @@ fn cap(msg: String) -> String {
 /// runs as one [`Callback`] (the results of one dispatch pass go together, like XXL-JOB's
 /// callback thread draining its whole queue), instead of one message per run.
 #[derive(Clone)]
-pub(super) struct Reporter(Arc<ReporterInner>);
+pub(crate) struct Reporter(Arc<ReporterInner>);
 
 struct ReporterInner {
     queue: parking_lot::Mutex<Vec<HandleCallbackParam>>,
     sink: Recipient<Callback>,
+    /// Runs accepted whose result has not been handed to `sink` yet.
+    active: parking_lot::Mutex<foldhash::HashSet<i64>>,
 }
 
 impl Reporter {
@@ -157,7 +159,19 @@ impl Reporter {
         Reporter(Arc::new(ReporterInner {
             queue: parking_lot::Mutex::new(Vec::new()),
             sink,
+            active: Default::default(),
         }))
+    }
+
+    /// Run `log_id` was accepted: it counts as active until its result is sent.
+    pub(super) fn accepted(&self, log_id: i64) {
+        self.0.active.lock().insert(log_id);
+    }
+
+    /// The runs accepted whose result has not been sent yet (queued, running, or reported
+    /// and about to be sent): a run of this executor missing here has had its result sent.
+    pub(crate) fn active(&self) -> foldhash::HashSet<i64> {
+        self.0.active.lock().clone()
     }
 
     /// Queues one result (sent with the others queued before the flush task runs).
@@ -177,7 +191,12 @@ impl Reporter {
     pub(super) fn flush(&self) {
         let items = std::mem::take(&mut *self.0.queue.lock());
         if !items.is_empty() {
+            let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
             self.0.sink.do_send(Callback(items));
+            let mut active = self.0.active.lock();
+            for id in ids {
+                active.remove(&id);
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ pub(crate) struct InProcessExecutor {
     addr: Addr<ExecutorActor>,
     clock: Clock,
     log_dir: Option<PathBuf>,
+    reporter: super::actor::Reporter,
 }
 
 fn stopped<T>() -> ReturnT<T> {
@@ -41,12 +42,20 @@ impl InProcessExecutor {
         cfg: RuntimeConfig,
     ) -> Self {
         let log_dir = cfg.log_dir.clone();
-        let addr = ExecutorActor::new(handlers, callback, clock.clone(), cfg).start();
+        let actor = ExecutorActor::new(handlers, callback, clock.clone(), cfg);
+        let reporter = actor.reporter();
+        let addr = actor.start();
         InProcessExecutor {
             addr,
             clock,
             log_dir,
+            reporter,
         }
+    }
+
+    /// The runs this executor accepted whose result it has not sent yet.
+    pub(crate) fn active_runs(&self) -> foldhash::HashSet<i64> {
+        self.reporter.active()
     }
 
     /// Kills every job thread (their runs report as killed).

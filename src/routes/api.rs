@@ -12,8 +12,9 @@ use crate::actors::complete::RecordResults;
 use crate::actors::registry::{Heartbeat, RemoveRegistration};
 use crate::directory::GroupTokens;
 use crate::engine::Engine;
+use crate::metrics::SkipReason;
 use crate::model::wire::{HandleCallbackParam, RegistryParam, ReturnT};
-use crate::token::{WRONG_TOKEN, token_ok};
+use crate::token::{OLD_TOKEN_HEADER, TOKEN_HEADER, WRONG_TOKEN, token_ok};
 
 /// What the admin API needs.
 #[derive(Clone)]
@@ -55,8 +56,18 @@ fn text_of(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// A callback body parsed leniently: the results, and the log ids of results refused as
+/// invalid (a `handleCode` outside 32-bit integers is refused, never cut to one).
+#[derive(Debug, Default)]
+pub(crate) struct Callbacks {
+    /// Results to authorise and write.
+    pub items: Vec<HandleCallbackParam>,
+    /// Log ids of invalid results (skipped).
+    pub invalid: Vec<i64>,
+}
+
 /// Parses a callback body leniently: an array of results (or one object).
-pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Vec<HandleCallbackParam>, String> {
+pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("invalid callback body: {e}"))?;
     let items = match v {
@@ -65,32 +76,73 @@ pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Vec<HandleCallbackParam>, S
         _ => return Err("invalid callback body: expected a JSON array".into()),
     };
     let num = |o: &Value, k: &str| o.get(k).and_then(Value::as_i64).unwrap_or_default();
-    Ok(items
-        .iter()
-        .map(|o| {
-            // 2.2 clients put the result in executeResult{code,msg}
-            let legacy = o.get("executeResult");
-            let code = o
-                .get("handleCode")
-                .and_then(Value::as_i64)
-                .or_else(|| legacy.and_then(|r| r.get("code")).and_then(Value::as_i64))
-                .unwrap_or_default();
-            let msg =
-                text_of(o.get("handleMsg")).or_else(|| text_of(legacy.and_then(|r| r.get("msg"))));
-            HandleCallbackParam {
-                log_id: num(o, "logId"),
-                log_date_tim: num(o, "logDateTim"),
-                handle_code: code as i32,
-                handle_msg: msg,
-            }
-        })
-        .collect())
+    let mut out = Callbacks::default();
+    for o in &items {
+        // 2.2 clients put the result in executeResult{code,msg}
+        let legacy = o.get("executeResult");
+        let code = o
+            .get("handleCode")
+            .or_else(|| legacy.and_then(|r| r.get("code")));
+        let code = match code {
+            None | Some(Value::Null) => Some(0),
+            Some(c) => c.as_i64().and_then(|c| i32::try_from(c).ok()),
+        };
+        let log_id = num(o, "logId");
+        let Some(code) = code else {
+            out.invalid.push(log_id);
+            continue;
+        };
+        let msg =
+            text_of(o.get("handleMsg")).or_else(|| text_of(legacy.and_then(|r| r.get("msg"))));
+        out.items.push(HandleCallbackParam {
+            log_id,
+            log_date_tim: num(o, "logDateTim"),
+            handle_code: code,
+            handle_msg: msg,
+        });
+    }
+    Ok(out)
+}
+
+/// The access token headers a request carries (new name first).
+fn presented(req: &HttpRequest) -> impl Iterator<Item = &[u8]> {
+    [TOKEN_HEADER, OLD_TOKEN_HEADER]
+        .into_iter()
+        .filter_map(|h| req.headers().get(h).map(|v| v.as_bytes()))
+}
+
+/// Whether the request may be read at all: it carries the global token (or none is set) or the
+/// own token of some group. Checked from the headers alone, before the body is read.
+fn known_caller(req: &HttpRequest, global: Option<&str>, tokens: &GroupTokens) -> bool {
+    token_ok(req, global) || presented(req).any(|t| tokens.is_some_groups(t))
+}
+
+/// Whether the request carries one of `accepted`.
+fn has_one_of(req: &HttpRequest, accepted: &[&str]) -> bool {
+    accepted.iter().any(|t| token_ok(req, Some(t)))
+}
+
+/// Reads the body, at most [`ADMIN_MAX_BODY`] bytes.
+async fn read_body(mut payload: web::Payload) -> Result<web::Bytes, String> {
+    use futures::StreamExt;
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| format!("cannot read the request body: {e}"))?;
+        if body.len() + chunk.len() > ADMIN_MAX_BODY {
+            return Err(format!(
+                "the request body is larger than {} MiB",
+                ADMIN_MAX_BODY >> 20
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 async fn handle(
     req: HttpRequest,
     uri: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
     api: web::Data<AdminApi>,
 ) -> HttpResponse {
     if req.method() != actix_web::http::Method::POST {
@@ -98,97 +150,139 @@ async fn handle(
     }
     let global = api.access_token.as_deref();
     let tokens = api.engine.directory().tokens();
-    // without group tokens every call is checked against the global one first (XXL-JOB's order)
-    if tokens.is_empty() && !token_ok(&req, global) {
+    // a caller holding no token this node knows is refused before its body is read
+    if !known_caller(&req, global, &tokens) {
         return reply(ReturnT::fail(WRONG_TOKEN));
     }
+    let body = match read_body(payload).await {
+        Ok(b) => b,
+        Err(e) => return reply(ReturnT::fail(e)),
+    };
     match uri.as_str() {
-        "registry" | "registryRemove" => {
-            let p: RegistryParam = match serde_json::from_slice(&body) {
-                Ok(p) => p,
-                Err(_) if !token_ok(&req, global) => return reply(ReturnT::fail(WRONG_TOKEN)),
-                Err(_) => return reply(ReturnT::fail("Illegal Argument.")),
-            };
-            // a group with its own token takes only that one
-            let expected = tokens.by_app.get(p.registry_key.trim()).map(String::as_str);
-            if !token_ok(&req, expected.or(global)) {
-                return reply(ReturnT::fail(WRONG_TOKEN));
-            }
-            if [&p.registry_group, &p.registry_key, &p.registry_value]
-                .iter()
-                .any(|s| s.trim().is_empty())
-            {
-                return reply(ReturnT::fail("Illegal Argument."));
-            }
-            let reg = api.engine.registry();
-            let res = if uri.as_str() == "registry" {
-                reg.send(Heartbeat {
-                    app_name: p.registry_key,
-                    address: p.registry_value,
-                })
-                .await
-            } else {
-                reg.send(RemoveRegistration {
-                    app_name: p.registry_key,
-                    address: p.registry_value,
-                })
-                .await
-            };
-            match res {
-                Ok(Ok(())) => reply(ReturnT::success()),
-                Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
-                Err(e) => reply(ReturnT::fail(e.to_string())),
-            }
-        }
+        "registry" | "registryRemove" => registry(&req, &uri, &body, &api, &tokens).await,
         "callback" => match parse_callbacks(&body) {
-            Ok(items)
-                if !tokens.is_empty() && !callback_token_ok(&req, &api, &tokens, &items).await =>
-            {
-                reply(ReturnT::fail(WRONG_TOKEN))
-            }
-            Ok(items) => match api.engine.complete().send(RecordResults(items)).await {
-                Ok(Ok(())) => reply(ReturnT::success()),
-                Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
-                Err(e) => reply(ReturnT::fail(e.to_string())),
-            },
+            Ok(c) => callback(&req, &api, &tokens, c).await,
             Err(e) => reply(ReturnT::fail(e)),
         },
-        _ if !token_ok(&req, global) => reply(ReturnT::fail(WRONG_TOKEN)),
         other => reply(ReturnT::fail(format!(
             "invalid request, uri-mapping({other}) not found."
         ))),
     }
 }
 
-/// Whether every result of a callback comes with its run's group token (the global one for
-/// runs of groups without their own, and for unknown runs).
-async fn callback_token_ok(
+/// Longest registry fields (their columns): group, key (appName) and value (address).
+const REGISTRY_LIMITS: [usize; 3] = [50, 255, 255];
+
+async fn registry(
+    req: &HttpRequest,
+    uri: &str,
+    body: &[u8],
+    api: &AdminApi,
+    tokens: &GroupTokens,
+) -> HttpResponse {
+    let global = api.access_token.as_deref();
+    let Ok(p) = serde_json::from_slice::<RegistryParam>(body) else {
+        return reply(ReturnT::fail("Illegal Argument."));
+    };
+    // a group with its own token takes only that one, and so does any name that differs from
+    // it only in case (a case-insensitive database would take it for the same group)
+    let ok = match tokens.for_app(p.registry_key.trim()) {
+        Some(own) => has_one_of(req, &own),
+        None => token_ok(req, global),
+    };
+    if !ok {
+        return reply(ReturnT::fail(WRONG_TOKEN));
+    }
+    let fields = [&p.registry_group, &p.registry_key, &p.registry_value];
+    if fields.iter().any(|s| s.trim().is_empty())
+        || fields
+            .iter()
+            .zip(REGISTRY_LIMITS)
+            .any(|(s, max)| s.chars().count() > max)
+    {
+        return reply(ReturnT::fail("Illegal Argument."));
+    }
+    let reg = api.engine.registry();
+    let res = if uri == "registry" {
+        reg.send(Heartbeat {
+            app_name: p.registry_key,
+            address: p.registry_value,
+        })
+        .await
+    } else {
+        reg.send(RemoveRegistration {
+            app_name: p.registry_key,
+            address: p.registry_value,
+        })
+        .await
+    };
+    match res {
+        Ok(Ok(())) => reply(ReturnT::success()),
+        Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
+        Err(e) => reply(ReturnT::fail(e.to_string())),
+    }
+}
+
+/// Writes the results the caller may write and skips the others (logged and counted), as
+/// XXL-JOB does for a batch: a result of a run of a group with its own token needs that token,
+/// of any other group the global one; a result of a run the center no longer knows, or an
+/// invalid one, is skipped. The batch is answered 200 unless the write itself fails (then the
+/// executor sends it again).
+async fn callback(
     req: &HttpRequest,
     api: &AdminApi,
     tokens: &GroupTokens,
-    items: &[HandleCallbackParam],
-) -> bool {
-    let global = api.access_token.as_deref();
-    let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
-    let groups = match crate::store::logs::groups_of(api.engine.db(), &ids).await {
-        Ok(g) => g,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read the groups of called-back runs");
-            return false;
-        }
-    };
-    let mut needed: Vec<Option<&str>> = ids
-        .iter()
-        .map(|id| {
-            groups
-                .get(id)
-                .and_then(|g| tokens.by_group.get(g))
-                .map(String::as_str)
-                .or(global)
-        })
-        .collect();
-    needed.dedup();
-    needed.iter().all(|t| token_ok(req, *t))
+    c: Callbacks,
+) -> HttpResponse {
+    let metrics = api.engine.metrics();
+    for log_id in &c.invalid {
+        tracing::warn!(
+            log_id,
+            "callback result skipped: handleCode is not a 32-bit integer"
+        );
+        metrics.result_skipped(SkipReason::Invalid);
+    }
+    let mut items = c.items;
+    if !tokens.is_empty() {
+        let global = api.access_token.as_deref();
+        let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
+        let groups = match crate::store::logs::groups_of(api.engine.db(), &ids).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the groups of called-back runs");
+                return reply(ReturnT::fail(e.to_string()));
+            }
+        };
+        items.retain(|i| {
+            let Some(group) = groups.get(&i.log_id) else {
+                tracing::warn!(log_id = i.log_id, "callback result skipped: no such run");
+                metrics.result_skipped(SkipReason::UnknownRun);
+                return false;
+            };
+            let needed = tokens.by_group.get(group).map(String::as_str).or(global);
+            if token_ok(req, needed) {
+                return true;
+            }
+            tracing::warn!(
+                log_id = i.log_id,
+                group,
+                "callback result skipped: the caller's token is not its group's"
+            );
+            metrics.result_skipped(SkipReason::Token);
+            false
+        });
+    } else if !token_ok(req, api.access_token.as_deref()) {
+        // no group has a token of its own: the global one is the only one
+        return reply(ReturnT::fail(WRONG_TOKEN));
+    }
+    if items.is_empty() {
+        return reply(ReturnT::success());
+    }
+    match api.engine.complete().send(RecordResults(items)).await {
+        Ok(Ok(())) => reply(ReturnT::success()),
+        Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
+        Err(e) => reply(ReturnT::fail(e.to_string())),
+    }
 }
 
 #[cfg(test)]
@@ -198,13 +292,18 @@ mod tests {
     /// `/api/callback` bodies parse from every shape XXL-JOB versions send.
     #[test]
     fn callbacks_parse_leniently() {
-        let items = parse_callbacks(
+        let parsed = parse_callbacks(
             br#"[{"logId":1,"logDateTim":5,"handleCode":200,"handleMsg":null},
                  {"logId":2,"handleCode":500,"handleMsg":{"a":1},"extra":true},
                  {"logId":3,"handleCode":500,"handleMsg":42},
-                 {"logId":4,"executeResult":{"code":500,"msg":"old"}}]"#,
+                 {"logId":4,"executeResult":{"code":500,"msg":"old"}},
+                 {"logId":5,"handleCode":4294967496},
+                 {"logId":6,"handleCode":-2147483649},
+                 {"logId":7,"handleCode":"200"},
+                 {"logId":8,"handleCode":-2147483648}]"#,
         )
         .unwrap();
+        let items = &parsed.items;
         assert_eq!(items[0].handle_msg, None);
         assert_eq!(items[0].log_date_tim, 5);
         assert_eq!(items[1].handle_msg.as_deref(), Some(r#"{"a":1}"#));
@@ -213,6 +312,9 @@ mod tests {
             (items[3].handle_code, items[3].handle_msg.as_deref()),
             (500, Some("old"))
         );
+        // a code outside i32 (4294967496 used to become 200) or not a number is refused, not cut
+        assert_eq!(parsed.invalid, vec![5, 6, 7]);
+        assert_eq!((items[4].log_id, items[4].handle_code), (8, i32::MIN));
         assert!(parse_callbacks(b"nope").is_err());
     }
 }

@@ -96,6 +96,10 @@ fn job_input() -> Value {
             ("jobDesc", json!({ "pattern": r"\S" })),
             ("author", json!({ "pattern": r"\S" })),
             (
+                "executorParam",
+                json!({ "maxLength": crate::jobs::MAX_PARAM_CHARS }),
+            ),
+            (
                 "scheduleType",
                 json!({ "enum": names(ScheduleType::ALL, ScheduleType::as_str) }),
             ),
@@ -129,6 +133,10 @@ fn job_input() -> Value {
             ("timeZone", json!({ "enum": zones })),
         ],
     );
+    // every text field at most its column's length
+    for (field, max) in crate::jobs::FIELD_LIMITS {
+        s["properties"][field]["maxLength"] = json!(max);
+    }
     // a BEAN job (the default) names its handler
     s["if"] = json!({ "properties": { "glueType": { "const": "BEAN" } } });
     s["then"] = json!({ "required": ["executorHandler"],
@@ -155,6 +163,10 @@ fn group_input_schema() -> Value {
             ),
             ("title", json!({ "maxLength": 64, "pattern": r"\S" })),
             ("addressType", json!({ "enum": [0, 1] })),
+            (
+                "addressList",
+                json!({ "maxLength": crate::console::MAX_ADDRESS_LIST_CHARS }),
+            ),
             // empty: the global token
             ("accessToken", json!({ "pattern": r"^([!-~]{16,255})?$" })),
         ],
@@ -221,7 +233,20 @@ fn schemas() -> Value {
                 ("type", json!({ "minimum": 1, "maximum": 9 })),
             ],
         ),
-        "TriggerInput": props(&[("executorParam", "string?"), ("addressList", "string?")]),
+        "TriggerInput": constrain(
+            props(&[("executorParam", "string?"), ("addressList", "string?")]),
+            &[],
+            &[
+                ("executorParam", json!({
+                    "maxLength": crate::jobs::MAX_PARAM_CHARS,
+                    "description": "The run's param; absent or null: the job's own param, \"\": an empty one"
+                })),
+                ("addressList", json!({
+                    "maxLength": crate::console::MAX_ADDRESS_LIST_CHARS,
+                    "description": "Comma-separated http(s):// executor addresses (each at most 255 characters) instead of the group's; a normal user may name only executors of the job's group"
+                })),
+            ],
+        ),
         "Glue": props(&[
             ("jobId", "integer"), ("glueType", "string"), ("glueSource", "string?"),
             ("glueRemark", "string?"), ("glueUpdatetime", "string?"),
@@ -432,7 +457,10 @@ pub(crate) fn document() -> Value {
         let mut op = json!({ "summary": summary, "parameters": params, "responses": responses });
         if *path == "/v1/auth/login" {
             let mut e = err.clone();
-            e["description"] = json!("Too many failed logins from this client; retry later");
+            e["description"] = json!(
+                "Too many failed logins from this client (or for this user name from it), or too \
+                 many logins being checked at once; retry after `Retry-After` seconds"
+            );
             op["responses"]["429"] = e;
         }
         if let Some(b) = body {

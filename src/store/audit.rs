@@ -33,14 +33,9 @@ pub(crate) struct Filter {
     pub to: Option<NaiveDateTime>,
 }
 
-/// Cuts `s` to at most `max` characters (`…` marks a cut).
+/// `s` cut to at most `max` characters (marked) without NUL characters.
 fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
+    crate::bounded::column(s.to_string(), max)
 }
 
 impl Entry {

@@ -57,6 +57,34 @@ pub struct TriggerRecord {
     pub trigger_type: TriggerType,
 }
 
+/// The longest trigger summary kept (a summary is bounded when made; this bounds any other
+/// text written there): at most 64,000 bytes, so a MySQL `TEXT` holds it.
+const TRIGGER_MSG_MAX: usize = 16_000;
+
+impl TriggerRecord {
+    /// The record with every text cut (and marked) to its column and freed of what a database
+    /// cannot store: one record with an over-long address or a NUL never fails a batch.
+    pub(crate) fn bounded(mut self) -> Self {
+        use crate::bounded::column;
+        self.executor_address = self.executor_address.map(|a| column(a, 255));
+        self.executor_handler = self.executor_handler.map(|h| column(h, 255));
+        self.executor_param = self
+            .executor_param
+            .map(|p| column(p, crate::jobs::MAX_PARAM_CHARS));
+        self.executor_sharding_param = self.executor_sharding_param.map(|p| column(p, 20));
+        self.trigger_msg = column(self.trigger_msg, TRIGGER_MSG_MAX);
+        self
+    }
+}
+
+impl HandleResult {
+    /// The result with its message cut to [`HANDLE_MSG_MAX`] and freed of NUL characters.
+    pub(crate) fn bounded(mut self) -> Self {
+        self.msg = self.msg.map(|m| crate::bounded::column(m, HANDLE_MSG_MAX));
+        self
+    }
+}
+
 /// Rows per statement (each row binds two parameters per column).
 const CHUNK: usize = 256;
 

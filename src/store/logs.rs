@@ -407,6 +407,27 @@ pub(crate) async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -
         .await?)
 }
 
+/// Runs without a result on one of `addresses` dispatched at or before `before`.
+pub(crate) async fn running_on_before(
+    c: &impl ConnectionTrait,
+    addresses: &[String],
+    before: chrono::NaiveDateTime,
+) -> Result<Vec<i64>> {
+    Ok(Entity::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(Column::TriggerCode.eq(SUCCESS_CODE))
+        .filter(Column::HandleCode.eq(0))
+        // through i_alarm_fire, like `running_on`
+        .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(Column::FireState.eq(fire_state::DISPATCHED))
+        .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
+        .filter(Column::TriggerTime.lte(before))
+        .into_tuple()
+        .all(c)
+        .await?)
+}
+
 /// Runs without a result dispatched at or before `before`, with their address, at most 1000.
 pub(crate) async fn running_since(
     c: &impl ConnectionTrait,

@@ -78,7 +78,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ),
     ("post", "/v1/jobs/{id}/start", "Start a job"),
     ("post", "/v1/jobs/{id}/stop", "Stop a job"),
-    ("post", "/v1/jobs/{id}/trigger", "Run a job once now"),
+    (
+        "post",
+        "/v1/jobs/{id}/trigger",
+        "Run a job once now (executorParam absent: the job's own param; addressList: administrators name any address, others only executors of the job's group)",
+    ),
     (
         "get",
         "/v1/jobs/{id}/glue",

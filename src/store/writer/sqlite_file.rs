@@ -1,0 +1,550 @@
+//! The SQLite-file backend of the run-row writer: one OS thread owns a synchronous connection
+//! (rusqlite over the same `libsqlite3-sys` as sqlx) and writes each batch with cached prepared
+//! single-row statements, pairing each run's outcome with its result so one update writes both.
+
+use super::*;
+use crate::store::sqlite_sync::naive_text;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::time::Instant;
+
+/// The writer's three updates, built once from the named stored values.
+struct Statements {
+    /// Outcome and result in one update (a run without a result yet).
+    combined: String,
+    /// The result alone (a run without a result yet).
+    result: String,
+    /// The outcome alone.
+    outcome: String,
+}
+
+static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(|| {
+    use crate::model::{AlarmStatus, fire_state};
+    let (unchecked, not_needed) = (AlarmStatus::Unchecked.code(), AlarmStatus::NotNeeded.code());
+    // The result columns (parameters ?11–?14; ?1 is the log id). A message is appended to
+    // one the row already has (after `<br>`), capped at `HANDLE_MSG_MAX` characters; a
+    // success moves `alarm_status` from unchecked to not needed and never moves an alarm
+    // state the fail monitor already set.
+    let result_set = format!(
+        "handle_code = ?11, handle_time = ?12, \
+         handle_msg = CASE WHEN ?13 IS NULL THEN handle_msg \
+                           WHEN handle_msg IS NULL OR handle_msg = '' THEN ?13 \
+                           ELSE substr(handle_msg || '<br>' || ?13, 1, ?14) END, \
+         alarm_status = CASE WHEN alarm_status = {unchecked} AND ?11 = {SUCCESS_CODE} \
+                             THEN {not_needed} ELSE alarm_status END"
+    );
+    // The trigger-outcome columns (parameters ?2–?10).
+    let outcome_set = format!(
+        "trigger_time = ?2, executor_address = ?3, executor_handler = ?4, \
+         executor_param = ?5, executor_sharding_param = ?6, executor_fail_retry_count = ?7, \
+         trigger_code = ?8, trigger_msg = ?9, trigger_type = ?10, \
+         fire_state = {}",
+        fire_state::DISPATCHED
+    );
+    Statements {
+        combined: format!(
+            "UPDATE OR IGNORE xxl_job_log SET {outcome_set}, {result_set} \
+             WHERE id = ?1 AND handle_code = 0"
+        ),
+        result: format!(
+            "UPDATE OR IGNORE xxl_job_log SET {result_set} WHERE id = ?1 AND handle_code = 0"
+        ),
+        outcome: format!("UPDATE OR IGNORE xxl_job_log SET {outcome_set} WHERE id = ?1"),
+    }
+});
+
+fn open(path: &str) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // statement journals (every UPSERT / RETURNING statement keeps one) in memory, not in
+    // a temporary file: they were a third of the writer's time as pwrite calls
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // the log table's indexes are walked by every write: 4 MiB of page cache (default 2).
+    // With outcomes and results paired (one update per run) 16 MiB bought nothing at
+    // 10,000 fires/s (13.1 vs 12.9 µs, p99 24 ms both) and cost 10–15 MB of RSS.
+    conn.pragma_update(None, "cache_size", -4_096)?;
+    conn.set_prepared_statement_cache_capacity(16);
+    Ok(conn)
+}
+
+/// Entries waiting for a partner (an outcome for its result or the reverse), by log id,
+/// each until it is due (see [`OUTCOME_HOLD`], [`RESULT_HOLD`]).
+struct Waiting<T> {
+    by_id: HashMap<i64, T>,
+    /// Log ids by when they stop waiting, oldest first (ids taken since are skipped).
+    due: std::collections::VecDeque<(Instant, i64)>,
+}
+
+impl<T> Default for Waiting<T> {
+    fn default() -> Self {
+        Waiting {
+            by_id: HashMap::new(),
+            due: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Waiting<T> {
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    fn contains(&self, id: &i64) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    fn insert(&mut self, id: i64, value: T, due: Instant) {
+        if self.by_id.insert(id, value).is_none() {
+            self.due.push_back((due, id));
+        }
+    }
+
+    fn remove(&mut self, id: &i64) -> Option<T> {
+        self.by_id.remove(id)
+    }
+
+    /// When the oldest entry is due (`None`: nothing waits).
+    fn deadline(&mut self) -> Option<Instant> {
+        while let Some(&(at, id)) = self.due.front() {
+            if self.by_id.contains_key(&id) {
+                return Some(at);
+            }
+            self.due.pop_front();
+        }
+        None
+    }
+
+    /// Takes the entries due by `now`, or every one (`all`), into `out`.
+    fn take_due(&mut self, now: Instant, all: bool, out: &mut Vec<T>) {
+        if all {
+            self.due.clear();
+            out.extend(self.by_id.drain().map(|(_, v)| v));
+            return;
+        }
+        while let Some(&(at, id)) = self.due.front() {
+            if at > now {
+                break;
+            }
+            self.due.pop_front();
+            out.extend(self.by_id.remove(&id));
+        }
+    }
+}
+
+/// A result held for its run's outcome.
+struct HeldResult {
+    item: HandleResult,
+    at_ms: i64,
+    _ack: Option<Arc<Ack>>,
+    _activity: ActivityGuard,
+}
+
+/// What the writer holds between batches.
+#[derive(Default)]
+struct Held {
+    /// Dispatched runs' outcomes waiting for their results.
+    outcomes: Waiting<(TriggerRecord, ActivityGuard)>,
+    /// Results waiting for the outcome of a run being dispatched.
+    results: Waiting<HeldResult>,
+    /// Runs being dispatched whose outcome has not come yet.
+    dispatching: Waiting<()>,
+    /// Runs whose result was written before their outcome came: their outcome is written
+    /// at once when it comes.
+    answered: Waiting<()>,
+}
+
+impl Held {
+    fn len(&self) -> usize {
+        self.outcomes.len() + self.results.len()
+    }
+
+    fn deadline(&mut self) -> Option<Instant> {
+        [
+            self.outcomes.deadline(),
+            self.results.deadline(),
+            self.dispatching.deadline(),
+            self.answered.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
+
+pub(super) fn run(
+    path: &str,
+    mut rx: mpsc::Receiver<Queued>,
+    sink: FinishedSink,
+    writer_cpu: Option<usize>,
+    activity: Activity,
+    held_count: Arc<AtomicUsize>,
+    ready: oneshot::Sender<std::result::Result<(), String>>,
+) {
+    if let Some(cpu) = writer_cpu {
+        pin(cpu);
+    }
+    let mut conn = match open(path) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return;
+        }
+    };
+    // a timer for waiting on the queue until the oldest held outcome is due
+    let timer = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot start its timer: {e}")));
+            return;
+        }
+    };
+    if ready.send(Ok(())).is_err() {
+        return;
+    }
+    let mut held = Held::default();
+    loop {
+        let (ops, closed) = match held.deadline() {
+            None => match rx.blocking_recv() {
+                Some(first) => (fill(first, &mut rx), false),
+                None => break,
+            },
+            Some(at) => {
+                let at = tokio::time::Instant::from_std(at);
+                let next = timer.block_on(async { tokio::time::timeout_at(at, rx.recv()).await });
+                match next {
+                    Ok(Some(first)) => (fill(first, &mut rx), false),
+                    Ok(None) => (Vec::new(), true),
+                    Err(_) => (Vec::new(), false),
+                }
+            }
+        };
+        let flush = closed || ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
+        // a bug in one batch must not stop every later write: its transaction rolls back
+        // (dropped while unwinding), its waiters hear of the failure (their results are
+        // re-sent by executors), and the writer goes on with the next batch
+        let run = std::panic::AssertUnwindSafe(|| {
+            batch(&mut conn, ops, &mut held, flush, &activity, &sink)
+        });
+        if std::panic::catch_unwind(run).is_err() {
+            tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on");
+        }
+        held_count.store(held.len(), Ordering::Release);
+        if closed {
+            break;
+        }
+    }
+}
+
+/// Writes one batch, with the held entries it completes or that are due, and holds what
+/// waits for a partner (unless `flush`): a dispatched outcome without its result, a result
+/// of a run being dispatched without its outcome.
+fn batch(
+    conn: &mut Connection,
+    ops: Vec<Queued>,
+    held: &mut Held,
+    flush: bool,
+    activity: &Activity,
+    sink: &FinishedSink,
+) {
+    let now = Instant::now();
+    let due = now + OUTCOME_HOLD;
+    let results_due = now + RESULT_HOLD;
+    for q in &ops {
+        if let Op::Dispatching(ids) = &q.op {
+            for &id in ids {
+                held.dispatching.insert(id, (), results_due);
+            }
+        }
+    }
+    let mut expired = Vec::new();
+    held.dispatching.take_due(now, flush, &mut expired);
+    held.answered.take_due(now, flush, &mut expired);
+    let mut answered_alone = Vec::new();
+    let mut hold_outcomes = std::collections::HashSet::new();
+    let mut hold_results = std::collections::HashSet::new();
+    let mut taken_outcomes = Vec::new();
+    let mut taken_results = Vec::new();
+    let outcome = {
+        let (batch_outcomes, batch_order, batch_results) = split(&ops);
+        // the results to write: held ones first (they came earlier), then the batch's
+        for r in &batch_outcomes {
+            held.dispatching.remove(&r.log_id);
+            taken_results.extend(held.results.remove(&r.log_id));
+        }
+        held.results.take_due(now, flush, &mut taken_results);
+        let mut results: FirstResults<'_> = HashMap::new();
+        let mut result_order = Vec::new();
+        for h in &taken_results {
+            if results.insert(h.item.log_id, (&h.item, h.at_ms)).is_none() {
+                result_order.push(h.item.log_id);
+            }
+        }
+        for id in batch_order {
+            if results.contains_key(&id) || held.results.contains(&id) {
+                // the run's first result is already here or held: it wins
+                continue;
+            }
+            let may_wait = !flush && held.len() + hold_results.len() < MAX_HELD;
+            if may_wait && held.dispatching.contains(&id) {
+                hold_results.insert(id);
+                continue;
+            }
+            results.insert(id, batch_results[&id]);
+            result_order.push(id);
+        }
+        // the outcomes to write: held ones whose result came or that are due, then the
+        // batch's that do not wait for their result
+        for id in &result_order {
+            taken_outcomes.extend(held.outcomes.remove(id));
+        }
+        held.outcomes.take_due(now, flush, &mut taken_outcomes);
+        let mut outcomes: Vec<&TriggerRecord> = taken_outcomes.iter().map(|(r, _)| r).collect();
+        for r in batch_outcomes {
+            let wait = !flush
+                && r.trigger_code == SUCCESS_CODE
+                && !results.contains_key(&r.log_id)
+                && held.answered.remove(&r.log_id).is_none()
+                && held.len() + hold_outcomes.len() + hold_results.len() < MAX_HELD;
+            if wait {
+                hold_outcomes.insert(r.log_id);
+            } else {
+                outcomes.push(r);
+            }
+        }
+        let with_outcome: std::collections::HashSet<i64> =
+            outcomes.iter().map(|r| r.log_id).collect();
+        answered_alone.extend(
+            result_order
+                .iter()
+                .filter(|id| !with_outcome.contains(id))
+                .copied(),
+        );
+        let audits = audits(&ops);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if outcomes.is_empty() && result_order.is_empty() && audits.is_empty() {
+                break Some(Vec::new());
+            }
+            match write(conn, &outcomes, &result_order, &results, &audits) {
+                Ok(f) => break Some(f),
+                Err(e) if attempt < ATTEMPTS => {
+                    tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
+                    std::thread::sleep(Duration::from_millis(100 << attempt));
+                }
+                Err(e) => {
+                    tracing::error!(items = ops.len(), error = %e, "run-row batch given up");
+                    break None;
+                }
+            }
+        }
+    };
+    let ok = outcome.is_some();
+    if let Some(f) = outcome.filter(|f| !f.is_empty()) {
+        sink(RunsFinished(f));
+    }
+    if !ok {
+        for h in &taken_results {
+            if let Some(a) = &h._ack {
+                a.failed();
+            }
+        }
+    }
+    drop(taken_results);
+    drop(taken_outcomes);
+    for id in answered_alone {
+        held.answered.insert(id, (), results_due);
+    }
+    let mut rest = Vec::with_capacity(ops.len());
+    for q in ops {
+        match q.op {
+            Op::Exec(f) => f(conn),
+            Op::Outcomes(records) if !hold_outcomes.is_empty() => {
+                for r in records {
+                    if hold_outcomes.contains(&r.log_id) {
+                        held.outcomes.insert(r.log_id, (r, activity.enter()), due);
+                    }
+                }
+            }
+            Op::Results { items, at_ms, ack } if !hold_results.is_empty() => {
+                for item in items {
+                    // the first result per run waits; a later one would lose anyway
+                    if hold_results.remove(&item.log_id) {
+                        let h = HeldResult {
+                            item,
+                            at_ms,
+                            _ack: ack.clone(),
+                            _activity: activity.enter(),
+                        };
+                        held.results.insert(h.item.log_id, h, results_due);
+                    }
+                }
+                if !ok && let Some(a) = &ack {
+                    a.failed();
+                }
+            }
+            op => rest.push(Queued {
+                op,
+                _activity: q._activity,
+            }),
+        }
+    }
+    acknowledge(rest, ok);
+}
+
+fn bind_outcome(s: &mut rusqlite::CachedStatement<'_>, r: &TriggerRecord) -> rusqlite::Result<()> {
+    s.raw_bind_parameter(1, r.log_id)?;
+    s.raw_bind_parameter(2, naive_text(r.trigger_ms))?;
+    s.raw_bind_parameter(3, r.executor_address.as_deref())?;
+    s.raw_bind_parameter(4, r.executor_handler.as_deref())?;
+    s.raw_bind_parameter(5, r.executor_param.as_deref())?;
+    s.raw_bind_parameter(6, r.executor_sharding_param.as_deref())?;
+    s.raw_bind_parameter(7, r.executor_fail_retry_count)?;
+    s.raw_bind_parameter(8, r.trigger_code)?;
+    s.raw_bind_parameter(9, r.trigger_msg.as_str())?;
+    s.raw_bind_parameter(10, r.trigger_type.as_str())
+}
+
+fn bind_result(
+    s: &mut rusqlite::CachedStatement<'_>,
+    item: &HandleResult,
+    at_ms: i64,
+) -> rusqlite::Result<()> {
+    s.raw_bind_parameter(1, item.log_id)?;
+    s.raw_bind_parameter(11, item.code)?;
+    s.raw_bind_parameter(12, naive_text(at_ms))?;
+    s.raw_bind_parameter(13, item.msg.clone().map(cap_msg))?;
+    s.raw_bind_parameter(14, HANDLE_MSG_MAX as i64)
+}
+
+/// The run of an updated row (its job and chain depth), read back by row id: cheaper than a
+/// `RETURNING` clause, which builds an ephemeral table per statement.
+fn run_of(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<Option<(i32, i16)>> {
+    tx.prepare_cached("SELECT job_id, chain_depth FROM xxl_job_log WHERE id = ?1")?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
+/// On a machine with several CPUs: keeps the calling (dispatch) thread off one CPU and
+/// answers that CPU, for the writer thread alone. The writer is woken by every batch the
+/// dispatch queues and wakes the dispatch in turn; left free, Linux moves the two onto one
+/// CPU (wake-affine) while another idles, and the dispatch is preempted for a scheduler
+/// tick (4 ms) in the middle of a second's burst of fires. Measured on 2 CPUs: 1,000
+/// fires/s p99 8 → 5 ms, 10,000 fires/s p99 38 → 26 ms (BENCHMARKS.md, session 6).
+pub(super) fn separate_cpus() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let allowed = sched_getaffinity(None).ok()?;
+        if allowed.count() < 2 {
+            return None;
+        }
+        let writer = (0..CpuSet::MAX_CPU).rev().find(|&c| allowed.is_set(c))?;
+        let mut rest = allowed;
+        rest.unset(writer);
+        if let Err(e) = sched_setaffinity(None, &rest) {
+            tracing::debug!(error = %e, "cannot keep the dispatch thread off the writer's CPU");
+            return None;
+        }
+        Some(writer)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Keeps the calling thread on `cpu`.
+fn pin(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let mut one = rustix::thread::CpuSet::new();
+        one.set(cpu);
+        if let Err(e) = rustix::thread::sched_setaffinity(None, &one) {
+            tracing::debug!(error = %e, "cannot keep the SQLite writer on one CPU");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
+/// Writes one batch in one transaction; answers the successful runs with child jobs.
+fn write(
+    conn: &mut Connection,
+    outcomes: &[&TriggerRecord],
+    result_order: &[i64],
+    results: &FirstResults<'_>,
+    audits: &[&crate::store::audit::Entry],
+) -> rusqlite::Result<Vec<FinishedRun>> {
+    let mut results = results.clone();
+    let tx = conn.transaction()?;
+    for e in audits {
+        crate::store::audit::record_sync(&tx, e)?;
+    }
+    let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
+    {
+        let sql = &*STATEMENTS;
+        for &r in outcomes {
+            if let Some((item, at)) = results.remove(&r.log_id) {
+                let mut s = tx.prepare_cached(&sql.combined)?;
+                bind_outcome(&mut s, r)?;
+                bind_result(&mut s, item, at)?;
+                if s.raw_execute()? == 1 {
+                    done.push((r.log_id, r.job_id, r.chain_depth, item.code));
+                    continue;
+                }
+                // the run already had a result (a kill): its outcome still counts
+            }
+            let mut s = tx.prepare_cached(&sql.outcome)?;
+            bind_outcome(&mut s, r)?;
+            s.raw_execute()?;
+        }
+        for &id in result_order {
+            let Some((item, at)) = results.remove(&id) else {
+                continue;
+            };
+            let mut s = tx.prepare_cached(&sql.result)?;
+            bind_result(&mut s, item, at)?;
+            if s.raw_execute()? == 1
+                && item.code == SUCCESS_CODE
+                && let Some((job, depth)) = run_of(&tx, id)?
+            {
+                done.push((id, job, depth, item.code));
+            }
+        }
+    }
+    let mut finished = Vec::new();
+    {
+        let mut children: HashMap<i32, Option<String>> = HashMap::new();
+        let mut s = tx.prepare_cached("SELECT child_jobid FROM xxl_job_info WHERE id = ?1")?;
+        for (id, job_id, chain_depth, code) in done {
+            if code != SUCCESS_CODE {
+                continue;
+            }
+            let list = match children.get(&job_id) {
+                Some(l) => l.clone(),
+                None => {
+                    let l: Option<String> = s
+                        .query_row(params![job_id], |r| r.get::<_, Option<String>>(0))
+                        .optional()?
+                        .flatten()
+                        .filter(|c| !c.trim().is_empty());
+                    children.insert(job_id, l.clone());
+                    l
+                }
+            };
+            if let Some(children) = list {
+                finished.push(FinishedRun {
+                    id,
+                    job_id,
+                    chain_depth,
+                    children,
+                });
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(finished)
+}
