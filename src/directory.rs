@@ -44,6 +44,8 @@ pub(crate) struct GroupTokens {
     /// Lower-cased appName → the tokens of the groups with one whose name folds to it: a case
     /// variant of a tokened group's name never passes with the global token.
     folded: HashMap<String, Vec<String>>,
+    /// Every group's appName (exact).
+    apps: std::collections::HashSet<String>,
     /// group id → token.
     pub by_group: HashMap<i32, String>,
     /// Every executor address listed for a group (normalised with a trailing `/`) → the token
@@ -57,6 +59,7 @@ impl GroupTokens {
         let mut sorted: Vec<&Group> = groups.values().collect();
         sorted.sort_by_key(|g| g.id);
         for g in sorted {
+            t.apps.insert(g.app_name.clone());
             let own = g.access_token.as_deref().filter(|t| !t.is_empty());
             if let Some(token) = own {
                 t.by_app.insert(g.app_name.clone(), token.to_string());
@@ -98,12 +101,15 @@ impl GroupTokens {
         found.cloned().unwrap_or(AddressToken::None)
     }
 
-    /// The tokens an executor of `app_name` may present: its group's own token (exact name),
-    /// else the own tokens of groups whose name differs only in case, else `None` (the global
-    /// token).
+    /// The tokens an executor of `app_name` may present: its group's own token (exact name);
+    /// `None` (the global token) for a group without one; for a name no group has exactly,
+    /// the own tokens of groups whose name differs only in case, else `None`.
     pub(crate) fn for_app(&self, app_name: &str) -> Option<Vec<&str>> {
         if let Some(t) = self.by_app.get(app_name) {
             return Some(vec![t.as_str()]);
+        }
+        if self.apps.contains(app_name) {
+            return None;
         }
         self.folded
             .get(&app_name.to_lowercase())

@@ -65,8 +65,9 @@ pub enum Error {
     /// No valid login token came with the request.
     #[error("authentication required")]
     Unauthenticated,
-    /// Too many failed logins from this client for this user.
-    #[error("too many failed logins; retry in {retry_after_secs} s")]
+    /// Too many failed logins from this client (for this user, or for any), or too many logins
+    /// being checked at once.
+    #[error("too many login attempts; retry in {retry_after_secs} s")]
     TooManyAttempts {
         /// Seconds until a login is accepted again.
         retry_after_secs: u64,

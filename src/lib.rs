@@ -191,9 +191,9 @@ pub mod testing {
         pub use crate::executor::actor::{
             ExecutorActor, IdleBeat, Kill, Run, RuntimeConfig, Shutdown,
         };
-        pub use crate::executor::callback::{CallbackActor, FlushCallbacks};
+        pub use crate::executor::callback::{CallbackActor, FlushCallbacks, RetrySpool};
         pub use crate::executor::client::Callback;
-        pub use crate::executor::local::read_log;
+        pub use crate::executor::log_reader::read_log;
     }
     pub use crate::metrics::Metrics;
     pub use crate::router::Router;

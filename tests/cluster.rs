@@ -130,20 +130,6 @@ fn step(nodes: &[Option<Node>], ms: u64) {
     }
 }
 
-/// A fresh database on the server behind `base_url`; returns its URL.
-fn fresh_database(base_url: &str) -> String {
-    let name = format!("xjob_c{}", rand::random::<u32>());
-    actix_rt::System::new().block_on(async {
-        let db = Database::connect(base_url).await.unwrap();
-        db.execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        db.close().await.unwrap();
-    });
-    let (head, _) = base_url.rsplit_once('/').unwrap();
-    format!("{head}/{name}")
-}
-
 /// Migrates, adds the group and `JOBS` jobs firing every second, first at T0 + 1 s.
 fn setup(url: &str) {
     actix_rt::System::new().block_on(async {
@@ -281,20 +267,6 @@ fn cluster_run(base_url: &str, backend: &str) {
         o.failover_ms <= 5_000,
         "fires of the killed node taken over within the misfire threshold"
     );
-}
-
-fn database_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{var} is not set: .ci/run must start the database"
-            );
-            eprintln!("skipped: {var} is not set (source .ci/databases.sh)");
-            None
-        }
-    }
 }
 
 /// Three nodes on PostgreSQL, one killed mid-load: no fire lost, none run twice.

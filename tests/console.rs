@@ -286,6 +286,21 @@ fn jobs_are_previewed_created_started_edited_triggered_and_deleted() {
         let (_, logs) = api.get(&format!("/v1/logs?jobId={id}")).await;
         assert_eq!(logs["items"][0]["executorParam"], "by-hand", "{logs}");
         assert_eq!(logs["items"][0]["triggerType"], "MANUAL");
+        // no executorParam (or no body): the job's own param; "" an empty one
+        for (body, want) in [
+            (Some(json!({})), "from-cron"),
+            (None, "from-cron"),
+            (Some(json!({ "executorParam": null })), "from-cron"),
+            (Some(json!({ "executorParam": "" })), ""),
+        ] {
+            let (s, v) = api
+                .post(&format!("/v1/jobs/{id}/trigger"), body.clone())
+                .await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            app.advance(1_000).await;
+            let (_, logs) = api.get(&format!("/v1/logs?jobId={id}&limit=1")).await;
+            assert_eq!(logs["items"][0]["executorParam"], want, "{body:?}: {logs}");
+        }
 
         let (s, _) = api.post(&format!("/v1/jobs/{id}/stop"), None).await;
         assert_eq!(s, StatusCode::OK);
@@ -446,6 +461,31 @@ fn users_are_managed_and_their_sessions_follow() {
             (StatusCode::OK, Some(2))
         );
         assert_eq!(api.get_as(&alice, "/v1/jobs").await.0, StatusCode::OK);
+        // an administrator's password reset ends every session the user had
+        let (s, u) = api
+            .put(
+                &format!("/v1/users/{uid}"),
+                json!({ "role": 0, "permission": [demo, billing], "password": "alice-pw-2" }),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{u}");
+        let (s, _) = api.get_as(&alice, "/v1/jobs").await;
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "the old session ends with the reset"
+        );
+        let alice = login(&api.svc, "alice", "alice-pw-2").await;
+        assert_eq!(api.get_as(&alice, "/v1/jobs").await.0, StatusCode::OK);
+        // an edit that keeps the password keeps the sessions
+        let (s, _) = api
+            .put(
+                &format!("/v1/users/{uid}"),
+                json!({ "role": 0, "permission": [demo] }),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(api.get_as(&alice, "/v1/jobs").await.0, StatusCode::OK);
         assert_eq!(
             api.delete(&format!("/v1/users/{uid}")).await,
             StatusCode::NO_CONTENT
@@ -500,6 +540,22 @@ fn errors_name_the_field_and_use_the_right_status() {
             (json!({ "jobGroup": 999 }), "jobGroup"),
             (json!({ "timeZone": "Mars/Base" }), "timeZone"),
             (json!({ "executorTimeout": "soon" }), "executorTimeout"),
+            // every text within its column; a param within 16,000 characters
+            (json!({ "jobDesc": "d".repeat(256) }), "jobDesc"),
+            (json!({ "author": "a".repeat(65) }), "author"),
+            (json!({ "alarmEmail": "e".repeat(256) }), "alarmEmail"),
+            (
+                json!({ "executorHandler": "h".repeat(256) }),
+                "executorHandler",
+            ),
+            (
+                json!({ "executorParam": "p".repeat(16_001) }),
+                "executorParam",
+            ),
+            (
+                json!({ "alarmWebhook": "http://hooks.example/x" }),
+                "alarmWebhook",
+            ),
         ] {
             let (s, v) = call(&svc, Method::POST, "/v1/jobs", t, Some(bad(patch.clone()))).await;
             assert_eq!(s, StatusCode::BAD_REQUEST, "{patch} → {v}");
@@ -508,6 +564,33 @@ fn errors_name_the_field_and_use_the_right_status() {
         }
         let (_, jobs) = call(&svc, Method::GET, "/v1/jobs", t, None).await;
         assert_eq!(jobs["total"], 0, "nothing half-written");
+        // a manual trigger's param and addresses are bounded too (before anything is sent)
+        let (s, job) = call(&svc, Method::POST, "/v1/jobs", t, Some(bad(json!({})))).await;
+        assert_eq!(s, StatusCode::CREATED, "{job}");
+        let trigger = format!("/v1/jobs/{}/trigger", job["id"]);
+        for (body, field) in [
+            (
+                json!({ "executorParam": "p".repeat(16_001) }),
+                "executorParam",
+            ),
+            (
+                json!({ "addressList": format!("http://{}/", "h".repeat(300)) }),
+                "addressList",
+            ),
+            (
+                json!({ "addressList": "http://a/,".repeat(1_700) }),
+                "addressList",
+            ),
+        ] {
+            let (s, v) = call(&svc, Method::POST, &trigger, t, Some(body)).await;
+            assert_eq!(
+                (s, v["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{v}"
+            );
+        }
+        let (_, runs) = call(&svc, Method::GET, "/v1/logs", t, None).await;
+        assert_eq!(runs["total"], 0, "nothing triggered");
 
         for (body, field) in [
             (json!({ "appName": "abc", "title": "t" }), "appName"),
@@ -722,6 +805,36 @@ fn errors_name_the_field_and_use_the_right_status() {
         )
         .await;
         assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        // a client trying many names is limited too (20 failures per client): new names from
+        // the same address are refused, another address is not
+        let attempt = |name: String, peer: &'static str| {
+            let req = TestRequest::post()
+                .uri("/v1/auth/login")
+                .peer_addr(peer.parse().unwrap())
+                .set_json(json!({ "username": name, "password": "guess" }))
+                .to_request();
+            async { call_service(&svc, req).await.status() }
+        };
+        let mut refused = 0;
+        for i in 0..25 {
+            if attempt(format!("user{i}"), "10.0.0.9:1000").await == StatusCode::TOO_MANY_REQUESTS {
+                refused += 1;
+            }
+        }
+        assert_eq!(
+            refused, 5,
+            "20 failures per client, then refused whatever the name"
+        );
+        assert_eq!(
+            attempt("user0".into(), "10.0.0.10:1000").await,
+            StatusCode::UNAUTHORIZED
+        );
+        // a name of any length is refused without being stored whole
+        let long = "n".repeat(100_000);
+        assert_eq!(
+            attempt(long, "10.0.0.11:1000").await,
+            StatusCode::UNAUTHORIZED
+        );
         app.close().await;
     });
 }

@@ -427,6 +427,90 @@ fn results_queued_during_a_callback_go_in_one_batch() {
     });
 }
 
+/// A spooled batch an admin answers but refuses (here: any batch holding run 1) stays in the
+/// spool for later, and the batches spooled after it are delivered all the same; when no admin
+/// answers at all, the spool waits in order.
+#[test]
+fn a_refused_spooled_batch_does_not_hold_up_the_others() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        use actix::Actor;
+        use xjob::testing::executor::{CallbackActor, RetrySpool};
+        let spool = dir.path().join("spool");
+        std::fs::create_dir_all(&spool).unwrap();
+        let batch =
+            |id: i64| json!([{"logId": id, "logDateTim": 0, "handleCode": 200}]).to_string();
+        std::fs::write(spool.join("xjob-callback-1000-00000001.json"), batch(1)).unwrap();
+        std::fs::write(spool.join("xjob-callback-2000-00000002.json"), batch(2)).unwrap();
+        std::fs::write(spool.join("xjob-callback-3000-00000003.json"), batch(3)).unwrap();
+        let seen: Arc<Mutex<Vec<i64>>> = Arc::default();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = format!("http://{}/", listener.local_addr().unwrap());
+        let s = seen.clone();
+        let server = HttpServer::new(move || {
+            let s = s.clone();
+            App::new().route(
+                "/api/callback",
+                web::post().to(move |body: web::Json<Vec<Value>>| {
+                    let s = s.clone();
+                    async move {
+                        let ids: Vec<i64> =
+                            body.iter().map(|i| i["logId"].as_i64().unwrap()).collect();
+                        if ids.contains(&1) {
+                            return HttpResponse::Ok()
+                                .json(json!({"code": 500, "msg": "The access token is wrong."}));
+                        }
+                        s.lock().extend(ids);
+                        HttpResponse::Ok().json(json!({"code": 200}))
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .listen(listener)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        let sender = CallbackActor::new(
+            vec![admin],
+            HttpExecutorClient::new(None, Duration::from_secs(10)),
+            spool.clone(),
+            Duration::from_secs(3600),
+            Clock::system(),
+        )
+        .start();
+        let delivered = sender.send(RetrySpool).await.unwrap();
+        // (the actor's own first retry at start may have delivered them already)
+        eventually("the later batches delivered", 10, || async {
+            seen.lock().len() == 2
+        })
+        .await;
+        assert!(delivered <= 2);
+        assert_eq!(*seen.lock(), vec![2, 3]);
+        let left: Vec<String> = std::fs::read_dir(&spool)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            left,
+            vec!["xjob-callback-1000-00000001.json"],
+            "the refused one waits"
+        );
+        // no admin answering: nothing is set aside, the spool keeps its order
+        handle.stop(false).await;
+        std::fs::write(spool.join("xjob-callback-4000-00000004.json"), batch(4)).unwrap();
+        assert_eq!(sender.send(RetrySpool).await.unwrap(), 0);
+        let mut left: Vec<String> = std::fs::read_dir(&spool)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left.len(), 2, "{left:?}");
+    });
+}
+
 /// An executor cleans run logs past the retention when it starts (not only a day later), so
 /// an executor restarted daily still cleans; today's logs stay.
 #[test]

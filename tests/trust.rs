@@ -340,3 +340,80 @@ fn a_callback_batch_writes_what_its_caller_may_write() {
         node.shutdown().await;
     });
 }
+
+/// The registry list of group `id`.
+async fn registry_list(engine: &Engine, id: i32) -> Vec<String> {
+    engine.group(id).await.unwrap().registry_list
+}
+
+/// App names are exact, on a database whose collation folds case (MariaDB) as on the others: a
+/// case variant of a group with its own token is refused with the global token, removing a
+/// case variant's registration never touches the real group's, and two groups whose names
+/// differ in case are two groups.
+#[test]
+fn app_names_are_exact_on_every_backend() {
+    init_tracing();
+    let mut urls = vec![None];
+    for var in ["XJOB_TEST_MYSQL_URL", "XJOB_TEST_PG_URL"] {
+        if let Some(base) = database_url(var) {
+            urls.push(Some(fresh_database(&base)));
+        }
+    }
+    for url in urls {
+        let dir = tempfile::tempdir().unwrap();
+        actix_rt::System::new().block_on(async {
+            let node = http_node(dir.path(), TOKEN, false, |c| {
+                if let Some(u) = &url {
+                    c.database.url = u.clone();
+                }
+            })
+            .await;
+            let engine = node.engine.clone();
+            let tokened = engine
+                .add_group(GroupInput {
+                    app_name: "app-tok".into(),
+                    title: "tokened".into(),
+                    address_type: 0,
+                    access_token: Some(A_TOKEN.into()),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .id;
+            let reg = |app: &str, address: &str| {
+                json!({"registryGroup": "EXECUTOR", "registryKey": app, "registryValue": address})
+            };
+            let x = "http://10.1.1.1:9999/";
+            assert_eq!(post(&node, "registry", A_TOKEN, reg("app-tok", x)).await["code"], 200);
+            assert_eq!(registry_list(&engine, tokened).await, vec![x.to_string()]);
+            // a case variant of the tokened name: the global token is refused
+            for variant in ["APP-TOK", "App-Tok"] {
+                let v = post(&node, "registry", TOKEN, reg(variant, x)).await;
+                assert_eq!(v["msg"], "The access token is wrong.", "{url:?} {variant}");
+                let v = post(&node, "registryRemove", TOKEN, reg(variant, x)).await;
+                assert_eq!(v["msg"], "The access token is wrong.", "{url:?} {variant}");
+            }
+            // even with the group's token, removing the variant's registration leaves the
+            // group's own alone
+            assert_eq!(post(&node, "registryRemove", A_TOKEN, reg("APP-TOK", x)).await["code"], 200);
+            assert_eq!(registry_list(&engine, tokened).await, vec![x.to_string()], "{url:?}");
+            // a group whose name differs only in case is another group, with the global token
+            let other = engine
+                .add_group(GroupInput {
+                    app_name: "APP-TOK".into(),
+                    title: "upper".into(),
+                    address_type: 0,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .id;
+            assert_ne!(other, tokened);
+            let y = "http://10.2.2.2:9999/";
+            assert_eq!(post(&node, "registry", TOKEN, reg("APP-TOK", y)).await["code"], 200);
+            assert_eq!(registry_list(&engine, other).await, vec![y.to_string()], "{url:?}");
+            assert_eq!(registry_list(&engine, tokened).await, vec![x.to_string()], "{url:?}");
+            node.shutdown().await;
+        });
+    }
+}

@@ -308,7 +308,7 @@ function serverText(msg) {
   if ((m = msg.match(/^invalid schedule `(.*)`: (.*)$/s))) return `无效的调度配置 ${m[1]}：${m[2]}`;
   if ((m = msg.match(/^conflict: (.*)$/s))) return `冲突：${reason(m[1])}`;
   if ((m = msg.match(/^forbidden: (.*)$/s))) return `无权限：${reason(m[1])}`;
-  if ((m = msg.match(/^too many failed logins; retry in (\d+) s$/))) return `登录失败次数过多，请 ${m[1]} 秒后重试`;
+  if ((m = msg.match(/^too many login attempts; retry in (\d+) s$/))) return `登录尝试次数过多，请 ${m[1]} 秒后重试`;
   if ((m = msg.match(/^(\w+) (\d+) not found$/))) return `${m[1]} ${m[2]} 不存在`;
   if (msg === 'authentication required') return '需要登录';
   if (msg === 'internal error; see the server log') return '内部错误，请查看服务器日志';

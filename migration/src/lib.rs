@@ -11,6 +11,7 @@ mod m20261121_000003_index_alarm_scan;
 mod m20261123_000004_drop_redundant_log_indexes;
 mod m20261124_000005_create_xjob_audit;
 mod m20261124_000006_group_access_token;
+mod m20261125_000007_exact_app_names;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000004_drop_redundant_log_indexes::Migration),
             Box::new(m20261124_000005_create_xjob_audit::Migration),
             Box::new(m20261124_000006_group_access_token::Migration),
+            Box::new(m20261125_000007_exact_app_names::Migration),
         ]
     }
 }

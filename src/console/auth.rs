@@ -605,6 +605,29 @@ mod tests {
         assert!(l.attempt(&who, "n", last as i64).is_err());
     }
 
+    /// At most two password hashes run at once: with both places taken, a login is refused at
+    /// once (429, retry in a second) while other password work waits for a place.
+    #[tokio::test]
+    async fn password_hashing_is_bounded() {
+        let held = HASHING.acquire_many(HASHING_AT_ONCE as u32).await.unwrap();
+        let refused = hashing(false, || 1).await;
+        assert!(
+            matches!(
+                refused,
+                Err(Error::TooManyAttempts {
+                    retry_after_secs: 1
+                })
+            ),
+            "{refused:?}"
+        );
+        let waiting = tokio::spawn(hashing(true, || 2));
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "waits for a place");
+        drop(held);
+        assert_eq!(waiting.await.unwrap().unwrap(), 2);
+        assert_eq!(hashing(false, || 3).await.unwrap(), 3);
+    }
+
     /// Names are cut to the column's length and freed of control characters before they are
     /// counted, logged or stored.
     #[test]

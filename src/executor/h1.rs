@@ -256,10 +256,14 @@ fn parse_head(buf: &[u8], cap: usize) -> Result<Option<Head>, String> {
     };
     let status = r.code.unwrap_or(0);
     let mut keep_alive = r.version == Some(1);
-    let (mut length, mut chunked) = (None, false);
+    let (mut length, mut chunked, mut encoded) = (None, false, false);
     for h in r.headers.iter() {
         let value = std::str::from_utf8(h.value).unwrap_or("").trim();
         if h.name.eq_ignore_ascii_case("content-length") {
+            // digits only: `+5` or `5 ` parse as numbers in Rust, not in HTTP
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!("invalid Content-Length `{value}`"));
+            }
             let n: usize = value
                 .parse()
                 .map_err(|_| format!("invalid Content-Length `{value}`"))?;
@@ -268,6 +272,7 @@ fn parse_head(buf: &[u8], cap: usize) -> Result<Option<Head>, String> {
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            encoded = true;
             chunked = value
                 .rsplit(',')
                 .next()
@@ -282,10 +287,19 @@ fn parse_head(buf: &[u8], cap: usize) -> Result<Option<Head>, String> {
             }
         }
     }
+    if status == 101 || (encoded && length.is_some()) {
+        // a switched protocol is no longer HTTP/1.1; an answer framed two ways (a way to
+        // smuggle a second answer) is read by its Transfer-Encoding, and its connection closed
+        keep_alive = false;
+    }
     let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
         Framing::Length(0)
     } else if chunked {
         Framing::Chunked
+    } else if encoded {
+        // encoded, but not chunked last: the body ends with the connection (RFC 9112 §6.3)
+        keep_alive = false;
+        Framing::Close
     } else if let Some(n) = length {
         Framing::Length(n)
     } else {
@@ -536,6 +550,27 @@ mod tests {
         assert!(h("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
         assert!(h("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").is_err());
         assert!(h("garbage\r\n\r\n").is_err());
+        // what a pooled connection must never carry on from, and lengths HTTP does not write
+        let head = h("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((head.status, head.keep_alive), (101, false));
+        let head = h("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((head.framing, head.keep_alive), (Framing::Chunked, false));
+        for bad in ["+5", "5 5", "-1", "0x5", ""] {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {bad}\r\n\r\n");
+            assert!(h(&head).is_err(), "Content-Length: {bad}");
+        }
+        let head = h("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((head.framing, head.keep_alive), (Framing::Close, false));
+        let head = h("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((head.framing, head.keep_alive), (Framing::Close, false));
         let long = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(MAX_HEAD + 1));
         assert!(h(&long).is_err());
     }

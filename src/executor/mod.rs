@@ -16,6 +16,7 @@ mod http_client;
 mod job_thread;
 pub(crate) mod local;
 mod log_page;
+pub(crate) mod log_reader;
 mod registrar;
 pub(crate) mod script;
 pub(crate) mod server;

@@ -21,12 +21,15 @@ pub(crate) async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Ve
         .await?)
 }
 
-/// The group with this appname, if any.
+/// The group with exactly this appname, if any (compared again after reading: a database
+/// whose collation folds case must not answer another group).
 pub async fn by_app_name(c: &impl ConnectionTrait, app_name: &str) -> Result<Option<Model>> {
     Ok(Entity::find()
         .filter(Column::AppName.eq(app_name))
-        .one(c)
-        .await?)
+        .all(c)
+        .await?
+        .into_iter()
+        .find(|g| g.app_name == app_name))
 }
 
 /// Every group.

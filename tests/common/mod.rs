@@ -245,3 +245,34 @@ where
         actix_rt::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The database server URL in `var` (`XJOB_TEST_PG_URL`, `XJOB_TEST_MYSQL_URL`): in CI a
+/// missing one fails the test, elsewhere the test is skipped.
+pub fn database_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{var} is not set: .ci/run must start the database"
+            );
+            eprintln!("skipped: {var} is not set (source .ci/databases.sh)");
+            None
+        }
+    }
+}
+
+/// A fresh database on the server behind `base_url`; returns its URL.
+pub fn fresh_database(base_url: &str) -> String {
+    use sea_orm::ConnectionTrait;
+    let name = format!("xjob_c{}", rand::random::<u32>());
+    actix_rt::System::new().block_on(async {
+        let db = sea_orm::Database::connect(base_url).await.unwrap();
+        db.execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        db.close().await.unwrap();
+    });
+    let (head, _) = base_url.rsplit_once('/').unwrap();
+    format!("{head}/{name}")
+}

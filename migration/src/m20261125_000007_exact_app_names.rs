@@ -1,0 +1,50 @@
+//! Makes executor appNames and registry keys compare exactly on MySQL/MariaDB, whose tables use
+//! a case-insensitive collation: `app-tok` and `APP-TOK` are two groups, and a registration
+//! for one can never refresh or remove the other's (with a group token, a case variant could
+//! otherwise delete a group's registrations with the global token). PostgreSQL and SQLite
+//! already compare text exactly: nothing to do there.
+
+use sea_orm_migration::prelude::*;
+use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+
+#[derive(DeriveMigrationName)]
+pub(crate) struct Migration;
+
+const EXACT: &[&str] = &[
+    "ALTER TABLE xxl_job_group MODIFY app_name VARCHAR(64) CHARACTER SET utf8mb4 \
+     COLLATE utf8mb4_bin NOT NULL",
+    "ALTER TABLE xxl_job_registry \
+     MODIFY registry_group VARCHAR(50) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, \
+     MODIFY registry_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL, \
+     MODIFY registry_value VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL",
+];
+
+const FOLDED: &[&str] = &[
+    "ALTER TABLE xxl_job_group MODIFY app_name VARCHAR(64) CHARACTER SET utf8mb4 \
+     COLLATE utf8mb4_unicode_ci NOT NULL",
+    "ALTER TABLE xxl_job_registry \
+     MODIFY registry_group VARCHAR(50) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, \
+     MODIFY registry_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL, \
+     MODIFY registry_value VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL",
+];
+
+async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
+    if m.get_database_backend() != DbBackend::MySql {
+        return Ok(());
+    }
+    for s in statements {
+        m.get_connection().execute_unprepared(s).await?;
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        run(m, EXACT).await
+    }
+
+    async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        run(m, FOLDED).await
+    }
+}
