@@ -87,6 +87,12 @@ impl GroupInput {
                 "must be 16 to 255 visible ASCII characters without spaces (or empty for the global token)",
             ));
         }
+        // bounded whatever the type (an automatic group ignores it)
+        crate::jobs::check_len(
+            "addressList",
+            self.address_list.as_deref().unwrap_or_default(),
+            super::MAX_ADDRESS_LIST_CHARS,
+        )?;
         match self.address_type {
             0 => Ok(None),
             1 => {
