@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The load bench on a database server with its default durability, and what the server spends:
+# creates a fresh database on the server at BASE_URL (a PostgreSQL or MySQL/MariaDB URL without
+# a database name at the end, e.g. postgres://postgres@127.0.0.1:35432), runs
+#   target/release/examples/loadbench --jobs JOBS --seconds SECONDS --database <fresh> [EXTRA…]
+# and samples the server's CPU (its postmaster/mariadbd process and all children, from /proc)
+# over the bench's measured window (after 3 s, before the last 2 s). On PostgreSQL with
+# pg_stat_statements loaded, the statements' time over that window is printed too.
+#
+# Usage: benches/pg_bench.sh BASE_URL SERVER_PID JOBS SECONDS [loadbench options…]
+# Prints the bench's JSON line, then `db_cpu_s` and `db_us_per_fire` (CPU of the server per fire
+# in the window) and, on PostgreSQL, the top statements by total time per fire.
+set -euo pipefail
+BASE=$1; SERVER_PID=$2; JOBS=$3; SECS=$4; shift 4
+BIN=$(dirname "$0")/../target/release/examples/loadbench
+[ -x "$BIN" ] || { echo "build first: cargo build --release --example loadbench" >&2; exit 2; }
+NAME="xjob_bench_$(date +%s)_$RANDOM"
+case "$BASE" in
+  postgres*) psql "$BASE/postgres" -qc "CREATE DATABASE $NAME" ;;
+  mysql*) HOSTPART=${BASE#mysql://}; mariadb --protocol=tcp -h 127.0.0.1 -P "${HOSTPART##*:}" -uroot -e "CREATE DATABASE $NAME" 2>/dev/null \
+            || mysql "$BASE" -e "CREATE DATABASE $NAME" ;;
+esac
+HZ=$(getconf CLK_TCK)
+# the server's CPU ticks: its own and reaped children's, plus live children's
+db_ticks() {
+  local t
+  t=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$SERVER_PID/stat")
+  for c in $(pgrep -P "$SERVER_PID"); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+OUT=$(mktemp)
+"$BIN" --jobs "$JOBS" --seconds "$SECS" --database "$BASE/$NAME" "$@" >"$OUT" 2>"$OUT.err" &
+PID=$!
+sleep 3
+case "$BASE" in postgres*) psql "$BASE/$NAME" -qc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true ;; esac
+a=$(db_ticks)
+sleep $((SECS - 5))
+b=$(db_ticks)
+if [[ "$BASE" == postgres* ]]; then
+  psql "$BASE/$NAME" -At -F ' | ' -c "SELECT round(total_exec_time::numeric, 1), calls, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12" > "$OUT.stmts" 2>/dev/null || true
+fi
+wait "$PID" || true
+line=$(grep -E '^\{' "$OUT" || true)
+echo "$line"
+tps=$(echo "$line" | sed -n 's/.*"triggers_per_sec":\([0-9.]*\).*/\1/p')
+window=$((SECS - 5))
+awk -v a="$a" -v b="$b" -v hz="$HZ" -v tps="${tps:-0}" -v w="$window" 'BEGIN {
+  s = (b - a) / hz; printf "db_cpu_s %.2f db_us_per_fire %.1f\n", s, (tps > 0 ? s * 1e6 / (tps * w) : 0) }'
+if [ -s "$OUT.stmts" ]; then
+  echo "statements over the window (total ms | calls | rows | query):"
+  cat "$OUT.stmts"
+fi
+grep -v '^{' "$OUT.err" | tail -5 >&2 || true
+case "$BASE" in
+  postgres*) psql "$BASE/postgres" -qc "DROP DATABASE $NAME" >/dev/null 2>&1 || true ;;
+esac
+rm -f "$OUT" "$OUT.err" "$OUT.stmts"
