@@ -101,6 +101,7 @@ fn ring(c: &mut Criterion) {
             trigger_type: TriggerType::Cron,
             job: None,
             read_ms: 0,
+            epoch: 0,
         })
         .collect();
     let mut g = c.benchmark_group("ring");

@@ -16,7 +16,8 @@ BIN=$(dirname "$0")/../target/release/examples/loadbench
 [ -x "$BIN" ] || { echo "build first: cargo build --release --example loadbench" >&2; exit 2; }
 NAME="xjob_bench_$(date +%s)_$RANDOM"
 case "$BASE" in
-  postgres*) psql "$BASE/postgres" -qc "CREATE DATABASE $NAME" ;;
+  postgres*) psql "$BASE/postgres" -qc "CREATE DATABASE $NAME"
+             psql "$BASE/$NAME" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 || true ;;
   mysql*) HOSTPART=${BASE#mysql://}; mariadb --protocol=tcp -h 127.0.0.1 -P "${HOSTPART##*:}" -uroot -e "CREATE DATABASE $NAME" 2>/dev/null \
             || mysql "$BASE" -e "CREATE DATABASE $NAME" ;;
 esac

@@ -81,6 +81,10 @@ pub enum Error {
     /// The cluster schedule lock row is missing: the database was not migrated.
     #[error("the `schedule_lock` row is missing from xxl_job_lock; run `xjob migrate`")]
     LockRowMissing,
+    /// This node no longer holds a lease its work depended on (another node took the bucket
+    /// over); the work was rolled back and belongs to that node now.
+    #[error("a bucket lease moved to another node; this pass was rolled back")]
+    LeaseLost,
     /// A database error.
     #[error("database: {0}")]
     Db(#[from] sea_orm::DbErr),

@@ -109,6 +109,8 @@
 //! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
 //! - `engine`: wiring ([`Engine`]) and the embedder's queries (`engine/api.rs`).
 //! - `metrics`: Prometheus counters and histograms.
+//! - `ownership`: which buckets of jobs this node schedules (all on SQLite; leased on a shared
+//!   database, see `actors/lease.rs` and `store/leases.rs`).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
@@ -134,6 +136,7 @@ mod error;
 mod jobs;
 mod lost_runs;
 mod metrics;
+mod ownership;
 mod router;
 mod schedule;
 mod store;

@@ -77,6 +77,12 @@ struct Inner {
     callbacks: AtomicU64,
     /// Results of a callback not written: [not authorised, unknown run, invalid].
     results_skipped: [AtomicU64; 3],
+    /// Leases renewed (one per bucket per renewal round).
+    lease_renewals: AtomicU64,
+    /// Leases that lapsed before their renewal.
+    leases_lost: AtomicU64,
+    /// Buckets this node holds now.
+    buckets_owned: AtomicU64,
     lateness: Histogram,
     dispatch: Histogram,
     scan: Histogram,
@@ -96,6 +102,9 @@ impl Default for Metrics {
             triggers_failed: AtomicU64::new(0),
             callbacks: AtomicU64::new(0),
             results_skipped: Default::default(),
+            lease_renewals: AtomicU64::new(0),
+            leases_lost: AtomicU64::new(0),
+            buckets_owned: AtomicU64::new(0),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
             scan: Histogram::new(&SCAN_BOUNDS),
@@ -203,6 +212,21 @@ impl Metrics {
         self.0.results_skipped[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `n` leases were renewed.
+    pub(crate) fn leases_renewed(&self, n: usize) {
+        self.0.lease_renewals.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `n` leases lapsed before their renewal (the node stalled or lost the database).
+    pub(crate) fn leases_lost(&self, n: usize) {
+        self.0.leases_lost.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// This node holds `n` buckets now.
+    pub(crate) fn buckets_owned(&self, n: usize) {
+        self.0.buckets_owned.store(n as u64, Ordering::Relaxed);
+    }
+
     /// Triggers sent so far (accepted, refused).
     pub fn trigger_counts(&self) -> (u64, u64) {
         (
@@ -257,6 +281,23 @@ impl Metrics {
                 i.results_skipped[why as usize].load(Ordering::Relaxed)
             );
         }
+        counter(
+            &mut out,
+            "xjob_lease_renewals_total",
+            "Bucket leases renewed by this node (shared databases).",
+            i.lease_renewals.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "xjob_leases_lost_total",
+            "Bucket leases that lapsed before this node renewed them.",
+            i.leases_lost.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_buckets_owned Buckets of jobs this node schedules (1024 in all; every one on a SQLite database).\n# TYPE xjob_buckets_owned gauge\nxjob_buckets_owned {}",
+            i.buckets_owned.load(Ordering::Relaxed)
+        );
         i.lateness.render(
             &mut out,
             "xjob_fire_lateness_seconds",

@@ -1,11 +1,15 @@
-//! Cluster mode: several admin nodes share one PostgreSQL or MariaDB database. 200 jobs fire
-//! every second for 65 s of paused time on three nodes with clocks up to 0.7 s apart; one node is
-//! killed mid-run (its runtime dropped: no stop, no hand-back) and restarted later. Every nominal
-//! second of every job has exactly one log row, dispatched once, and each dispatched run executed
-//! once. SQLite serves one node: a second node on the same file is refused.
+//! Cluster mode: several admin nodes share one PostgreSQL or MariaDB database, each scheduling
+//! the buckets it holds leases on. 200 jobs fire every second on three nodes with clocks up to
+//! 0.7 s apart; one node is killed mid-run (its runtime dropped: no stop, no hand-back) and
+//! restarted later. Every nominal second of every job has exactly one log row, dispatched once,
+//! each dispatched run executed once, and the killed node's fires go out from another node
+//! within the misfire threshold. SQLite serves one node: a second node on the same file is
+//! refused.
 //!
-//! Each node runs in its own thread and paused runtime; the driver steps every live node's clock
-//! by the same amount and waits for each to settle, so the nodes stay in lockstep.
+//! Leases live on the database's clock, so these nodes run in real time (about 25 s), each in
+//! its own thread and runtime; the sleeps set the scenario's moments, the assertions read what
+//! the database recorded. Bucket ownership under crashes, stalls and clock skew is also checked
+//! on paused time against a model of the lease table (`tests/properties.rs`).
 //! `.ci/run` starts the databases (`.ci/databases.sh`) and exports `XJOB_TEST_PG_URL` and
 //! `XJOB_TEST_MYSQL_URL`; in CI a missing database fails the test, elsewhere it is skipped.
 #![allow(clippy::unwrap_used)]
@@ -29,7 +33,6 @@ const EXEC: &str = "http://executor.cluster/";
 type Runs = Arc<Mutex<Vec<(usize, i64)>>>;
 
 enum Cmd {
-    Advance(u64, mpsc::Sender<()>),
     Kill(mpsc::Sender<()>),
     Stop(mpsc::Sender<()>),
 }
@@ -45,16 +48,18 @@ fn cfg(url: &str) -> Config {
     c.database.max_connections = 5;
     c.executor.app_name = APP.into();
     c.executor.address = EXEC.into();
-    c.scheduler.claim_timeout_ms = 10_000;
+    c.scheduler.claim_timeout_ms = 5_000;
     c
 }
 
-/// Starts node `id` at virtual time `now_ms` with its clock `skew_ms` off.
+/// Starts node `id` with its clock at `now_ms` (running in real time from there), `skew_ms`
+/// off.
 fn spawn_node(id: usize, url: String, now_ms: i64, skew_ms: i64, runs: Runs) -> Node {
     let (tx, rx) = mpsc::channel::<Cmd>();
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = std::thread::spawn(move || {
-        run_paused(|| async move {
+        init_tracing();
+        actix_rt::System::new().block_on(async move {
             let mut handlers = HandlerRegistry::new();
             handlers
                 .register_fn("count", move |ctx: JobContext| {
@@ -68,14 +73,9 @@ fn spawn_node(id: usize, url: String, now_ms: i64, skew_ms: i64, runs: Runs) -> 
                 .start()
                 .await
                 .unwrap();
-            settle(engine.activity()).await;
             ready_tx.send(()).unwrap();
             loop {
                 match rx.try_recv() {
-                    Ok(Cmd::Advance(ms, ack)) => {
-                        advance(engine.activity(), ms as i64, 100).await;
-                        let _ = ack.send(());
-                    }
                     Ok(Cmd::Kill(ack)) => {
                         // the process dies: its connections close, nothing is stopped or handed back
                         engine.db().clone().close().await.unwrap();
@@ -84,12 +84,13 @@ fn spawn_node(id: usize, url: String, now_ms: i64, skew_ms: i64, runs: Runs) -> 
                     }
                     Ok(Cmd::Stop(ack)) => {
                         engine.stop(Duration::from_secs(5)).await.unwrap();
-                        settle(engine.activity()).await;
                         engine.db().clone().close().await.unwrap();
                         let _ = ack.send(());
                         return;
                     }
-                    Err(mpsc::TryRecvError::Empty) => tokio::task::yield_now().await,
+                    Err(mpsc::TryRecvError::Empty) => {
+                        actix_rt::time::sleep(Duration::from_millis(20)).await
+                    }
                     Err(mpsc::TryRecvError::Disconnected) => return,
                 }
             }
@@ -112,21 +113,6 @@ impl Node {
             .recv_timeout(Duration::from_secs(120))
             .unwrap();
         self.thread.join().unwrap();
-    }
-}
-
-/// Steps every live node `ms` of virtual time, 100 ms at a time, in lockstep.
-fn step(nodes: &[Option<Node>], ms: u64) {
-    for _ in 0..ms / 100 {
-        let acks: Vec<_> = nodes
-            .iter()
-            .flatten()
-            .map(|n| n.send(|a| Cmd::Advance(100, a)))
-            .collect();
-        for a in acks {
-            a.recv_timeout(Duration::from_secs(120))
-                .expect("node settled");
-        }
     }
 }
 
@@ -166,7 +152,8 @@ struct Outcome {
     orphans: usize,
 }
 
-/// Every nominal second in (T0, T0 + until] of every job: exactly one dispatched row, each run once.
+/// Every nominal second in [T0 + 2 s, T0 + until] of every job: exactly one dispatched row,
+/// each run once.
 fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
     actix_rt::System::new().block_on(async {
         let db = Database::connect(url).await.unwrap();
@@ -186,7 +173,7 @@ fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
         assert_eq!(job_ids.len(), JOBS);
         let (mut lost, mut duplicates, mut orphans, mut failover_ms) = (0, 0, 0, 0);
         for job in &job_ids {
-            let mut t = T0 + 1000;
+            let mut t = T0 + 2000;
             while t <= T0 + until {
                 match per_fire.get(&(*job, t)).map(Vec::as_slice) {
                     None => lost += 1,
@@ -240,32 +227,34 @@ fn cluster_run(base_url: &str, backend: &str) {
     setup(&url);
     let runs: Runs = Arc::default();
     let skews = [0i64, 400, -300];
+    let started = std::time::Instant::now();
+    let at = |secs: u64| {
+        let until = Duration::from_secs(secs);
+        std::thread::sleep(until.saturating_sub(started.elapsed()));
+    };
     let mut nodes: Vec<Option<Node>> = (0..3)
         .map(|i| Some(spawn_node(i, url.clone(), T0, skews[i], runs.clone())))
         .collect();
-    step(&nodes, 20_000);
+    // the nodes share the buckets; then node 1 dies holding its share
+    at(9);
     nodes[1].take().unwrap().finish(Cmd::Kill);
-    step(&nodes, 20_000);
-    nodes[1] = Some(spawn_node(
-        1,
-        url.clone(),
-        T0 + 40_000,
-        skews[1],
-        runs.clone(),
-    ));
-    step(&nodes, 25_000);
+    at(15);
+    let now = T0 + started.elapsed().as_millis() as i64;
+    nodes[1] = Some(spawn_node(1, url.clone(), now, skews[1], runs.clone()));
+    at(25);
     for n in nodes.into_iter().flatten() {
         n.finish(Cmd::Stop);
     }
-    let o = check(&url, &runs, 63_000);
+    let o = check(&url, &runs, 22_000);
     eprintln!(
-        "{backend}: rows {} lost {} duplicates {} orphaned-claims {} max lateness (failover) {} ms",
+        "{backend}: rows {} lost {} duplicates {} handed-over {} max lateness (failover) {} ms",
         o.rows, o.lost, o.duplicates, o.orphans, o.failover_ms
     );
     assert_eq!((o.lost, o.duplicates), (0, 0));
     assert!(
         o.failover_ms <= 5_000,
-        "fires of the killed node taken over within the misfire threshold"
+        "fires of the killed node taken over within the misfire threshold: {} ms",
+        o.failover_ms
     );
 }
 

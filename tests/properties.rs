@@ -272,6 +272,7 @@ proptest! {
                     trigger_type: TriggerType::Cron,
                     job: None,
                     read_ms: 0,
+                    epoch: 0,
                 };
                 pushed.push((clock.now_ms(), f.clone()));
                 ring.send(PushRing(vec![f])).await.unwrap();

@@ -12,6 +12,7 @@ mod m20261123_000004_drop_redundant_log_indexes;
 mod m20261124_000005_create_xjob_audit;
 mod m20261124_000006_group_access_token;
 mod m20261125_000007_exact_app_names;
+mod m20261125_000008_create_leases;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000005_create_xjob_audit::Migration),
             Box::new(m20261124_000006_group_access_token::Migration),
             Box::new(m20261125_000007_exact_app_names::Migration),
+            Box::new(m20261125_000008_create_leases::Migration),
         ]
     }
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod complete;
 pub(crate) mod fail_monitor;
+pub(crate) mod lease;
 pub(crate) mod log_report;
 pub(crate) mod registry;
 pub(crate) mod ring;

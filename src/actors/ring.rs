@@ -263,6 +263,7 @@ mod tests {
             trigger_type: TriggerType::Cron,
             job: None,
             read_ms: 0,
+            epoch: 0,
         }
     }
 

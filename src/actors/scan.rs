@@ -1,11 +1,15 @@
 //! ScanActor: the durable pre-read scan (spec §8.2).
 //!
-//! Once a second, aligned to the second boundary, one transaction: take the schedule lock;
-//! recover pending fires left by a node that died (or by this node before a restart); read the
-//! running jobs due within the pre-read window; for each, apply the misfire policy to fires later
+//! Once a second, aligned to the second boundary, one transaction over the buckets this node
+//! schedules ([`Ownership`]: every one on SQLite, its leases on a shared database; no global
+//! lock, so nodes scan at the same time): take over the fires of buckets just taken (or, on
+//! one node, recover pending fires left by an earlier run); read the running jobs of those
+//! buckets due within the pre-read window; for each, apply the misfire policy to fires later
 //! than the threshold and record every other fire in the window as a pending log row; advance
-//! `trigger_next_time` for all of them in one batched statement; commit. Only then are the
-//! recorded fires pushed to the ring ([`PushRing`]), so a fire the ring holds is always durable.
+//! `trigger_next_time` for all of them in one batched statement; on a shared database check in
+//! the same transaction that every lease is still this node's at its epoch (fencing); commit.
+//! Only then are the recorded fires pushed to the ring ([`PushRing`]), so a fire the ring holds
+//! is always durable.
 //!
 //! Messages: [`ScanNow`] (run a pass now, for tests and tools), [`StopScan`].
 
@@ -25,9 +29,11 @@ use crate::error::Result;
 use crate::jobs::JobDef;
 use crate::metrics::Metrics;
 use crate::model::{MisfireStrategy, TriggerStatus, TriggerType};
+use crate::ownership::{Ownership, ScanSet};
 use crate::schedule::Schedule;
 use crate::schedule::plan::{ScheduleUpdate, Window, plan_job};
 use crate::store::jobs;
+use crate::store::leases::{self, Lease};
 use crate::store::logs::{self, Fire, PendingFire};
 use crate::store::writer::LogWriter;
 use futures::future::LocalBoxFuture;
@@ -118,9 +124,6 @@ impl ScanReport {
 /// Which stale pending fires a pass recovers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Recovery {
-    /// A shared database: every pass recovers fires older than `recover_after_ms` (another
-    /// node may have died holding them; the claim settles who dispatches).
-    EveryPass,
     /// A single-node database: every pending fire recorded after start-up is this node's and is
     /// in its ring or lanes, so only the first pass recovers, and only what an earlier run left
     /// before `before` (fires after it were adopted into the ring at start-up).
@@ -140,10 +143,11 @@ fn plan_due<'a>(
     now: i64,
     cfg: &SchedulerConfig,
     compensated: &HashSet<i32>,
+    cap_of: &dyn Fn(i32) -> Option<i64>,
     schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     report: &mut ScanReport,
 ) -> (Vec<PendingFire>, Vec<ScheduleUpdate>) {
-    let window = Window::of(cfg, now);
+    let full = Window::of(cfg, now);
     let mut pending = Vec::new();
     let mut updates = Vec::with_capacity(due.len());
     // each job with its schedule state as read now (last, next fire)
@@ -166,6 +170,14 @@ fn plan_due<'a>(
             MisfireStrategy::DoNothing
         } else {
             job.misfire
+        };
+        // a bucket being handed back gets fires up to its cutoff only
+        let window = match cap_of(job.id) {
+            Some(cap) => Window {
+                ahead_ms: full.ahead_ms.min(cap - now),
+                ..full
+            },
+            None => full,
         };
         let plan = plan_job(job.id, next, last, &schedule, misfire, &window);
         if plan.misfired > 0 {
@@ -280,6 +292,7 @@ fn pass_sync(
         now,
         cfg,
         &HashSet::new(),
+        &|_| None,
         &mut |job| cached_schedule(&mut cache.schedules, job, tz),
         &mut report,
     );
@@ -313,8 +326,16 @@ pub(crate) struct ScanActor {
     writer: Option<LogWriter>,
     /// Fires due but not yet on a lane: no new fires are recorded while it is over the limit.
     backlog: Backlog,
+    /// The buckets this node schedules (every one on SQLite; its leases on a shared database).
+    ownership: Ownership,
+    /// This node's id in the lease table.
+    node: String,
     stopped: bool,
     running: bool,
+    /// A loop pass came due while another pass ran: the loop goes on when it ends.
+    loop_due: bool,
+    /// [`ScanNow`] callers waiting for a pass.
+    now_waiters: Vec<tokio::sync::oneshot::Sender<Result<ScanReport>>>,
     /// [`StopScan`] callers waiting for the pass in progress.
     stop_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
@@ -334,6 +355,8 @@ impl ScanActor {
         recovery: Recovery,
         writer: Option<LogWriter>,
         backlog: Backlog,
+        ownership: Ownership,
+        node: String,
     ) -> Self {
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
@@ -350,15 +373,22 @@ impl ScanActor {
             recovery,
             writer,
             backlog,
+            ownership,
+            node,
             stopped: false,
             running: false,
+            loop_due: false,
+            now_waiters: Vec::new(),
             stop_waiters: Vec::new(),
         }
     }
 
-    /// One pass in one transaction under the schedule lock, as named steps: refresh the
-    /// groups, [`Self::recover_stale`], fail orphaned claims, [`Self::record_due`], commit.
-    /// Answers the fires to push (recovered ones first) and a report.
+    /// One pass in one transaction, as named steps: refresh the groups; take over the fires of
+    /// buckets just taken ([`Self::take_over`]) or, without leases, [`Self::recover_stale`];
+    /// fail orphaned claims; [`Self::record_due`] for the pass's buckets; on a shared database
+    /// check that this node still holds every lease of the pass ([`leases::fence`]); commit.
+    /// No global lock: nodes scan their own buckets at the same time. Answers the fires to push
+    /// (taken-over ones first) and a report.
     #[allow(clippy::too_many_arguments)]
     async fn pass(
         db: DatabaseConnection,
@@ -367,16 +397,24 @@ impl ScanActor {
         pre_read_count: u64,
         directory: &Directory,
         recovery: Recovery,
+        set: &ScanSet,
+        node: &str,
         jobs: &mut JobArcs,
         mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     ) -> Result<(Vec<Fire>, ScanReport)> {
         let txn = db.begin().await?;
-        crate::store::lock_schedule(&txn).await?;
         let now = clock.now_ms();
         let mut report = ScanReport::default();
         directory.set_groups(crate::store::groups::all(&txn).await?);
-        let (mut to_ring, compensated) =
-            Self::recover_stale(&txn, now, &cfg, recovery, &mut report).await?;
+        if set.is_empty() && set.takeovers.is_empty() {
+            txn.commit().await?;
+            return Ok((Vec::new(), report));
+        }
+        let (mut to_ring, compensated) = if set.all {
+            Self::recover_stale(&txn, now, &cfg, recovery, &mut report).await?
+        } else {
+            Self::take_over(&txn, now, &cfg, &set.takeovers, &mut report).await?
+        };
         Self::fail_orphaned_claims(&txn, now, &cfg).await?;
         let recorded = Self::record_due(
             &txn,
@@ -384,15 +422,93 @@ impl ScanActor {
             &cfg,
             pre_read_count,
             &compensated,
+            set,
             jobs,
             &mut schedule_of,
             &mut report,
         )
         .await?;
         to_ring.extend(recorded);
+        if !set.all {
+            let mut all: Vec<Lease> = set.leases.clone();
+            all.extend(set.takeovers.iter().map(|(l, _)| *l));
+            all.sort();
+            all.dedup();
+            if !leases::fence(&txn, node, &all).await? {
+                // rolled back (the transaction is dropped): nothing of this pass is recorded
+                return Err(crate::Error::LeaseLost);
+            }
+        }
         txn.commit().await?;
         report.fires = to_ring.len();
         Ok((to_ring, report))
+    }
+
+    /// Takes over the fires the previous holders of buckets just taken recorded: those at or
+    /// before a bucket's dispatch mark may have been sent, so they are handed over (never sent
+    /// again; recorded as failed unless their outcome arrives); the later ones were never sent
+    /// and go to the ring under the new lease, or get their job's misfire policy when later
+    /// than the threshold. Answers the fires and the jobs whose FIRE_ONCE_NOW compensation this
+    /// made.
+    async fn take_over(
+        txn: &sea_orm::DatabaseTransaction,
+        now: i64,
+        cfg: &SchedulerConfig,
+        takeovers: &[(Lease, i64)],
+        report: &mut ScanReport,
+    ) -> Result<(Vec<Fire>, HashSet<i32>)> {
+        if takeovers.is_empty() {
+            return Ok((Vec::new(), HashSet::new()));
+        }
+        let marks: HashMap<i32, (i64, i64)> = takeovers
+            .iter()
+            .map(|(l, through)| (l.bucket, (l.epoch, *through)))
+            .collect();
+        let buckets: Vec<i32> = marks.keys().copied().collect();
+        let pending = logs::pending_in_buckets(txn, &buckets).await?;
+        let mut handed = Vec::new();
+        let mut fresh = Vec::new();
+        for mut f in pending {
+            let Some(&(epoch, through)) = marks.get(&crate::store::leases::bucket_of(f.job_id))
+            else {
+                continue;
+            };
+            if f.fire_time <= through {
+                handed.push(f.log_id);
+            } else {
+                f.epoch = epoch;
+                fresh.push(f);
+            }
+        }
+        if !handed.is_empty() {
+            let n = logs::hand_over(txn, &handed).await?;
+            tracing::warn!(
+                fires = n,
+                "fires a previous holder may have sent are not sent again; recorded as failed unless their outcome arrives"
+            );
+        }
+        let (late, on_time): (Vec<Fire>, Vec<Fire>) = fresh
+            .into_iter()
+            .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
+        report.recovered += on_time.len();
+        let mut to_ring = on_time;
+        let mut compensated = HashSet::new();
+        if !late.is_empty() {
+            let (fire, skip) = Self::misfire_recovered(txn, late).await?;
+            compensated.extend(fire.iter().map(|f| f.job_id));
+            report.recovered += fire.len();
+            report.misfired += skip.len();
+            logs::delete_pending(txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>()).await?;
+            to_ring.extend(fire);
+        }
+        if !to_ring.is_empty() {
+            tracing::info!(
+                fires = to_ring.len(),
+                buckets = buckets.len(),
+                "fires of buckets taken over go out from this node"
+            );
+        }
+        Ok((to_ring, compensated))
     }
 
     /// Pending fires whose node should have dispatched them by now (per `recovery`): those
@@ -408,7 +524,6 @@ impl ScanActor {
         let mut to_ring = Vec::new();
         let mut compensated = HashSet::new();
         let recover_before = match recovery {
-            Recovery::EveryPass => Some(now - cfg.recover_after_ms),
             Recovery::FirstPass { before } => Some(before.min(now - cfg.recover_after_ms)),
             Recovery::Done => None,
         };
@@ -468,14 +583,18 @@ impl ScanActor {
         cfg: &SchedulerConfig,
         pre_read_count: u64,
         compensated: &HashSet<i32>,
+        set: &ScanSet,
         jobs: &mut JobArcs,
         schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
         report: &mut ScanReport,
     ) -> Result<Vec<Fire>> {
+        if set.is_empty() {
+            return Ok(Vec::new());
+        }
         // each job with its schedule state as read now; its definition shared with the fires
         // of earlier passes while it is unchanged
         let due: Vec<(std::sync::Arc<JobDef>, i64, i64)> =
-            jobs::due(txn, now + due_horizon(cfg), pre_read_count)
+            jobs::due(txn, now + due_horizon(cfg), pre_read_count, &set.buckets())
                 .await?
                 .into_iter()
                 .map(|j| {
@@ -489,6 +608,7 @@ impl ScanActor {
             now,
             cfg,
             compensated,
+            &|job_id| set.cap_of(job_id),
             schedule_of,
             report,
         );
@@ -509,6 +629,7 @@ impl ScanActor {
                     .map(|mut f| {
                         f.job = models.get(&f.job_id).cloned();
                         f.read_ms = now;
+                        f.epoch = set.epoch_of(f.job_id);
                         f
                     }),
             );
@@ -635,6 +756,10 @@ impl ScanActor {
                 }),
             );
         }
+        let set = self
+            .ownership
+            .scan_set(std::time::Instant::now(), self.clock.now_ms());
+        let (node, ownership) = (self.node.clone(), self.ownership.clone());
         (
             recovery,
             Box::pin(async move {
@@ -645,20 +770,32 @@ impl ScanActor {
                     n,
                     &directory,
                     recovery,
+                    &set,
+                    &node,
                     &mut cache.jobs,
                     |job| cached_schedule(&mut cache.schedules, job, tz),
                 )
                 .await;
+                if res.is_ok() {
+                    ownership.took_over(&set.takeovers);
+                }
                 (res, cache)
             }),
         )
     }
 
+    /// Runs one pass unless one is running (passes never overlap: two at once would take
+    /// over the same bucket's fires twice). `reschedule`: the loop's pass, which schedules the
+    /// next one; a loop pass due while another runs is scheduled when that one ends. The
+    /// [`ScanNow`] callers waiting when the pass starts get its report; those that came later,
+    /// the next pass's, run right after.
     fn run_pass(&mut self, ctx: &mut Context<Self>, reschedule: bool) {
         if self.running {
+            self.loop_due |= reschedule;
             return;
         }
         self.running = true;
+        let waiters = std::mem::take(&mut self.now_waiters);
         let clock = self.clock.clone();
         let (recovery, pass) = self.pass_future();
         let guard = self.activity.enter();
@@ -675,8 +812,27 @@ impl ScanActor {
             .map(move |(res, cache, took, wall_us), act, ctx| {
                 act.metrics.scan_pass(wall_us);
                 act.running = false;
-                if let Err(e) = act.finish(recovery, res, cache, took) {
+                let report = act.finish(recovery, res, cache, took);
+                if let Err(e) = &report {
                     tracing::error!(error = %e, "scan pass failed; retrying next second");
+                }
+                let mut report = Some(report);
+                for w in waiters {
+                    let r = report.take().unwrap_or_else(|| {
+                        Err(crate::Error::Stopped(
+                            "scan pass failed (see the first caller)",
+                        ))
+                    });
+                    let again = match &r {
+                        Ok(rep) => Ok(rep.clone()),
+                        Err(_) => Err(crate::Error::Stopped("scan pass failed")),
+                    };
+                    let _ = w.send(r);
+                    report = Some(again);
+                }
+                let reschedule = reschedule || std::mem::take(&mut act.loop_due);
+                if !act.now_waiters.is_empty() {
+                    act.run_pass(ctx, false);
                 }
                 if reschedule && !act.stopped {
                     let delay = if took >= 1000 {
@@ -777,12 +933,14 @@ impl Actor for ScanActor {
 impl Handler<ScanNow> for ScanActor {
     type Result = ResponseActFuture<Self, Result<ScanReport>>;
 
-    fn handle(&mut self, _: ScanNow, _ctx: &mut Self::Context) -> Self::Result {
-        let (recovery, pass) = self.pass_future();
-        let (clock, started) = (self.clock.clone(), self.clock.now_ms());
-        Box::pin(pass.into_actor(self).map(move |(res, cache), act, _ctx| {
-            act.finish(recovery, res, cache, clock.now_ms() - started)
-        }))
+    fn handle(&mut self, _: ScanNow, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.now_waiters.push(tx);
+        self.run_pass(ctx, false);
+        Box::pin(
+            async move { rx.await.unwrap_or(Err(crate::Error::Stopped("scan actor"))) }
+                .into_actor(self),
+        )
     }
 }
 

@@ -22,7 +22,9 @@ use crate::clock::Clock;
 use crate::config::TriggerPoolConfig;
 use crate::directory::Directory;
 use crate::error::Result;
-use crate::store::logs::{self, Fire};
+use crate::ownership::Ownership;
+use crate::store::leases::{self, bucket_of};
+use crate::store::logs::Fire;
 use crate::trigger::{Preloaded, Trigger, TriggerRequest};
 
 /// Fires handed to the pool that have not yet got a lane place: how far dispatch trails. The
@@ -267,13 +269,17 @@ pub(crate) struct TriggerPool {
     db: DatabaseConnection,
     shared: Arc<Shared>,
     directory: Directory,
-    /// The database serves only this node: fires need no claim.
-    single_node: bool,
+    /// The buckets this node schedules: on a shared database a fire goes out only under the
+    /// lease it was recorded under, after its dispatch mark is written.
+    ownership: Ownership,
+    /// This node's id in the lease table.
+    node: String,
     backlog: Backlog,
 }
 
 impl TriggerPool {
-    /// A pool running `trigger` under `cfg`'s lane bounds; `single_node` skips the claims.
+    /// A pool running `trigger` under `cfg`'s lane bounds, dispatching the fires of the
+    /// buckets `ownership` holds (node `node`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         db: DatabaseConnection,
@@ -282,13 +288,15 @@ impl TriggerPool {
         cfg: TriggerPoolConfig,
         activity: Activity,
         directory: Directory,
-        single_node: bool,
+        ownership: Ownership,
+        node: String,
         backlog: Backlog,
     ) -> Self {
         TriggerPool {
             db,
             directory,
-            single_node,
+            ownership,
+            node,
             backlog,
             shared: Arc::new(Shared {
                 trigger,
@@ -325,22 +333,17 @@ impl Handler<FireBatch> for TriggerPool {
         let db = self.db.clone();
         let shared = self.shared.clone();
         let guard = shared.activity.enter();
-        let (directory, single_node) = (self.directory.clone(), self.single_node);
+        let directory = self.directory.clone();
+        let (ownership, node) = (self.ownership.clone(), self.node.clone());
         let backlog = self.backlog.clone();
         let handed = msg.0.len();
         backlog.add(handed);
         Box::pin(async move {
             let _guard = guard;
-            let fires = if single_node {
-                msg.0
+            let fires = if ownership.is_leased() {
+                marked(&db, &shared, &ownership, &node, msg.0).await
             } else {
-                match claim(&db, &shared, msg.0).await {
-                    Some(f) => f,
-                    None => {
-                        backlog.done(handed);
-                        return;
-                    }
-                }
+                msg.0
             };
             backlog.done(handed - fires.len());
             // jobs as the scan read them; only fires without one (or edited since) read theirs
@@ -396,29 +399,72 @@ impl Handler<FireBatch> for TriggerPool {
     }
 }
 
-/// Claims `fires` (a shared database): answers the ones this node won, `None` when the claim
-/// failed (the rows stay pending; a later scan recovers them).
-async fn claim(db: &DatabaseConnection, shared: &Shared, fires: Vec<Fire>) -> Option<Vec<Fire>> {
-    let ids: Vec<i64> = fires.iter().map(|f| f.log_id).collect();
-    let claimed = match logs::claim(db, &ids).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, fires = ids.len(), "cannot claim fires; they stay pending");
-            return None;
-        }
-    };
-    let mine: std::collections::HashSet<i64> = claimed.into_iter().collect();
-    let lost = ids.len() - mine.len();
-    if lost > 0 {
-        shared.stats.lock().lost_claims += lost as u64;
-        tracing::debug!(lost, "fires already claimed by another node");
+/// On a shared database, the fires this node may send: each only while it holds its bucket at
+/// the epoch the fire was recorded under, and only once the buckets' dispatch mark (the fires'
+/// latest nominal time) is written under those leases. A fire of a bucket that moved on is left
+/// to its new holder; a bucket whose mark cannot be written is given up (its lease then lapses,
+/// and whichever node takes it sends the fires this one did not).
+async fn marked(
+    db: &DatabaseConnection,
+    shared: &Shared,
+    ownership: &Ownership,
+    node: &str,
+    fires: Vec<Fire>,
+) -> Vec<Fire> {
+    let now = std::time::Instant::now();
+    let total = fires.len();
+    let mut fires: Vec<Fire> = fires
+        .into_iter()
+        .filter(|f| ownership.dispatchable(f.job_id, f.epoch, now))
+        .collect();
+    if fires.len() < total {
+        shared.stats.lock().lost_claims += (total - fires.len()) as u64;
+        tracing::debug!(
+            fires = total - fires.len(),
+            "fires of buckets this node no longer holds left to their new holder"
+        );
     }
-    Some(
-        fires
-            .into_iter()
-            .filter(|f| mine.contains(&f.log_id))
-            .collect(),
-    )
+    if fires.is_empty() {
+        return fires;
+    }
+    let leases = ownership.leases_of(fires.iter().map(|f| f.job_id));
+    let through = fires.iter().map(|f| f.fire_time).max().unwrap_or(0);
+    let mut ok = None;
+    for attempt in 0..3u32 {
+        match leases::mark_dispatched(db, node, &leases, through).await {
+            Ok(held) => {
+                ok = Some(held);
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "cannot write the dispatch mark; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+            }
+        }
+    }
+    let Some(held) = ok else {
+        tracing::error!(
+            fires = fires.len(),
+            "dispatch mark not written: these buckets are given up to whichever node takes them"
+        );
+        ownership.forget(&leases);
+        return Vec::new();
+    };
+    if held.len() < leases.len() {
+        let lost: Vec<_> = leases
+            .iter()
+            .filter(|l| !held.contains(l))
+            .copied()
+            .collect();
+        ownership.forget(&lost);
+    }
+    let held: std::collections::HashSet<i32> = held.iter().map(|l| l.bucket).collect();
+    let before = fires.len();
+    fires.retain(|f| held.contains(&bucket_of(f.job_id)));
+    if fires.len() < before {
+        shared.stats.lock().lost_claims += (before - fires.len()) as u64;
+    }
+    fires
 }
 
 impl Handler<TriggerJob> for TriggerPool {

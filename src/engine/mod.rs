@@ -27,6 +27,7 @@ use sea_orm::DatabaseConnection;
 use crate::activity::Activity;
 use crate::actors::complete::CompleteActor;
 use crate::actors::fail_monitor::FailMonitor;
+use crate::actors::lease::{LeaseActor, ReleaseAll};
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
@@ -45,6 +46,7 @@ use crate::jobs::JobSpec;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
 use crate::model::wire::SUCCESS_CODE;
+use crate::ownership::Ownership;
 use crate::schedule::Schedule;
 use crate::store::writer::{LogWriter, Target};
 use crate::store::{self, groups, jobs, logs};
@@ -106,6 +108,8 @@ pub struct Engine {
     metrics: Metrics,
     directory: Directory,
     writer: LogWriter,
+    /// The lease keeper on a shared database.
+    leases: Option<Addr<LeaseActor>>,
 }
 
 impl EngineBuilder {
@@ -170,6 +174,14 @@ impl EngineBuilder {
             .await?
             .separate_cpus(cfg.database.separate_writer_cpu);
         let single_node = target.single_node();
+        // a SQLite database (file or memory) serves one node, which schedules every bucket; on
+        // a shared database a node schedules the buckets it holds leases on
+        let ownership = if db.get_database_backend() == sea_orm::DbBackend::Sqlite {
+            Ownership::all()
+        } else {
+            Ownership::leased()
+        };
+        let node_id = format!("{}-{}", hostname(), crate::token::random_hex(6));
 
         let activity = Activity::default();
         let metrics = Metrics::default();
@@ -267,7 +279,8 @@ impl EngineBuilder {
             cfg.trigger_pool.clone(),
             activity.clone(),
             directory.clone(),
-            single_node,
+            ownership.clone(),
+            node_id.clone(),
             backlog.clone(),
         ));
         // (not under a Supervisor, which builds its actor's context itself: this one's address
@@ -293,8 +306,12 @@ impl EngineBuilder {
         // those older than the adopted ones).
         let now = clock.now_ms();
         let horizon = now + cfg.scheduler.pre_read_ms;
-        let adopted =
-            logs::pending_between(&db, now - cfg.scheduler.recover_after_ms, horizon).await?;
+        // (with leases, a bucket's pending fires are taken over by whichever node takes it)
+        let adopted = if ownership.is_leased() {
+            Vec::new()
+        } else {
+            logs::pending_between(&db, now - cfg.scheduler.recover_after_ms, horizon).await?
+        };
         if !adopted.is_empty() {
             tracing::info!(
                 fires = adopted.len(),
@@ -335,17 +352,37 @@ impl EngineBuilder {
             activity.clone(),
             metrics.clone(),
             directory.clone(),
-            if single_node {
-                Recovery::FirstPass {
-                    before: now - cfg.scheduler.recover_after_ms,
-                }
-            } else {
-                Recovery::EveryPass
+            // one node: what an earlier run left is recovered by the first pass only (its
+            // later fires were adopted into the ring above); with leases, by takeover
+            Recovery::FirstPass {
+                before: now - cfg.scheduler.recover_after_ms,
             },
             single_node.then(|| writer.clone()),
             backlog,
+            ownership.clone(),
+            node_id.clone(),
         ));
-        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, "scheduling center started");
+        let leases = ownership.is_leased().then(|| {
+            let address = local_address
+                .clone()
+                .unwrap_or_else(|| format!("http://{}/", cfg.http.bind));
+            LeaseActor::new(
+                db.clone(),
+                node_id.clone(),
+                address,
+                ownership.clone(),
+                clock.clone(),
+                cfg.scheduler.pre_read_ms,
+                metrics.clone(),
+                activity.clone(),
+            )
+            .wake(scan.clone())
+            .start()
+        });
+        if !ownership.is_leased() {
+            metrics.buckets_owned(crate::store::leases::BUCKETS as usize);
+        }
+        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, node = %node_id, "scheduling center started");
         Ok(Engine {
             config: Arc::new(cfg),
             clock,
@@ -364,8 +401,25 @@ impl EngineBuilder {
             metrics,
             directory,
             writer,
+            leases,
         })
     }
+}
+
+/// This machine's host name, for node ids operators can read (`xjob` when unknown).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(40)
+                .collect::<String>()
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "xjob".into())
 }
 
 impl Engine {
@@ -706,6 +760,12 @@ impl Engine {
             tracing::warn!("run rows still being written at the end of the stop's grace");
         }
         self.writer.release_lock();
+        // on a shared database the buckets go to the other nodes at once (not after their
+        // leases lapse); the fires handed back are theirs to send
+        if let Some(l) = &self.leases {
+            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(2), l.send(ReleaseAll))
+                .await;
+        }
         tracing::info!(handed_back = left.len(), "scheduling center stopped");
         Ok(left.len())
     }

@@ -67,8 +67,12 @@ pub mod fire_state {
     pub const DISPATCHED: i64 = 0;
     /// Recorded by the scan, waiting for its second.
     pub const PENDING: i64 = 1;
+    /// Recorded by a node that lost its bucket after it may have sent it (at or before its
+    /// last dispatch mark): never sent again, recorded as failed unless its outcome arrives.
+    pub const HANDED_OVER: i64 = 2;
 
-    /// Whether `state` is a node's claim of a fire it is dispatching.
+    /// Whether `state` is a fire some node may have sent without recording it (handed over,
+    /// or claimed by a node of an earlier version).
     pub const fn is_claim(state: i64) -> bool {
         state > PENDING
     }

@@ -10,9 +10,23 @@ use sea_orm::{
 use crate::error::{Error, Result};
 use crate::model::TriggerStatus;
 
-/// The scan's read: running jobs due by `max_next`, by id, at most `limit`.
-pub(crate) async fn due(c: &impl ConnectionTrait, max_next: i64, limit: u64) -> Result<Vec<Model>> {
-    Ok(due_query(max_next, limit).all(c).await?)
+/// The scan's read: running jobs due by `max_next`, by id, at most `limit`; only those in
+/// `buckets` unless it is empty (every bucket).
+pub(crate) async fn due(
+    c: &impl ConnectionTrait,
+    max_next: i64,
+    limit: u64,
+    buckets: &[i32],
+) -> Result<Vec<Model>> {
+    let mut q = due_query(max_next, limit);
+    if !buckets.is_empty() {
+        q = q.filter(crate::store::logs::bucket_filter(
+            c.get_database_backend(),
+            "id",
+            buckets,
+        ));
+    }
+    Ok(q.all(c).await?)
 }
 
 fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {

@@ -50,6 +50,9 @@ pub struct Fire {
     pub job: Option<std::sync::Arc<crate::jobs::JobDef>>,
     /// When `job` was read (epoch ms): an edit on this node after it makes dispatch read again.
     pub read_ms: i64,
+    /// The epoch of the lease on the fire's bucket it was recorded (or taken over) under; 0
+    /// without leases. A node dispatches a fire only while it holds that lease.
+    pub epoch: i64,
 }
 
 /// Records pending fires (duplicates of an existing (job, nominal time) are ignored) and
@@ -106,6 +109,7 @@ fn to_fire(m: (i64, i32, Option<i64>, Option<String>)) -> Fire {
             .unwrap_or(TriggerType::Cron),
         job: None,
         read_ms: 0,
+        epoch: 0,
     }
 }
 
@@ -180,6 +184,59 @@ pub(crate) async fn pending_between(
         .all(c)
         .await?;
     Ok(rows.into_iter().map(to_fire).collect())
+}
+
+/// The pending fires of jobs in `buckets` (the lease table's buckets), oldest
+/// first: what a node taking the buckets over finds of their previous holder's fires.
+pub(crate) async fn pending_in_buckets(
+    c: &impl ConnectionTrait,
+    buckets: &[i32],
+) -> Result<Vec<Fire>> {
+    if buckets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(i64, i32, Option<i64>, Option<String>)> = pending_select()
+        .filter(bucket_filter(c.get_database_backend(), "job_id", buckets))
+        .order_by_asc(Column::FireTime)
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(rows.into_iter().map(to_fire).collect())
+}
+
+/// The rows of jobs in `buckets` (the bucket of the job id in `column`; numbers only:
+/// written into the SQL).
+pub(crate) fn bucket_filter(
+    backend: sea_orm::DbBackend,
+    column: &str,
+    buckets: &[i32],
+) -> sea_orm::sea_query::SimpleExpr {
+    let list = buckets
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Expr::cust(format!(
+        "{} IN ({list})",
+        crate::store::leases::bucket_sql(backend, column)
+    ))
+}
+
+/// Marks pending fires as handed over: their previous holder may have sent them (they are at
+/// or before its last dispatch mark), so no node sends them again; each is recorded as failed
+/// once `claim_timeout_ms` passed without its outcome (see [`fail_orphaned_claims`]).
+pub(crate) async fn hand_over(c: &impl ConnectionTrait, ids: &[i64]) -> Result<u64> {
+    let mut n = 0;
+    for chunk in ids.chunks(500) {
+        n += Entity::update_many()
+            .col_expr(Column::FireState, Expr::val(fire_state::HANDED_OVER))
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .filter(Column::FireState.eq(fire_state::PENDING))
+            .exec(c)
+            .await?
+            .rows_affected;
+    }
+    Ok(n)
 }
 
 /// Every pending fire, oldest first (tests and tools).

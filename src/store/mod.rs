@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub(crate) mod glue;
 pub(crate) mod groups;
 pub(crate) mod jobs;
+pub(crate) mod leases;
 pub(crate) mod log_batches;
 pub(crate) mod log_pages;
 pub(crate) mod logs;
@@ -16,9 +17,7 @@ pub(crate) mod sqlite_sync;
 pub(crate) mod users;
 pub(crate) mod writer;
 
-use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement,
-};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, Statement};
 
 use crate::config::DatabaseConfig;
 use crate::error::{Error, Result};
@@ -28,6 +27,12 @@ use crate::error::{Error, Result};
 /// connection caches its own copies: at 100 the caches of an 8-connection pool held about
 /// 50 MB under load with no CPU gained over 32 (measured with the load bench, BENCHMARKS.md).
 pub(crate) const SQLITE_STATEMENT_CACHE: usize = 32;
+
+/// How long a session may stay idle inside a transaction on a shared database before the
+/// server ends it (a stalled node's locks go with it).
+pub(crate) const IDLE_IN_TRANSACTION_MS: u64 = 2_000;
+/// How long a statement waits for another session's row locks on a shared database.
+pub(crate) const LOCK_WAIT_MS: u64 = 2_000;
 
 /// Opens a pool. SQLite files get WAL mode, `synchronous=NORMAL` and a busy timeout, and the
 /// parent directory of the file is created.
@@ -48,6 +53,33 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(std::time::Duration::from_secs(10))
                 .statement_cache_capacity(SQLITE_STATEMENT_CACHE)
+        })
+        // a node that stalls (or is stopped) inside a transaction must not hold the rows other
+        // nodes need: the server ends such a session after a moment, and a statement waits
+        // for another's row locks at most as long
+        .map_sqlx_postgres_opts(|o| {
+            o.options([
+                (
+                    "idle_in_transaction_session_timeout",
+                    IDLE_IN_TRANSACTION_MS.to_string(),
+                ),
+                ("lock_timeout", LOCK_WAIT_MS.to_string()),
+            ])
+        })
+        .map_sqlx_mysql_pool_opts(|o| {
+            o.after_connect(|conn, _| {
+                Box::pin(async move {
+                    use sea_orm::sqlx::Executor;
+                    // (seconds: LOCK_WAIT_MS and IDLE_IN_TRANSACTION_MS)
+                    conn.execute("SET SESSION innodb_lock_wait_timeout = 2")
+                        .await?;
+                    // MariaDB only (MySQL has no such variable): the same as PostgreSQL's
+                    let _ = conn
+                        .execute("SET SESSION idle_transaction_timeout = 2")
+                        .await;
+                    Ok(())
+                })
+            })
         });
     Ok(Database::connect(opts).await?)
 }
@@ -65,37 +97,6 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
     Ok(())
 }
 
-/// Takes the cluster schedule lock for the rest of the transaction `txn`.
-///
-/// PostgreSQL and MySQL: `SELECT … FOR UPDATE` on the `schedule_lock` row, as XXL-JOB does.
-/// SQLite has no row locks: a no-op UPDATE of the row takes the database write lock instead.
-pub(crate) async fn lock_schedule(txn: &impl ConnectionTrait) -> Result<()> {
-    let backend = txn.get_database_backend();
-    let found = match backend {
-        DbBackend::Sqlite => {
-            txn.execute_raw(Statement::from_string(
-                backend,
-                "UPDATE xxl_job_lock SET lock_name = lock_name WHERE lock_name = 'schedule_lock'",
-            ))
-            .await?
-            .rows_affected()
-                == 1
-        }
-        _ => txn
-            .query_one_raw(Statement::from_string(
-                backend,
-                "SELECT lock_name FROM xxl_job_lock WHERE lock_name = 'schedule_lock' FOR UPDATE",
-            ))
-            .await?
-            .is_some(),
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(Error::LockRowMissing)
-    }
-}
-
 /// Fails with [`Error::LockRowMissing`] unless the schedule lock row exists.
 pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
     let backend = db.get_database_backend();
@@ -111,6 +112,7 @@ pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use sea_orm::DbBackend;
 
     /// A migrated in-memory SQLite database.
     pub(crate) async fn memory_db() -> DatabaseConnection {

@@ -230,6 +230,7 @@ pub(crate) fn insert_pending(
                 trigger_type: f.trigger_type,
                 job: job_of(f.job_id),
                 read_ms,
+                epoch: 0,
             });
         }
     }

@@ -1,0 +1,419 @@
+//! `xjob_node` and `xjob_lease`: the nodes of a cluster and which node schedules which bucket
+//! of jobs (PostgreSQL and MySQL/MariaDB; a SQLite file serves one node and never reads them).
+//!
+//! Every time here is epoch milliseconds on the database's clock ([`db_now_ms`], computed in
+//! the statement): a lease's expiry is never compared with a node's clock. Each statement that
+//! depends on holding a lease is conditional on it (owner, epoch, not expired), so a node that
+//! lost a bucket changes nothing of it.
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
+
+use crate::error::Result;
+
+/// Buckets jobs fall into (the migration creates one lease row each). Never changes.
+pub(crate) const BUCKETS: i32 = 1024;
+
+/// Multiplier of the bucket hash (Knuth's multiplicative hash: consecutive job ids land far
+/// apart, so the jobs of any id range spread over every bucket, and over every node).
+const HASH: i64 = 2_654_435_761;
+
+/// The bucket of a job: the top 10 bits of the low 32 bits of `id × HASH`. The same in SQL:
+/// [`bucket_sql`].
+pub(crate) fn bucket_of(job_id: i32) -> i32 {
+    (((job_id as i64).wrapping_mul(HASH) & 0xFFFF_FFFF) >> 22) as i32
+}
+
+/// [`bucket_of`] of the integer column `column`, as an SQL expression of `backend`.
+pub(crate) fn bucket_sql(backend: DbBackend, column: &str) -> String {
+    let div = match backend {
+        DbBackend::MySql => "DIV",
+        _ => "/",
+    };
+    format!("((({column}) * {HASH}) % 4294967296) {div} 4194304")
+}
+
+/// The database's clock in epoch milliseconds, as an SQL expression.
+pub(crate) fn db_now_ms(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        DbBackend::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+        _ => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    }
+}
+
+/// A lease this node holds: its bucket and epoch (the epoch grows by one each time the bucket
+/// changes hands, so a statement conditional on it fails once the bucket moved on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Lease {
+    /// The bucket.
+    pub bucket: i32,
+    /// Its epoch.
+    pub epoch: i64,
+}
+
+/// A lease just taken: with the nominal time up to which the previous holder handed fires to
+/// executors (its fires after that were never sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Taken {
+    /// The lease.
+    pub lease: Lease,
+    /// Nominal time (epoch ms) through which the previous holders dispatched.
+    pub dispatched_through: i64,
+}
+
+fn stmt(backend: DbBackend, sql: String, values: Vec<Value>) -> Statement {
+    Statement::from_sql_and_values(backend, sql, values)
+}
+
+/// `$n` on PostgreSQL, `?` elsewhere.
+fn p(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".into(),
+    }
+}
+
+/// `(bucket, epoch) IN ((b, e), …)` for `leases` (numbers only: written into the SQL).
+fn lease_list(leases: &[Lease]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(16 + leases.len() * 14);
+    s.push_str("(bucket, epoch) IN (");
+    for (i, l) in leases.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "({}, {})", l.bucket, l.epoch);
+    }
+    s.push(')');
+    s
+}
+
+/// Announces node `id` (at `address`, for operators) or refreshes its heartbeat; answers the
+/// ids of the live nodes (a heartbeat within `ttl_ms`), sorted, this one included.
+pub(crate) async fn heartbeat(
+    c: &impl ConnectionTrait,
+    id: &str,
+    address: &str,
+    ttl_ms: i64,
+) -> Result<Vec<String>> {
+    let b = c.get_database_backend();
+    let now = db_now_ms(b);
+    let updated = c
+        .execute_raw(stmt(
+            b,
+            format!(
+                "UPDATE xjob_node SET heartbeat_ms = {now} WHERE id = {}",
+                p(b, 1)
+            ),
+            vec![id.into()],
+        ))
+        .await?
+        .rows_affected();
+    if updated == 0 {
+        c.execute_raw(stmt(
+            b,
+            format!(
+                "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms) VALUES ({}, {}, {now}, {now})",
+                p(b, 1),
+                p(b, 2)
+            ),
+            vec![id.into(), address.into()],
+        ))
+        .await?;
+    }
+    let rows = c
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT id FROM xjob_node WHERE heartbeat_ms > {now} - {} ORDER BY id",
+                p(b, 1)
+            ),
+            vec![ttl_ms.into()],
+        ))
+        .await?;
+    rows.iter()
+        .map(|r| r.try_get::<String>("", "id").map_err(Into::into))
+        .collect()
+}
+
+/// Removes node `id` (it stopped) and the rows of nodes silent for `forget_after_ms`.
+pub(crate) async fn leave(c: &impl ConnectionTrait, id: &str, forget_after_ms: i64) -> Result<()> {
+    let b = c.get_database_backend();
+    c.execute_raw(stmt(
+        b,
+        format!(
+            "DELETE FROM xjob_node WHERE id = {} OR heartbeat_ms < {} - {}",
+            p(b, 1),
+            db_now_ms(b),
+            p(b, 2)
+        ),
+        vec![id.into(), forget_after_ms.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Every lease `node` holds now (not expired).
+pub(crate) async fn held(c: &impl ConnectionTrait, node: &str) -> Result<Vec<Lease>> {
+    let b = c.get_database_backend();
+    let rows = c
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND expires_ms > {} ORDER BY bucket",
+                p(b, 1),
+                db_now_ms(b)
+            ),
+            vec![node.into()],
+        ))
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Lease {
+                bucket: r.try_get("", "bucket")?,
+                epoch: r.try_get("", "epoch")?,
+            })
+        })
+        .collect()
+}
+
+/// Extends by `lease_ms` every lease `node` still holds (not expired); answers them. A lease
+/// that expired is not renewed: it is free for any node (this one included) to take.
+pub(crate) async fn renew(
+    c: &impl ConnectionTrait,
+    node: &str,
+    lease_ms: i64,
+) -> Result<Vec<Lease>> {
+    let b = c.get_database_backend();
+    let now = db_now_ms(b);
+    c.execute_raw(stmt(
+        b,
+        format!(
+            "UPDATE xjob_lease SET expires_ms = {now} + {} WHERE owner = {} AND expires_ms > {now}",
+            p(b, 1),
+            p(b, 2)
+        ),
+        vec![lease_ms.into(), node.into()],
+    ))
+    .await?;
+    held(c, node).await
+}
+
+/// Takes up to `n` buckets that no node holds (free, or expired) for `node`, for `lease_ms`,
+/// each at its next epoch; answers them. Rows another node is taking at the same moment are
+/// skipped (`SKIP LOCKED`), never waited for.
+pub(crate) async fn acquire(
+    db: &DatabaseConnection,
+    node: &str,
+    n: usize,
+    lease_ms: i64,
+) -> Result<Vec<Taken>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let txn = db.begin().await?;
+    let b = txn.get_database_backend();
+    let now = db_now_ms(b);
+    let free = txn
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR expires_ms <= {now} \
+                 ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED"
+            ),
+            vec![],
+        ))
+        .await?;
+    let buckets: Vec<i32> = free
+        .iter()
+        .map(|r| r.try_get::<i32>("", "bucket"))
+        .collect::<std::result::Result<_, _>>()?;
+    if buckets.is_empty() {
+        txn.commit().await?;
+        return Ok(Vec::new());
+    }
+    let list = buckets
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    txn.execute_raw(stmt(
+        b,
+        format!(
+            "UPDATE xjob_lease SET owner = {}, epoch = epoch + 1, expires_ms = {now} + {} \
+             WHERE bucket IN ({list})",
+            p(b, 1),
+            p(b, 2)
+        ),
+        vec![node.into(), lease_ms.into()],
+    ))
+    .await?;
+    let rows = txn
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT bucket, epoch, dispatched_through FROM xjob_lease WHERE bucket IN ({list}) \
+                 ORDER BY bucket"
+            ),
+            vec![],
+        ))
+        .await?;
+    txn.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Taken {
+                lease: Lease {
+                    bucket: r.try_get("", "bucket")?,
+                    epoch: r.try_get("", "epoch")?,
+                },
+                dispatched_through: r.try_get("", "dispatched_through")?,
+            })
+        })
+        .collect()
+}
+
+/// Gives `leases` back (a node handing buckets to one that joined, or stopping): free at once
+/// for any node. Only leases still held at their epoch are released.
+pub(crate) async fn release(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<u64> {
+    if leases.is_empty() {
+        return Ok(0);
+    }
+    let b = c.get_database_backend();
+    Ok(c.execute_raw(stmt(
+        b,
+        format!(
+            "UPDATE xjob_lease SET owner = NULL, expires_ms = 0 WHERE owner = {} AND {}",
+            p(b, 1),
+            lease_list(leases)
+        ),
+        vec![node.into()],
+    ))
+    .await?
+    .rows_affected())
+}
+
+/// Records that `node` is handing the fires of `leases` with nominal times up to `through_ms`
+/// to executors: only for the leases it still holds unexpired at their epoch (the others'
+/// fires are not its to send); answers those. A bucket's next holder treats its fires up to
+/// this time as sent (never sends them again).
+pub(crate) async fn mark_dispatched(
+    db: &DatabaseConnection,
+    node: &str,
+    leases: &[Lease],
+    through_ms: i64,
+) -> Result<Vec<Lease>> {
+    if leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let txn = db.begin().await?;
+    let b = txn.get_database_backend();
+    let now = db_now_ms(b);
+    let greatest = match b {
+        DbBackend::Sqlite => "MAX",
+        _ => "GREATEST",
+    };
+    let changed = txn
+        .execute_raw(stmt(
+            b,
+            format!(
+                "UPDATE xjob_lease SET dispatched_through = {greatest}(dispatched_through, {}) \
+                 WHERE owner = {} AND expires_ms > {now} AND {}",
+                p(b, 1),
+                p(b, 2),
+                lease_list(leases)
+            ),
+            vec![through_ms.into(), node.into()],
+        ))
+        .await?
+        .rows_affected();
+    let ok = if changed as usize == leases.len() {
+        leases.to_vec()
+    } else {
+        // some moved on: which are still this node's (read under the locks just taken)
+        let rows = txn
+            .query_all_raw(stmt(
+                b,
+                format!(
+                    "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND expires_ms > {now} AND {}",
+                    p(b, 1),
+                    lease_list(leases)
+                ),
+                vec![node.into()],
+            ))
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Lease {
+                    bucket: r.try_get("", "bucket")?,
+                    epoch: r.try_get("", "epoch")?,
+                })
+            })
+            .collect::<Result<Vec<Lease>>>()?
+    };
+    txn.commit().await?;
+    Ok(ok)
+}
+
+/// Inside a scan's transaction, just before it commits: whether `node` still holds every one
+/// of `leases` at its epoch, unexpired. The rows stay locked until the commit, so no node takes
+/// them over between this check and the commit (a node taking over skips them until then).
+pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<bool> {
+    if leases.is_empty() {
+        return Ok(true);
+    }
+    let b = c.get_database_backend();
+    let rows = c
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT bucket FROM xjob_lease WHERE owner = {} AND expires_ms > {} AND {} FOR UPDATE",
+                p(b, 1),
+                db_now_ms(b),
+                lease_list(leases)
+            ),
+            vec![node.into()],
+        ))
+        .await?;
+    Ok(rows.len() == leases.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buckets are in range, spread consecutive ids, and the SQL computes the same ones on
+    /// every backend.
+    #[tokio::test]
+    async fn buckets_spread_ids_and_match_in_sql() {
+        let ids: Vec<i32> = (1..=3000).collect();
+        let buckets: std::collections::HashSet<i32> = ids.iter().map(|&i| bucket_of(i)).collect();
+        assert!(buckets.iter().all(|b| (0..BUCKETS).contains(b)));
+        assert!(
+            buckets.len() > 900,
+            "3,000 ids over {} buckets",
+            buckets.len()
+        );
+        // 200 consecutive ids over three equal shares of the buckets: none gets most of them
+        let thirds = (1..=200).fold([0; 3], |mut n, i| {
+            n[(bucket_of(i) * 3 / BUCKETS) as usize] += 1;
+            n
+        });
+        assert!(thirds.iter().all(|&n| (45..=90).contains(&n)), "{thirds:?}");
+        for db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            for id in [1, 2, 1023, 1024, 123_456, i32::MAX] {
+                let row = db
+                    .query_one_raw(Statement::from_string(
+                        b,
+                        format!("SELECT {} AS b", bucket_sql(b, &id.to_string())),
+                    ))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let got: i64 = row.try_get("", "b").unwrap();
+                assert_eq!(got as i32, bucket_of(id), "{b:?} id {id}");
+            }
+            db.close().await.unwrap();
+        }
+    }
+}
