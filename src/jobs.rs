@@ -275,6 +275,9 @@ pub struct JobDef {
     pub block: Option<BlockStrategy>,
     /// `misfire_strategy` (an unknown name counts as DO_NOTHING).
     pub misfire: MisfireStrategy,
+    /// `child_jobid` when it names any (shared with the run records of this definition, so
+    /// the writer knows a run's children without reading the job again).
+    pub children: Option<std::sync::Arc<str>>,
 }
 
 impl JobDef {
@@ -293,6 +296,12 @@ impl JobDef {
                 .misfire_strategy
                 .parse()
                 .unwrap_or(MisfireStrategy::DoNothing),
+            children: row
+                .child_jobid
+                .as_deref()
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(std::sync::Arc::from),
             row,
         }
     }

@@ -499,7 +499,7 @@ impl Trigger {
     fn record(
         &self,
         req: &TriggerRequest,
-        job: &entity::xxl_job_info::Model,
+        job: &JobDef,
         plan: &Plan,
         log_id: i64,
         now: i64,
@@ -527,6 +527,7 @@ impl Trigger {
             log_id,
             job_id: job.id,
             chain_depth: req.chain_depth,
+            children: job.children.clone(),
             trigger_ms: now,
             trigger_msg: summary.compact(),
             executor_address: address,

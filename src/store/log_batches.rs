@@ -37,6 +37,9 @@ pub struct TriggerRecord {
     pub job_id: i32,
     /// The run's chain depth (as on its row).
     pub chain_depth: i16,
+    /// The job's child jobs as dispatched (`child_jobid`; `None`: none): a successful run's
+    /// children are triggered without reading the job again.
+    pub children: Option<std::sync::Arc<str>>,
     /// When it was dispatched, epoch ms.
     pub trigger_ms: i64,
     /// Chosen executor address.

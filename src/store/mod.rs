@@ -13,6 +13,7 @@ pub(crate) mod log_pages;
 pub(crate) mod logs;
 pub(crate) mod registry;
 pub(crate) mod reports;
+pub(crate) mod run_rows;
 pub(crate) mod sqlite_sync;
 pub(crate) mod users;
 pub(crate) mod writer;

@@ -1,6 +1,10 @@
 //! The pool backend of the run-row writer (PostgreSQL, MySQL, in-memory SQLite): a task writing
-//! each batch through sea-orm with the batched statements of [`super::super::log_batches`], one
-//! transaction per batch.
+//! each batch through sea-orm, one transaction per batch, with outcomes and results paired as
+//! on SQLite ([`super::pairing`]) so that a run's final row is one update, and the statements
+//! of [`crate::store::run_rows`] (constant SQL, the rows as one JSON parameter). Successful
+//! runs' child jobs come from the run records (the job as dispatched), not from a read of the
+//! job table; a result of a run this writer never saw the outcome of reads its job's list.
+//! A held entry waits in real time ([`RealTimer`]), as on the SQLite writer's thread.
 //!
 //! One bad row never costs the others: texts are bounded to their columns when they are queued,
 //! and when the database still refuses a batch (an error it reports about the data, not a lost
@@ -8,7 +12,7 @@
 //! written in a reduced form that says why, and every other row lands. A batch that fails for
 //! any other reason (the database is down) is retried whole a few times, then given up.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -75,24 +79,32 @@ impl Row {
     }
 }
 
-/// The rows of a batch: every outcome and audit entry, and the first result per run.
-fn rows_of(ops: &[Queued]) -> Vec<Row> {
-    let (outcomes, order, results) = split(ops);
-    let mut rows: Vec<Row> = audits(ops).into_iter().cloned().map(Row::Audit).collect();
-    rows.extend(outcomes.into_iter().cloned().map(Row::Outcome));
-    rows.extend(order.iter().map(|id| {
-        let (item, at) = results[id];
-        Row::Result(item.clone(), at)
-    }));
+/// The rows of a batch: its audit entries, outcomes and results (moved out of it).
+fn rows_of(b: &mut super::pairing::Batch) -> Vec<Row> {
+    let mut rows: Vec<Row> = std::mem::take(&mut b.audits)
+        .into_iter()
+        .map(Row::Audit)
+        .collect();
+    rows.extend(
+        std::mem::take(&mut b.outcomes)
+            .into_iter()
+            .map(Row::Outcome),
+    );
+    rows.extend(
+        std::mem::take(&mut b.results)
+            .into_iter()
+            .map(|(i, at)| Row::Result(i, at)),
+    );
     rows
 }
 
 /// What writing some rows came to.
 #[derive(Default)]
 struct Written {
-    finished: Vec<FinishedRun>,
-    /// Runs whose result was given up.
-    lost_results: HashSet<i64>,
+    /// The runs whose result was written (first result wins).
+    results: Vec<crate::store::run_rows::Written>,
+    /// The outcomes written.
+    outcomes: Vec<TriggerRecord>,
     /// Whether any row was given up.
     lost_any: bool,
 }
@@ -100,23 +112,75 @@ struct Written {
 impl Written {
     fn lost(rows: &[Row]) -> Self {
         Written {
-            finished: Vec::new(),
-            lost_results: rows
-                .iter()
-                .filter_map(|r| match r {
-                    Row::Result(h, _) => Some(h.log_id),
-                    _ => None,
-                })
-                .collect(),
             lost_any: !rows.is_empty(),
+            ..Default::default()
         }
     }
 
     fn merge(mut self, other: Written) -> Self {
-        self.finished.extend(other.finished);
-        self.lost_results.extend(other.lost_results);
+        self.results.extend(other.results);
+        self.outcomes.extend(other.outcomes);
         self.lost_any |= other.lost_any;
         self
+    }
+}
+
+/// Wakes the writer at real-time deadlines from a thread of its own (the runtime's clock may be
+/// paused in tests: a held outcome waits real time, as on the SQLite writer's thread).
+struct RealTimer {
+    set: std::sync::mpsc::Sender<std::time::Instant>,
+    woken: mpsc::UnboundedReceiver<()>,
+}
+
+impl RealTimer {
+    fn start() -> Self {
+        let (set, wanted) = std::sync::mpsc::channel::<std::time::Instant>();
+        let (wake, woken) = mpsc::unbounded_channel();
+        let spawned = std::thread::Builder::new()
+            .name("xjob-writer-timer".into())
+            .spawn(move || {
+                use std::sync::mpsc::RecvTimeoutError;
+                let mut next: Option<std::time::Instant> = None;
+                loop {
+                    let got = match next {
+                        None => wanted.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                        Some(at) => wanted
+                            .recv_timeout(at.saturating_duration_since(std::time::Instant::now())),
+                    };
+                    match got {
+                        Ok(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                        Err(RecvTimeoutError::Timeout) => {
+                            next = None;
+                            if wake.send(()).is_err() {
+                                return;
+                            }
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "the writer's timer thread did not start; held rows wait for the next batch");
+        }
+        RealTimer { set, woken }
+    }
+
+    /// Wakes the writer at `at` (or earlier, for an earlier deadline set before).
+    fn wake_at(&self, at: std::time::Instant) {
+        let _ = self.set.send(at);
+    }
+}
+
+/// The child job lists of jobs whose runs this writer recorded (as dispatched), by job id.
+#[derive(Default)]
+struct Children(HashMap<i32, Option<std::sync::Arc<str>>>);
+
+impl Children {
+    fn note(&mut self, r: &TriggerRecord) {
+        if self.0.len() > 100_000 {
+            self.0.clear();
+        }
+        self.0.insert(r.job_id, r.children.clone());
     }
 }
 
@@ -124,37 +188,96 @@ pub(super) async fn run(
     db: DatabaseConnection,
     mut rx: mpsc::Receiver<Queued>,
     sink: FinishedSink,
+    activity: Activity,
+    held_count: Arc<AtomicUsize>,
 ) {
-    while let Some(first) = rx.recv().await {
-        let ops = fill(first, &mut rx);
-        let rows = rows_of(&ops);
+    let mut held = super::pairing::Pairing::default();
+    let mut timer = RealTimer::start();
+    let mut children = Children::default();
+    loop {
+        let (ops, closed) = if held.deadline().is_some() {
+            tokio::select! {
+                m = rx.recv() => match m {
+                    Some(first) => (fill(first, &mut rx), false),
+                    None => (Vec::new(), true),
+                },
+                _ = timer.woken.recv() => (Vec::new(), false),
+            }
+        } else {
+            match rx.recv().await {
+                Some(first) => (fill(first, &mut rx), false),
+                None => (Vec::new(), true),
+            }
+        };
+        let flush = closed || ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
+        let now = std::time::Instant::now();
+        let mut b = held.prepare(ops, now, flush, &activity);
+        let rows = rows_of(&mut b);
         let written = if rows.is_empty() {
             Written::default()
         } else {
             write_all(&db, rows, false).await
         };
-        if !written.finished.is_empty() {
-            sink(RunsFinished(written.finished));
+        for r in &written.outcomes {
+            children.note(r);
         }
-        for q in ops {
-            match q.op {
-                Op::Results {
-                    items,
-                    ack: Some(a),
-                    ..
-                } if items
-                    .iter()
-                    .any(|i| written.lost_results.contains(&i.log_id)) =>
-                {
-                    a.failed()
-                }
-                Op::Flush(a) => {
-                    let _ = a.send(!written.lost_any);
-                }
-                _ => {}
-            }
+        let finished = finished_runs(&db, &written, &children).await;
+        if !finished.is_empty() {
+            sink(RunsFinished(finished));
+        }
+        held.finish(b, !written.lost_any, now, &mut |_| {});
+        held_count.store(held.len(), Ordering::Release);
+        if let Some(at) = held.deadline() {
+            timer.wake_at(at);
+        }
+        if closed {
+            break;
         }
     }
+}
+
+/// The successful runs written with child jobs: their lists from the run records (or, for a
+/// run whose outcome this writer never saw, from a read of the jobs).
+async fn finished_runs(
+    db: &DatabaseConnection,
+    written: &Written,
+    known: &Children,
+) -> Vec<FinishedRun> {
+    let ok: Vec<&crate::store::run_rows::Written> = written
+        .results
+        .iter()
+        .filter(|w| w.code == SUCCESS_CODE)
+        .collect();
+    if ok.is_empty() {
+        return Vec::new();
+    }
+    let unknown: Vec<i32> = ok
+        .iter()
+        .map(|w| w.job_id)
+        .filter(|j| !known.0.contains_key(j))
+        .collect();
+    let mut read: HashMap<i32, Option<String>> = HashMap::new();
+    if !unknown.is_empty() {
+        match log_batches::child_lists(db, &unknown).await {
+            Ok(lists) => read.extend(unknown.iter().copied().zip(lists)),
+            Err(e) => tracing::error!(error = %e, "cannot read child jobs of finished runs"),
+        }
+    }
+    ok.into_iter()
+        .filter_map(|w| {
+            let list: Option<String> = match known.0.get(&w.job_id) {
+                Some(c) => c.as_deref().map(str::to_string),
+                None => read.get(&w.job_id).cloned().flatten(),
+            };
+            list.filter(|c| !c.trim().is_empty())
+                .map(|children| FinishedRun {
+                    id: w.id,
+                    job_id: w.job_id,
+                    chain_depth: w.chain_depth,
+                    children,
+                })
+        })
+        .collect()
 }
 
 /// Whether `e` is the database refusing the data of a statement (a value too long for its
@@ -182,10 +305,17 @@ fn write_all(db: &DatabaseConnection, rows: Vec<Row>, reduced: bool) -> BoxFutur
         loop {
             attempt += 1;
             match write_once(db, &rows).await {
-                Ok(finished) => {
+                Ok(results) => {
                     return Written {
-                        finished,
-                        ..Default::default()
+                        results,
+                        outcomes: rows
+                            .into_iter()
+                            .filter_map(|r| match r {
+                                Row::Outcome(o) => Some(o),
+                                _ => None,
+                            })
+                            .collect(),
+                        lost_any: false,
                     };
                 }
                 Err(e) if refused_data(&e) && !reduced => {
@@ -236,8 +366,11 @@ fn short(row: &Row) -> (&'static str, i64) {
 }
 
 /// One transaction writing `rows`; a panic while writing is the batch's failure, not the
-/// writer's end.
-async fn write_once(db: &DatabaseConnection, rows: &[Row]) -> Result<Vec<FinishedRun>> {
+/// writer's end. Answers the runs whose result it wrote.
+async fn write_once(
+    db: &DatabaseConnection,
+    rows: &[Row],
+) -> Result<Vec<crate::store::run_rows::Written>> {
     let txn = db.begin().await?;
     match std::panic::AssertUnwindSafe(write(&txn, rows))
         .catch_unwind()
@@ -252,46 +385,20 @@ async fn write_once(db: &DatabaseConnection, rows: &[Row]) -> Result<Vec<Finishe
     }
 }
 
-async fn write(db: &impl ConnectionTrait, rows: &[Row]) -> Result<Vec<FinishedRun>> {
+async fn write(
+    db: &impl ConnectionTrait,
+    rows: &[Row],
+) -> Result<Vec<crate::store::run_rows::Written>> {
     let mut entries = Vec::new();
     let mut outcomes = Vec::new();
-    let mut items = Vec::new();
-    let mut at = 0;
+    let mut results = Vec::new();
     for r in rows {
         match r {
             Row::Audit(e) => entries.push(e.clone()),
             Row::Outcome(o) => outcomes.push(o.clone()),
-            Row::Result(h, t) => {
-                items.push(h.clone());
-                at = at.max(*t);
-            }
+            Row::Result(h, t) => results.push((h.clone(), *t)),
         }
     }
     crate::store::audit::record_many(db, entries).await?;
-    log_batches::record_triggers(db, &outcomes).await?;
-    let written = log_batches::record_handles(db, &items, at).await?;
-    let ok: Vec<log_batches::Finished> = written
-        .into_iter()
-        .zip(&items)
-        .filter(|(_, i)| i.code == SUCCESS_CODE)
-        .filter_map(|(f, _)| f)
-        .collect();
-    if ok.is_empty() {
-        return Ok(Vec::new());
-    }
-    let lists =
-        log_batches::child_lists(db, &ok.iter().map(|f| f.job_id).collect::<Vec<_>>()).await?;
-    Ok(ok
-        .into_iter()
-        .zip(lists)
-        .filter_map(|(f, l)| {
-            l.filter(|c| !c.trim().is_empty())
-                .map(|children| FinishedRun {
-                    id: f.id,
-                    job_id: f.job_id,
-                    chain_depth: f.chain_depth,
-                    children,
-                })
-        })
-        .collect())
+    crate::store::run_rows::write(db, &outcomes, &results).await
 }

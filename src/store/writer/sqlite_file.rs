@@ -2,6 +2,7 @@
 //! (rusqlite over the same `libsqlite3-sys` as sqlx) and writes each batch with cached prepared
 //! single-row statements, pairing each run's outcome with its result so one update writes both.
 
+use super::pairing::Pairing;
 use super::*;
 use crate::store::sqlite_sync::naive_text;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -68,110 +69,6 @@ fn open(path: &str) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Entries waiting for a partner (an outcome for its result or the reverse), by log id,
-/// each until it is due (see [`OUTCOME_HOLD`], [`RESULT_HOLD`]).
-struct Waiting<T> {
-    by_id: HashMap<i64, T>,
-    /// Log ids by when they stop waiting, oldest first (ids taken since are skipped).
-    due: std::collections::VecDeque<(Instant, i64)>,
-}
-
-impl<T> Default for Waiting<T> {
-    fn default() -> Self {
-        Waiting {
-            by_id: HashMap::new(),
-            due: std::collections::VecDeque::new(),
-        }
-    }
-}
-
-impl<T> Waiting<T> {
-    fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    fn contains(&self, id: &i64) -> bool {
-        self.by_id.contains_key(id)
-    }
-
-    fn insert(&mut self, id: i64, value: T, due: Instant) {
-        if self.by_id.insert(id, value).is_none() {
-            self.due.push_back((due, id));
-        }
-    }
-
-    fn remove(&mut self, id: &i64) -> Option<T> {
-        self.by_id.remove(id)
-    }
-
-    /// When the oldest entry is due (`None`: nothing waits).
-    fn deadline(&mut self) -> Option<Instant> {
-        while let Some(&(at, id)) = self.due.front() {
-            if self.by_id.contains_key(&id) {
-                return Some(at);
-            }
-            self.due.pop_front();
-        }
-        None
-    }
-
-    /// Takes the entries due by `now`, or every one (`all`), into `out`.
-    fn take_due(&mut self, now: Instant, all: bool, out: &mut Vec<T>) {
-        if all {
-            self.due.clear();
-            out.extend(self.by_id.drain().map(|(_, v)| v));
-            return;
-        }
-        while let Some(&(at, id)) = self.due.front() {
-            if at > now {
-                break;
-            }
-            self.due.pop_front();
-            out.extend(self.by_id.remove(&id));
-        }
-    }
-}
-
-/// A result held for its run's outcome.
-struct HeldResult {
-    item: HandleResult,
-    at_ms: i64,
-    _ack: Option<Arc<Ack>>,
-    _activity: ActivityGuard,
-}
-
-/// What the writer holds between batches.
-#[derive(Default)]
-struct Held {
-    /// Dispatched runs' outcomes waiting for their results.
-    outcomes: Waiting<(TriggerRecord, ActivityGuard)>,
-    /// Results waiting for the outcome of a run being dispatched.
-    results: Waiting<HeldResult>,
-    /// Runs being dispatched whose outcome has not come yet.
-    dispatching: Waiting<()>,
-    /// Runs whose result was written before their outcome came: their outcome is written
-    /// at once when it comes.
-    answered: Waiting<()>,
-}
-
-impl Held {
-    fn len(&self) -> usize {
-        self.outcomes.len() + self.results.len()
-    }
-
-    fn deadline(&mut self) -> Option<Instant> {
-        [
-            self.outcomes.deadline(),
-            self.results.deadline(),
-            self.dispatching.deadline(),
-            self.answered.deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-}
-
 pub(super) fn run(
     path: &str,
     mut rx: mpsc::Receiver<Queued>,
@@ -205,7 +102,7 @@ pub(super) fn run(
     if ready.send(Ok(())).is_err() {
         return;
     }
-    let mut held = Held::default();
+    let mut held = Pairing::default();
     loop {
         let (ops, closed) = match held.deadline() {
             None => match rx.blocking_recv() {
@@ -239,107 +136,32 @@ pub(super) fn run(
     }
 }
 
-/// Writes one batch, with the held entries it completes or that are due, and holds what
-/// waits for a partner (unless `flush`): a dispatched outcome without its result, a result
-/// of a run being dispatched without its outcome.
+/// Writes one batch ([`Pairing::prepare`]), a few tries, then settles it.
 fn batch(
     conn: &mut Connection,
     ops: Vec<Queued>,
-    held: &mut Held,
+    held: &mut Pairing,
     flush: bool,
     activity: &Activity,
     sink: &FinishedSink,
 ) {
     let now = Instant::now();
-    let due = now + OUTCOME_HOLD;
-    let results_due = now + RESULT_HOLD;
-    for q in &ops {
-        if let Op::Dispatching(ids) = &q.op {
-            for &id in ids {
-                held.dispatching.insert(id, (), results_due);
-            }
+    let b = held.prepare(ops, now, flush, activity);
+    let mut attempt = 0;
+    let outcome = loop {
+        attempt += 1;
+        if b.is_empty() {
+            break Some(Vec::new());
         }
-    }
-    let mut expired = Vec::new();
-    held.dispatching.take_due(now, flush, &mut expired);
-    held.answered.take_due(now, flush, &mut expired);
-    let mut answered_alone = Vec::new();
-    let mut hold_outcomes = std::collections::HashSet::new();
-    let mut hold_results = std::collections::HashSet::new();
-    let mut taken_outcomes = Vec::new();
-    let mut taken_results = Vec::new();
-    let outcome = {
-        let (batch_outcomes, batch_order, batch_results) = split(&ops);
-        // the results to write: held ones first (they came earlier), then the batch's
-        for r in &batch_outcomes {
-            held.dispatching.remove(&r.log_id);
-            taken_results.extend(held.results.remove(&r.log_id));
-        }
-        held.results.take_due(now, flush, &mut taken_results);
-        let mut results: FirstResults<'_> = HashMap::new();
-        let mut result_order = Vec::new();
-        for h in &taken_results {
-            if results.insert(h.item.log_id, (&h.item, h.at_ms)).is_none() {
-                result_order.push(h.item.log_id);
+        match write(conn, &b.outcomes, &b.results, &b.audits) {
+            Ok(f) => break Some(f),
+            Err(e) if attempt < ATTEMPTS => {
+                tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
+                std::thread::sleep(Duration::from_millis(100 << attempt));
             }
-        }
-        for id in batch_order {
-            if results.contains_key(&id) || held.results.contains(&id) {
-                // the run's first result is already here or held: it wins
-                continue;
-            }
-            let may_wait = !flush && held.len() + hold_results.len() < MAX_HELD;
-            if may_wait && held.dispatching.contains(&id) {
-                hold_results.insert(id);
-                continue;
-            }
-            results.insert(id, batch_results[&id]);
-            result_order.push(id);
-        }
-        // the outcomes to write: held ones whose result came or that are due, then the
-        // batch's that do not wait for their result
-        for id in &result_order {
-            taken_outcomes.extend(held.outcomes.remove(id));
-        }
-        held.outcomes.take_due(now, flush, &mut taken_outcomes);
-        let mut outcomes: Vec<&TriggerRecord> = taken_outcomes.iter().map(|(r, _)| r).collect();
-        for r in batch_outcomes {
-            let wait = !flush
-                && r.trigger_code == SUCCESS_CODE
-                && !results.contains_key(&r.log_id)
-                && held.answered.remove(&r.log_id).is_none()
-                && held.len() + hold_outcomes.len() + hold_results.len() < MAX_HELD;
-            if wait {
-                hold_outcomes.insert(r.log_id);
-            } else {
-                outcomes.push(r);
-            }
-        }
-        let with_outcome: std::collections::HashSet<i64> =
-            outcomes.iter().map(|r| r.log_id).collect();
-        answered_alone.extend(
-            result_order
-                .iter()
-                .filter(|id| !with_outcome.contains(id))
-                .copied(),
-        );
-        let audits = audits(&ops);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            if outcomes.is_empty() && result_order.is_empty() && audits.is_empty() {
-                break Some(Vec::new());
-            }
-            match write(conn, &outcomes, &result_order, &results, &audits) {
-                Ok(f) => break Some(f),
-                Err(e) if attempt < ATTEMPTS => {
-                    tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
-                    std::thread::sleep(Duration::from_millis(100 << attempt));
-                }
-                Err(e) => {
-                    tracing::error!(items = ops.len(), error = %e, "run-row batch given up");
-                    break None;
-                }
+            Err(e) => {
+                tracing::error!(items = b.len(), error = %e, "run-row batch given up");
+                break None;
             }
         }
     };
@@ -347,53 +169,7 @@ fn batch(
     if let Some(f) = outcome.filter(|f| !f.is_empty()) {
         sink(RunsFinished(f));
     }
-    if !ok {
-        for h in &taken_results {
-            if let Some(a) = &h._ack {
-                a.failed();
-            }
-        }
-    }
-    drop(taken_results);
-    drop(taken_outcomes);
-    for id in answered_alone {
-        held.answered.insert(id, (), results_due);
-    }
-    let mut rest = Vec::with_capacity(ops.len());
-    for q in ops {
-        match q.op {
-            Op::Exec(f) => f(conn),
-            Op::Outcomes(records) if !hold_outcomes.is_empty() => {
-                for r in records {
-                    if hold_outcomes.contains(&r.log_id) {
-                        held.outcomes.insert(r.log_id, (r, activity.enter()), due);
-                    }
-                }
-            }
-            Op::Results { items, at_ms, ack } if !hold_results.is_empty() => {
-                for item in items {
-                    // the first result per run waits; a later one would lose anyway
-                    if hold_results.remove(&item.log_id) {
-                        let h = HeldResult {
-                            item,
-                            at_ms,
-                            _ack: ack.clone(),
-                            _activity: activity.enter(),
-                        };
-                        held.results.insert(h.item.log_id, h, results_due);
-                    }
-                }
-                if !ok && let Some(a) = &ack {
-                    a.failed();
-                }
-            }
-            op => rest.push(Queued {
-                op,
-                _activity: q._activity,
-            }),
-        }
-    }
-    acknowledge(rest, ok);
+    held.finish(b, ok, now, &mut |f| f(conn));
 }
 
 fn bind_outcome(s: &mut rusqlite::CachedStatement<'_>, r: &TriggerRecord) -> rusqlite::Result<()> {
@@ -473,12 +249,12 @@ fn pin(cpu: usize) {
 /// Writes one batch in one transaction; answers the successful runs with child jobs.
 fn write(
     conn: &mut Connection,
-    outcomes: &[&TriggerRecord],
-    result_order: &[i64],
-    results: &FirstResults<'_>,
-    audits: &[&crate::store::audit::Entry],
+    outcomes: &[TriggerRecord],
+    results: &[(HandleResult, i64)],
+    audits: &[crate::store::audit::Entry],
 ) -> rusqlite::Result<Vec<FinishedRun>> {
-    let mut results = results.clone();
+    let mut by_run: HashMap<i64, (&HandleResult, i64)> =
+        results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
     let tx = conn.transaction()?;
     for e in audits {
         crate::store::audit::record_sync(&tx, e)?;
@@ -486,8 +262,8 @@ fn write(
     let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
     {
         let sql = &*STATEMENTS;
-        for &r in outcomes {
-            if let Some((item, at)) = results.remove(&r.log_id) {
+        for r in outcomes {
+            if let Some((item, at)) = by_run.remove(&r.log_id) {
                 let mut s = tx.prepare_cached(&sql.combined)?;
                 bind_outcome(&mut s, r)?;
                 bind_result(&mut s, item, at)?;
@@ -501,10 +277,11 @@ fn write(
             bind_outcome(&mut s, r)?;
             s.raw_execute()?;
         }
-        for &id in result_order {
-            let Some((item, at)) = results.remove(&id) else {
+        for (item, _) in results {
+            let Some((item, at)) = by_run.remove(&item.log_id) else {
                 continue;
             };
+            let id = item.log_id;
             let mut s = tx.prepare_cached(&sql.result)?;
             bind_result(&mut s, item, at)?;
             if s.raw_execute()? == 1
