@@ -614,25 +614,14 @@ impl ScanActor {
         );
         let mut fires = Vec::new();
         if !pending.is_empty() {
-            logs::insert_pending(txn, &pending).await?;
-            let ids: Vec<i32> = due.iter().map(|(j, _, _)| j.id).collect();
-            let lo = pending.iter().map(|p| p.fire_time).min().unwrap_or(now);
-            let hi = pending.iter().map(|p| p.fire_time).max().unwrap_or(now);
-            let wanted: HashSet<(i32, i64)> =
-                pending.iter().map(|p| (p.job_id, p.fire_time)).collect();
-            let recorded = logs::pending_for_jobs(txn, &ids, lo, hi).await?;
+            let recorded = logs::record_pending(txn, &pending).await?;
             let models: JobArcs = due.into_iter().map(|(j, _, _)| (j.id, j)).collect();
-            fires.extend(
-                recorded
-                    .into_iter()
-                    .filter(|f| wanted.contains(&(f.job_id, f.fire_time)))
-                    .map(|mut f| {
-                        f.job = models.get(&f.job_id).cloned();
-                        f.read_ms = now;
-                        f.epoch = set.epoch_of(f.job_id);
-                        f
-                    }),
-            );
+            fires.extend(recorded.into_iter().map(|mut f| {
+                f.job = models.get(&f.job_id).cloned();
+                f.read_ms = now;
+                f.epoch = set.epoch_of(f.job_id);
+                f
+            }));
         }
         jobs::update_schedules(txn, &updates).await?;
         Ok(fires)

@@ -98,6 +98,77 @@ pub async fn insert_pending(c: &impl ConnectionTrait, fires: &[PendingFire]) -> 
     Ok(n)
 }
 
+/// Records pending fires and answers them with their log ids (a fire already recorded for its
+/// job and nominal time is not recorded again): on PostgreSQL one statement per 1,000 fires
+/// (`INSERT … SELECT FROM json_to_recordset … ON CONFLICT DO NOTHING RETURNING`), answering
+/// only the fires this call recorded; elsewhere the insert, then a read of the rows back,
+/// answering every one of them still pending (the scan asks only for fires it just planned,
+/// which no pass recorded before).
+pub(crate) async fn record_pending(
+    c: &impl ConnectionTrait,
+    fires: &[PendingFire],
+) -> Result<Vec<Fire>> {
+    use sea_orm::{DbBackend, Statement};
+    if fires.is_empty() {
+        return Ok(Vec::new());
+    }
+    match c.get_database_backend() {
+        DbBackend::Postgres => {
+            let mut out = Vec::with_capacity(fires.len());
+            for chunk in fires.chunks(1000) {
+                let rows: Vec<serde_json::Value> = chunk
+                    .iter()
+                    .map(|f| {
+                        serde_json::json!({
+                            "g": f.job_group, "j": f.job_id, "f": f.fire_time,
+                            "t": ms_to_naive(f.fire_time).format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+                            "ty": f.trigger_type.as_str(),
+                        })
+                    })
+                    .collect();
+                let sql = format!(
+                    "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+                     handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state, \
+                     trigger_type) SELECT v.g, v.j, v.t, 0, 0, 0, 0, v.f, {}, v.ty \
+                     FROM json_to_recordset($1::json) AS v(g int, j int, t timestamp, f bigint, ty text) \
+                     ON CONFLICT (job_id, fire_time) DO NOTHING \
+                     RETURNING id, job_id, fire_time, trigger_type",
+                    fire_state::PENDING
+                );
+                let stmt = Statement::from_sql_and_values(
+                    DbBackend::Postgres,
+                    sql,
+                    [serde_json::Value::Array(rows).to_string().into()],
+                );
+                for r in c.query_all_raw(stmt).await? {
+                    out.push(to_fire((
+                        r.try_get("", "id")?,
+                        r.try_get("", "job_id")?,
+                        r.try_get("", "fire_time")?,
+                        r.try_get("", "trigger_type")?,
+                    )));
+                }
+            }
+            Ok(out)
+        }
+        _ => {
+            insert_pending(c, fires).await?;
+            let mut ids: Vec<i32> = fires.iter().map(|f| f.job_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let lo = fires.iter().map(|p| p.fire_time).min().unwrap_or(0);
+            let hi = fires.iter().map(|p| p.fire_time).max().unwrap_or(0);
+            let wanted: std::collections::HashSet<(i32, i64)> =
+                fires.iter().map(|p| (p.job_id, p.fire_time)).collect();
+            Ok(pending_for_jobs(c, &ids, lo, hi)
+                .await?
+                .into_iter()
+                .filter(|f| wanted.contains(&(f.job_id, f.fire_time)))
+                .collect())
+        }
+    }
+}
+
 fn to_fire(m: (i64, i32, Option<i64>, Option<String>)) -> Fire {
     Fire {
         log_id: m.0,
@@ -655,5 +726,79 @@ mod tests {
             assert!(!p.contains("SCAN xxl_job_log"), "{p}");
         }
         db.close().await.unwrap();
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    /// Pending fires are recorded once per job and nominal time on every backend: a second
+    /// record of the same fires answers none; the schedule update leaves a stopped job alone.
+    #[tokio::test]
+    async fn pending_fires_are_recorded_once_and_schedules_move_on() {
+        for db in crate::store::tests::every_backend().await {
+            let backend = db.get_database_backend();
+            let now = ms_to_naive(1_000);
+            let g = crate::store::groups::insert(&db, "app", "App", 1, None, now)
+                .await
+                .unwrap();
+            let mut jobs = vec![];
+            for i in 0..2 {
+                let spec = crate::JobSpec::cron(g, &format!("j{i}"), "* * * * * ?", "h");
+                let id =
+                    crate::store::jobs::insert(&db, spec.validate(chrono_tz::UTC, now).unwrap())
+                        .await
+                        .unwrap();
+                crate::store::jobs::set_running(&db, id, 5_000)
+                    .await
+                    .unwrap();
+                jobs.push(id);
+            }
+            let fire = |job_id: i32, t: i64| PendingFire {
+                job_id,
+                job_group: g,
+                fire_time: t,
+                trigger_type: TriggerType::Cron,
+            };
+            let fires = vec![
+                fire(jobs[0], 5_000),
+                fire(jobs[0], 6_000),
+                fire(jobs[1], 5_000),
+            ];
+            let got = record_pending(&db, &fires).await.unwrap();
+            let mut keys: Vec<(i32, i64)> = got.iter().map(|f| (f.job_id, f.fire_time)).collect();
+            keys.sort();
+            assert_eq!(
+                keys,
+                vec![(jobs[0], 5_000), (jobs[0], 6_000), (jobs[1], 5_000)],
+                "{backend:?}"
+            );
+            assert!(got.iter().all(|f| f.log_id > 0));
+            let again = record_pending(&db, &fires[..2]).await.unwrap();
+            if backend == sea_orm::DbBackend::Postgres {
+                assert!(again.is_empty(), "{backend:?}: already recorded");
+            }
+            assert_eq!(all_pending(&db).await.unwrap().len(), 3);
+            crate::store::jobs::set_stopped(&db, jobs[1]).await.unwrap();
+            let update = |id| crate::store::jobs::ScheduleUpdate {
+                id,
+                last: 6_000,
+                next: 7_000,
+                status: crate::model::TriggerStatus::Running.code(),
+            };
+            crate::store::jobs::update_schedules(&db, &[update(jobs[0]), update(jobs[1])])
+                .await
+                .unwrap();
+            let j0 = crate::store::jobs::get(&db, jobs[0]).await.unwrap();
+            let j1 = crate::store::jobs::get(&db, jobs[1]).await.unwrap();
+            assert_eq!((j0.trigger_last_time, j0.trigger_next_time), (6_000, 7_000));
+            assert_eq!(
+                (j1.trigger_status, j1.trigger_next_time),
+                (0, 0),
+                "{backend:?}: a stopped job stays stopped"
+            );
+            db.close().await.unwrap();
+        }
     }
 }

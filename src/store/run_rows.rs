@@ -392,3 +392,121 @@ async fn write_sqlite(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+    use crate::store::logs;
+
+    fn record(log_id: i64, msg: &str) -> TriggerRecord {
+        TriggerRecord {
+            log_id,
+            job_id: 7,
+            chain_depth: 2,
+            trigger_ms: 1_500,
+            executor_address: Some("http://e:1/".into()),
+            executor_param: Some("p".into()),
+            trigger_code: 200,
+            trigger_msg: msg.into(),
+            trigger_type: TriggerType::Cron,
+            ..Default::default()
+        }
+    }
+
+    fn result(log_id: i64, code: i32, msg: Option<&str>) -> (HandleResult, i64) {
+        (
+            HandleResult {
+                log_id,
+                code,
+                msg: msg.map(Into::into),
+            },
+            2_000,
+        )
+    }
+
+    /// The pooled final writes keep the stored-result rules on every backend: a run with both
+    /// gets both in one statement, first result wins (a killed run keeps its result but gets
+    /// its outcome), messages append after `<br>`, a success needs no alarm and an alarm state
+    /// already set stays; the runs whose result was written come back with their job and
+    /// depth, a run nobody knows does not.
+    #[tokio::test]
+    async fn final_writes_keep_the_result_rules() {
+        for db in crate::store::tests::every_backend().await {
+            let backend = db.get_database_backend();
+            let mut ids = vec![];
+            for _ in 0..5 {
+                ids.push(
+                    logs::insert_run(&db, 1, 7, 1_000, TriggerType::Cron, 2)
+                        .await
+                        .unwrap(),
+                );
+            }
+            // run 1 was killed (a result already), run 2 has a message, run 4 was alarmed
+            logs::record_handle(&db, ids[1], 500, Some("killed"), 1_200)
+                .await
+                .unwrap();
+            logs::append_handle_msg(&db, ids[2], "earlier")
+                .await
+                .unwrap();
+            logs::set_alarm_status(&db, ids[4], 2).await.unwrap();
+            let outcomes = vec![
+                record(ids[0], "t0"),
+                record(ids[1], "t1"),
+                record(ids[3], "t3"),
+            ];
+            let results = vec![
+                result(ids[0], 200, Some("ok")),
+                result(ids[1], 200, Some("too late")),
+                result(ids[2], 200, Some("done")),
+                result(ids[4], 200, None),
+                result(999_999, 200, Some("unknown")),
+            ];
+            let written = write(&db, &outcomes, &results).await.unwrap();
+            let mut got: Vec<(i64, i32, i16)> = written
+                .iter()
+                .map(|w| (w.id, w.job_id, w.chain_depth))
+                .collect();
+            got.sort();
+            assert_eq!(
+                got,
+                vec![(ids[0], 7, 2), (ids[2], 7, 2), (ids[4], 7, 2)],
+                "{backend:?}"
+            );
+            let row = |k: usize| logs::get(&db, ids[k]);
+            let r0 = row(0).await.unwrap();
+            assert_eq!(
+                (
+                    r0.trigger_code,
+                    r0.handle_code,
+                    r0.handle_msg.as_deref(),
+                    r0.alarm_status
+                ),
+                (200, 200, Some("ok"), 1),
+                "{backend:?}"
+            );
+            assert_eq!(r0.fire_state, fire_state::DISPATCHED);
+            assert_eq!(r0.trigger_msg.as_deref(), Some("t0"));
+            let r1 = row(1).await.unwrap();
+            assert_eq!(
+                (r1.trigger_code, r1.handle_code, r1.handle_msg.as_deref()),
+                (200, 500, Some("killed")),
+                "{backend:?}: the kill's result stays, the outcome is written"
+            );
+            let r2 = row(2).await.unwrap();
+            assert_eq!(
+                r2.handle_msg.as_deref(),
+                Some("earlier<br>done"),
+                "{backend:?}"
+            );
+            let r3 = row(3).await.unwrap();
+            assert_eq!((r3.trigger_code, r3.handle_code), (200, 0), "{backend:?}");
+            let r4 = row(4).await.unwrap();
+            assert_eq!((r4.handle_code, r4.alarm_status), (200, 2), "{backend:?}");
+            // written again: nothing changes, nothing comes back
+            let again = write(&db, &[], &results).await.unwrap();
+            assert!(again.is_empty(), "{backend:?}");
+            db.close().await.unwrap();
+        }
+    }
+}
