@@ -61,6 +61,55 @@ pub(crate) struct Taken {
     pub dispatched_through: i64,
 }
 
+/// What the lease keeper asks of the lease table: [`Sql`] on a database; a model of the same
+/// semantics drives the same keeper in the paused-time property test of bucket ownership.
+pub(crate) trait LeaseStore {
+    /// [`heartbeat`].
+    fn heartbeat(
+        &self,
+        id: &str,
+        address: &str,
+        ttl_ms: i64,
+    ) -> impl std::future::Future<Output = Result<Vec<String>>>;
+    /// [`renew`].
+    fn renew(
+        &self,
+        node: &str,
+        lease_ms: i64,
+    ) -> impl std::future::Future<Output = Result<Vec<Lease>>>;
+    /// [`acquire`].
+    fn acquire(
+        &self,
+        node: &str,
+        n: usize,
+        lease_ms: i64,
+    ) -> impl std::future::Future<Output = Result<Vec<Taken>>>;
+    /// [`release`].
+    fn release(
+        &self,
+        node: &str,
+        leases: &[Lease],
+    ) -> impl std::future::Future<Output = Result<u64>>;
+}
+
+/// The lease table of a database.
+pub(crate) struct Sql<'a>(pub &'a DatabaseConnection);
+
+impl LeaseStore for Sql<'_> {
+    async fn heartbeat(&self, id: &str, address: &str, ttl_ms: i64) -> Result<Vec<String>> {
+        heartbeat(self.0, id, address, ttl_ms).await
+    }
+    async fn renew(&self, node: &str, lease_ms: i64) -> Result<Vec<Lease>> {
+        renew(self.0, node, lease_ms).await
+    }
+    async fn acquire(&self, node: &str, n: usize, lease_ms: i64) -> Result<Vec<Taken>> {
+        acquire(self.0, node, n, lease_ms).await
+    }
+    async fn release(&self, node: &str, leases: &[Lease]) -> Result<u64> {
+        release(self.0, node, leases).await
+    }
+}
+
 fn stmt(backend: DbBackend, sql: String, values: Vec<Value>) -> Statement {
     Statement::from_sql_and_values(backend, sql, values)
 }
