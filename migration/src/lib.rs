@@ -13,6 +13,7 @@ mod m20261124_000005_create_xjob_audit;
 mod m20261124_000006_group_access_token;
 mod m20261125_000007_exact_app_names;
 mod m20261125_000008_create_leases;
+mod m20261125_000009_partial_log_indexes;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000006_group_access_token::Migration),
             Box::new(m20261125_000007_exact_app_names::Migration),
             Box::new(m20261125_000008_create_leases::Migration),
+            Box::new(m20261125_000009_partial_log_indexes::Migration),
         ]
     }
 }

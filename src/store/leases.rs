@@ -83,6 +83,7 @@ pub(crate) trait LeaseStore {
         node: &str,
         n: usize,
         lease_ms: i64,
+        rescue_after_ms: i64,
     ) -> impl std::future::Future<Output = Result<Vec<Taken>>>;
     /// [`release`].
     fn release(
@@ -102,8 +103,14 @@ impl LeaseStore for Sql<'_> {
     async fn renew(&self, node: &str, lease_ms: i64) -> Result<Vec<Lease>> {
         renew(self.0, node, lease_ms).await
     }
-    async fn acquire(&self, node: &str, n: usize, lease_ms: i64) -> Result<Vec<Taken>> {
-        acquire(self.0, node, n, lease_ms).await
+    async fn acquire(
+        &self,
+        node: &str,
+        n: usize,
+        lease_ms: i64,
+        rescue_after_ms: i64,
+    ) -> Result<Vec<Taken>> {
+        acquire(self.0, node, n, lease_ms, rescue_after_ms).await
     }
     async fn release(&self, node: &str, leases: &[Lease]) -> Result<u64> {
         release(self.0, node, leases).await
@@ -249,34 +256,55 @@ pub(crate) async fn renew(
 }
 
 /// Takes up to `n` buckets that no node holds (free, or expired) for `node`, for `lease_ms`,
-/// each at its next epoch; answers them. Rows another node is taking at the same moment are
-/// skipped (`SKIP LOCKED`), never waited for.
+/// each at its next epoch, and also every bucket whose holder let its lease lapse more than
+/// `rescue_after_ms` ago, whatever `n` (a bucket of a dead node is never left unscheduled
+/// while the live nodes' shares still count a node that stalled); answers them. Rows another
+/// node is taking at the same moment are skipped (`SKIP LOCKED`), never waited for.
 pub(crate) async fn acquire(
     db: &DatabaseConnection,
     node: &str,
     n: usize,
     lease_ms: i64,
+    rescue_after_ms: i64,
 ) -> Result<Vec<Taken>> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
     let txn = db.begin().await?;
     let b = txn.get_database_backend();
     let now = db_now_ms(b);
-    let free = txn
-        .query_all_raw(stmt(
+    let bucket_list = |rows: Vec<sea_orm::QueryResult>| -> Result<Vec<i32>> {
+        rows.iter()
+            .map(|r| r.try_get::<i32>("", "bucket").map_err(Into::into))
+            .collect()
+    };
+    let mut buckets = if n == 0 {
+        Vec::new()
+    } else {
+        bucket_list(
+            txn.query_all_raw(stmt(
+                b,
+                format!(
+                    "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR expires_ms <= {now} \
+                     ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED"
+                ),
+                vec![],
+            ))
+            .await?,
+        )?
+    };
+    let rescued = bucket_list(
+        txn.query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR expires_ms <= {now} \
-                 ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED"
+                "SELECT bucket FROM xjob_lease WHERE owner IS NOT NULL AND expires_ms <= {now} - {} \
+                 ORDER BY bucket FOR UPDATE SKIP LOCKED",
+                p(b, 1)
             ),
-            vec![],
+            vec![rescue_after_ms.into()],
         ))
-        .await?;
-    let buckets: Vec<i32> = free
-        .iter()
-        .map(|r| r.try_get::<i32>("", "bucket"))
-        .collect::<std::result::Result<_, _>>()?;
+        .await?,
+    )?;
+    buckets.extend(rescued);
+    buckets.sort_unstable();
+    buckets.dedup();
     if buckets.is_empty() {
         txn.commit().await?;
         return Ok(Vec::new());
