@@ -370,6 +370,7 @@ impl Console {
     /// password that is returned (for the caller to show once). `Ok(None)` when users exist or
     /// the configured password was used.
     pub async fn bootstrap_admin(&self) -> Result<Option<String>> {
+        use sea_orm::TransactionTrait;
         if users::count(self.db()).await? > 0 {
             return Ok(None);
         }
@@ -381,7 +382,14 @@ impl Console {
             (configured, false)
         };
         let hash = hash_password_blocking(password.clone()).await?;
-        users::insert(self.db(), "admin", &hash, 1, None).await?;
+        // nodes starting at once on a new database: one creates the user, the others see it
+        let txn = self.db().begin().await?;
+        crate::store::lock_one_off(&txn).await?;
+        if users::count(&txn).await? > 0 {
+            return Ok(None);
+        }
+        users::insert(&txn, "admin", &hash, 1, None).await?;
+        txn.commit().await?;
         tracing::info!("created the console user `admin`");
         Ok(generated.then_some(password))
     }

@@ -493,10 +493,18 @@ impl Engine {
 
     /// Returns the id of the group with `app_name`, creating an automatic group if none exists.
     pub async fn ensure_group(&self, app_name: &str, title: &str) -> Result<i32> {
+        use sea_orm::TransactionTrait;
         if let Some(g) = groups::by_app_name(&self.db, app_name).await? {
             return Ok(g.id);
         }
-        let id = groups::insert(&self.db, app_name, title, 0, None, self.clock.now_naive()).await?;
+        // nodes starting at once: one creates the group, the others find it
+        let txn = self.db.begin().await?;
+        store::lock_one_off(&txn).await?;
+        if let Some(g) = groups::by_app_name(&txn, app_name).await? {
+            return Ok(g.id);
+        }
+        let id = groups::insert(&txn, app_name, title, 0, None, self.clock.now_naive()).await?;
+        txn.commit().await?;
         self.registry.send(RefreshRegistry).await??;
         Ok(id)
     }

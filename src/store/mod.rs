@@ -98,6 +98,40 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<()> {
     Ok(())
 }
 
+/// Takes the cluster's lock row (`xxl_job_lock`, `schedule_lock`) for the rest of `txn`, for
+/// one-off work that several nodes starting at once must not each do (the first admin user,
+/// the demo group). Never taken by the scheduling itself: nodes scan their own buckets.
+///
+/// PostgreSQL and MySQL: `SELECT … FOR UPDATE` on the row. SQLite has no row locks: a no-op
+/// UPDATE of the row takes the database's write lock instead.
+pub(crate) async fn lock_one_off(txn: &impl ConnectionTrait) -> Result<()> {
+    use sea_orm::DbBackend;
+    let backend = txn.get_database_backend();
+    let found = match backend {
+        DbBackend::Sqlite => {
+            txn.execute_raw(Statement::from_string(
+                backend,
+                "UPDATE xxl_job_lock SET lock_name = lock_name WHERE lock_name = 'schedule_lock'",
+            ))
+            .await?
+            .rows_affected()
+                == 1
+        }
+        _ => txn
+            .query_one_raw(Statement::from_string(
+                backend,
+                "SELECT lock_name FROM xxl_job_lock WHERE lock_name = 'schedule_lock' FOR UPDATE",
+            ))
+            .await?
+            .is_some(),
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(Error::LockRowMissing)
+    }
+}
+
 /// Fails with [`Error::LockRowMissing`] unless the schedule lock row exists.
 pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
     let backend = db.get_database_backend();
