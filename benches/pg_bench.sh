@@ -4,7 +4,8 @@
 # a database name at the end, e.g. postgres://postgres@127.0.0.1:35432), runs
 #   target/release/examples/loadbench --jobs JOBS --seconds SECONDS --database <fresh> [EXTRA…]
 # and samples the server's CPU (its postmaster/mariadbd process and all children, from /proc)
-# over the bench's measured window (after 3 s, before the last 2 s). On PostgreSQL with
+# over the bench's steady part (from 3 s after its jobs are created and started to 3 s before
+# its end). On PostgreSQL with
 # pg_stat_statements loaded, the statements' time over that window is printed too.
 #
 # Usage: benches/pg_bench.sh BASE_URL SERVER_PID JOBS SECONDS [loadbench options…]
@@ -18,8 +19,9 @@ NAME="xjob_bench_$(date +%s)_$RANDOM"
 case "$BASE" in
   postgres*) psql "$BASE/postgres" -qc "CREATE DATABASE $NAME"
              psql "$BASE/$NAME" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 || true ;;
-  mysql*) HOSTPART=${BASE#mysql://}; mariadb --protocol=tcp -h 127.0.0.1 -P "${HOSTPART##*:}" -uroot -e "CREATE DATABASE $NAME" 2>/dev/null \
-            || mysql "$BASE" -e "CREATE DATABASE $NAME" ;;
+  mysql*) REST=${BASE#mysql://}; CRED=${REST%@*}; HOSTPORT=${REST#*@}
+          mariadb --protocol=tcp -h "${HOSTPORT%:*}" -P "${HOSTPORT##*:}" -u "${CRED%%:*}" -p"${CRED#*:}" \
+            -e "CREATE DATABASE $NAME" ;;
 esac
 HZ=$(getconf CLK_TCK)
 # the server's CPU ticks: its own and reaped children's, plus live children's
@@ -34,10 +36,17 @@ db_ticks() {
 OUT=$(mktemp)
 "$BIN" --jobs "$JOBS" --seconds "$SECS" --database "$BASE/$NAME" "$@" >"$OUT" 2>"$OUT.err" &
 PID=$!
+# the bench's clock starts once its jobs are created and started (it says so on stderr): the
+# window here is its steady part, from 3 s after that to 3 s before its end
+until grep -q "after creating and starting the jobs" "$OUT.err" 2>/dev/null; do
+  kill -0 "$PID" 2>/dev/null || break
+  sleep 0.2
+done
 sleep 3
 case "$BASE" in postgres*) psql "$BASE/$NAME" -qc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true ;; esac
 a=$(db_ticks)
-sleep $((SECS - 5))
+window=$((SECS - 6))
+sleep "$window"
 b=$(db_ticks)
 if [[ "$BASE" == postgres* ]]; then
   psql "$BASE/$NAME" -At -F ' | ' -c "SELECT round(total_exec_time::numeric, 1), calls, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12" > "$OUT.stmts" 2>/dev/null || true
@@ -46,7 +55,6 @@ wait "$PID" || true
 line=$(grep -E '^\{' "$OUT" || true)
 echo "$line"
 tps=$(echo "$line" | sed -n 's/.*"triggers_per_sec":\([0-9.]*\).*/\1/p')
-window=$((SECS - 5))
 awk -v a="$a" -v b="$b" -v hz="$HZ" -v tps="${tps:-0}" -v w="$window" 'BEGIN {
   s = (b - a) / hz; printf "db_cpu_s %.2f db_us_per_fire %.1f\n", s, (tps > 0 ? s * 1e6 / (tps * w) : 0) }'
 if [ -s "$OUT.stmts" ]; then
