@@ -10,7 +10,8 @@
 #
 # Usage: benches/pg_bench.sh BASE_URL SERVER_PID JOBS SECONDS [loadbench options…]
 # Prints the bench's JSON line, then `db_cpu_s` and `db_us_per_fire` (CPU of the server per fire
-# in the window) and, on PostgreSQL, the top statements by total time per fire.
+# in the window) and the top statements by total time (pg_stat_statements on PostgreSQL,
+# performance_schema's digests on MySQL/MariaDB when they are on).
 set -euo pipefail
 BASE=$1; SERVER_PID=$2; JOBS=$3; SECS=$4; shift 4
 BIN=$(dirname "$0")/../target/release/examples/loadbench
@@ -20,8 +21,8 @@ case "$BASE" in
   postgres*) psql "$BASE/postgres" -qc "CREATE DATABASE $NAME"
              psql "$BASE/$NAME" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 || true ;;
   mysql*) REST=${BASE#mysql://}; CRED=${REST%@*}; HOSTPORT=${REST#*@}
-          mariadb --protocol=tcp -h "${HOSTPORT%:*}" -P "${HOSTPORT##*:}" -u "${CRED%%:*}" -p"${CRED#*:}" \
-            -e "CREATE DATABASE $NAME" ;;
+          my() { mariadb --protocol=tcp -h "${HOSTPORT%:*}" -P "${HOSTPORT##*:}" -u "${CRED%%:*}" -p"${CRED#*:}" "$@"; }
+          my -e "CREATE DATABASE $NAME" ;;
 esac
 HZ=$(getconf CLK_TCK)
 # the server's CPU ticks: its own and reaped children's, plus live children's
@@ -43,13 +44,19 @@ until grep -q "after creating and starting the jobs" "$OUT.err" 2>/dev/null; do
   sleep 0.2
 done
 sleep 3
-case "$BASE" in postgres*) psql "$BASE/$NAME" -qc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true ;; esac
+case "$BASE" in
+  postgres*) psql "$BASE/$NAME" -qc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true ;;
+  mysql*) my -e "TRUNCATE performance_schema.events_statements_summary_by_digest" >/dev/null 2>&1 || true ;;
+esac
 a=$(db_ticks)
 window=$((SECS - 6))
 sleep "$window"
 b=$(db_ticks)
 if [[ "$BASE" == postgres* ]]; then
   psql "$BASE/$NAME" -At -F ' | ' -c "SELECT round(total_exec_time::numeric, 1), calls, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12" > "$OUT.stmts" 2>/dev/null || true
+else
+  # MySQL/MariaDB with performance_schema on: the statement digests over the window
+  my -N -e "SELECT ROUND(SUM_TIMER_WAIT / 1e9, 1), COUNT_STAR, SUM_ROWS_AFFECTED + SUM_ROWS_SENT, LEFT(DIGEST_TEXT, 110) FROM performance_schema.events_statements_summary_by_digest WHERE SCHEMA_NAME = '$NAME' ORDER BY SUM_TIMER_WAIT DESC LIMIT 12" 2>/dev/null | tr '\t' '|' > "$OUT.stmts" || true
 fi
 wait "$PID" || true
 line=$(grep -E '^\{' "$OUT" || true)
@@ -64,5 +71,6 @@ fi
 grep -v '^{' "$OUT.err" | tail -5 >&2 || true
 case "$BASE" in
   postgres*) psql "$BASE/postgres" -qc "DROP DATABASE $NAME" >/dev/null 2>&1 || true ;;
+  mysql*) my -e "DROP DATABASE $NAME" >/dev/null 2>&1 || true ;;
 esac
 rm -f "$OUT" "$OUT.err" "$OUT.stmts"

@@ -836,6 +836,34 @@ mod tests {
         db.close().await.unwrap();
     }
 
+    /// A pooled writer whose pool was closed (the engine stopped past its grace) gives up at
+    /// once and ends, instead of retrying every queued batch against a pool that cannot open.
+    #[tokio::test]
+    async fn a_pooled_writer_ends_when_its_pool_is_closed() {
+        let db = crate::store::tests::memory_db().await;
+        let writer = LogWriter::start(
+            Target::of(&db).await.unwrap(),
+            Activity::default(),
+            Box::new(|_| {}),
+        )
+        .await
+        .unwrap();
+        db.close_by_ref().await.unwrap();
+        let result = |id| HandleResult {
+            log_id: id,
+            code: 200,
+            msg: None,
+        };
+        assert!(
+            !writer
+                .results_written(vec![result(1)], 2_000)
+                .await
+                .unwrap()
+        );
+        let after = writer.results_written(vec![result(2)], 2_000).await;
+        assert!(matches!(after, Err(Error::Stopped(_))), "{after:?}");
+    }
+
     /// The SQLite writer pairs a run's outcome and result in memory: a dispatched outcome waits
     /// for its result (not visible meanwhile, written by `visible`), a result that comes before
     /// its dispatched run's outcome waits for it and is acknowledged only once written, and a

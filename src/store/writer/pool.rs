@@ -107,6 +107,9 @@ struct Written {
     outcomes: Vec<TriggerRecord>,
     /// Whether any row was given up.
     lost_any: bool,
+    /// Whether the connection pool was closed (the engine stopped past its grace): nothing
+    /// more can be written.
+    closed: bool,
 }
 
 impl Written {
@@ -121,6 +124,7 @@ impl Written {
         self.results.extend(other.results);
         self.outcomes.extend(other.outcomes);
         self.lost_any |= other.lost_any;
+        self.closed |= other.closed;
         self
     }
 }
@@ -230,6 +234,17 @@ pub(super) async fn run(
         if let Some(at) = held.deadline() {
             timer.wake_at(at);
         }
+        if written.closed {
+            // the engine stopped past its grace and closed the pool: what is still queued or
+            // held cannot be written (its runs' pending rows are recovered at the next start)
+            rx.close();
+            let mut left = held.len();
+            while let Some(q) = rx.recv().await {
+                left += q.op.len();
+            }
+            tracing::error!(rows = left, "database pool closed; run rows not written");
+            break;
+        }
         if closed {
             break;
         }
@@ -296,6 +311,20 @@ fn refused_data(e: &Error) -> bool {
     }
 }
 
+/// Whether `e` says the connection pool is closed (the engine stopped).
+fn pool_closed(e: &Error) -> bool {
+    use sea_orm::{DbErr, RuntimeErr, sqlx};
+    match e {
+        Error::Db(
+            DbErr::Conn(RuntimeErr::SqlxError(s))
+            | DbErr::Exec(RuntimeErr::SqlxError(s))
+            | DbErr::Query(RuntimeErr::SqlxError(s)),
+        ) => matches!(**s, sqlx::Error::PoolClosed),
+        Error::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::ConnectionClosed)) => true,
+        _ => false,
+    }
+}
+
 /// Writes `rows` in one transaction, retrying whole on failures that are not about the data;
 /// a batch whose data the database refuses is split ([`split_and_write`]). `reduced`: these
 /// rows are already in their reduced form.
@@ -315,7 +344,13 @@ fn write_all(db: &DatabaseConnection, rows: Vec<Row>, reduced: bool) -> BoxFutur
                                 _ => None,
                             })
                             .collect(),
-                        lost_any: false,
+                        ..Default::default()
+                    };
+                }
+                Err(e) if pool_closed(&e) => {
+                    return Written {
+                        closed: true,
+                        ..Written::lost(&rows)
                     };
                 }
                 Err(e) if refused_data(&e) && !reduced => {
