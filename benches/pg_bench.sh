@@ -46,7 +46,7 @@ done
 sleep 3
 case "$BASE" in
   postgres*) psql "$BASE/$NAME" -qc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1 || true ;;
-  mysql*) my -e "TRUNCATE performance_schema.events_statements_summary_by_digest" >/dev/null 2>&1 || true ;;
+  mysql*) my -e "TRUNCATE performance_schema.events_statements_summary_by_digest; TRUNCATE performance_schema.prepared_statements_instances" >/dev/null 2>&1 || true ;;
 esac
 a=$(db_ticks)
 window=$((SECS - 6))
@@ -56,7 +56,8 @@ if [[ "$BASE" == postgres* ]]; then
   psql "$BASE/$NAME" -At -F ' | ' -c "SELECT round(total_exec_time::numeric, 1), calls, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110) FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12" > "$OUT.stmts" 2>/dev/null || true
 else
   # MySQL/MariaDB with performance_schema on: the statement digests over the window
-  my -N -e "SELECT ROUND(SUM_TIMER_WAIT / 1e9, 1), COUNT_STAR, SUM_ROWS_AFFECTED + SUM_ROWS_SENT, LEFT(DIGEST_TEXT, 110) FROM performance_schema.events_statements_summary_by_digest WHERE SCHEMA_NAME = '$NAME' ORDER BY SUM_TIMER_WAIT DESC LIMIT 12" 2>/dev/null | tr '\t' '|' > "$OUT.stmts" || true
+  # (prepared statements, as the driver runs them, are timed per statement instance)
+  my -N -e "SELECT t, n, r, q FROM (SELECT ROUND(SUM_TIMER_WAIT / 1e9, 1) AS t, COUNT_STAR AS n, SUM_ROWS_AFFECTED + SUM_ROWS_SENT AS r, LEFT(DIGEST_TEXT, 110) AS q FROM performance_schema.events_statements_summary_by_digest WHERE SCHEMA_NAME = '$NAME' UNION ALL SELECT ROUND(SUM(SUM_TIMER_EXECUTE) / 1e9, 1), SUM(COUNT_EXECUTE), SUM(SUM_ROWS_AFFECTED + SUM_ROWS_SENT), LEFT(REGEXP_REPLACE(SQL_TEXT, '\\\\s+', ' '), 110) FROM performance_schema.prepared_statements_instances WHERE OWNER_OBJECT_SCHEMA IS NULL OR OWNER_OBJECT_SCHEMA = '$NAME' GROUP BY 4) s ORDER BY t DESC LIMIT 12" 2>/dev/null | tr '\t' '|' > "$OUT.stmts" || true
 fi
 wait "$PID" || true
 line=$(grep -E '^\{' "$OUT" || true)

@@ -170,22 +170,18 @@ fn json_param(rows: Vec<Json>) -> sea_orm::Value {
 }
 
 /// The runs among `ids` still without a result (MySQL, which has no `UPDATE … RETURNING`):
-/// id → (job, chain depth), their rows locked until the transaction ends.
+/// id → (job, chain depth), their rows locked until the transaction ends. One constant
+/// statement per 1,000 ids (the ids a JSON parameter), prepared once per connection.
 async fn unfinished(c: &impl ConnectionTrait, ids: &[i64]) -> Result<HashMap<i64, (i32, i16)>> {
     let mut out = HashMap::new();
     for chunk in ids.chunks(1000) {
-        let list = chunk
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
         let rows = c
-            .query_all_raw(Statement::from_string(
+            .query_all_raw(Statement::from_sql_and_values(
                 DbBackend::MySql,
-                format!(
-                    "SELECT id, job_id, chain_depth FROM xxl_job_log WHERE id IN ({list}) \
-                     AND handle_code = 0 FOR UPDATE"
-                ),
+                "SELECT l.id, l.job_id, l.chain_depth FROM JSON_TABLE(?, '$[*]' \
+                 COLUMNS(id BIGINT PATH '$')) AS v JOIN xxl_job_log AS l ON l.id = v.id \
+                 WHERE l.handle_code = 0 FOR UPDATE",
+                [Json::from(chunk).to_string().into()],
             ))
             .await?;
         for r in rows {
