@@ -100,13 +100,18 @@
 //! - `bounded`: texts cut (and marked) to the bounds of where they are kept.
 //! - `clock`: the one source of "now" ([`Clock`]).
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
-//! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`).
+//! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`: the
+//!   queue and its two backends, `sqlite_file` and `pool`, over the outcome/result pairing of
+//!   `pairing`; the pooled final writes in `store::run_rows`; bucket leases in `store::leases`).
 //! - `directory`: jobs and groups as dispatch sees them (in memory, refreshed by the scan).
 //! - `router`: the routing strategies.
 //! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
-//! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report.
+//! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report, lease
+//!   keeper (shared databases).
+//! - `lost_runs`: the sweep of the node's own executor's runs that ended without a result.
+//! - `trigger_msg`: the bounded HTML summary of a trigger.
 //! - `engine`: wiring ([`Engine`]) and the embedder's queries (`engine/api.rs`).
 //! - `metrics`: Prometheus counters and histograms.
 //! - `ownership`: which buckets of jobs this node schedules (all on SQLite; leased on a shared

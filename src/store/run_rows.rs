@@ -1,11 +1,17 @@
 //! The final writes of run rows on a pooled database (PostgreSQL, MySQL/MariaDB), as the pooled
-//! run-row writer makes them: per batch one statement per kind, with constant SQL (prepared
-//! once by the driver) and the batch's rows as one JSON parameter expanded by the database
-//! (`json_to_recordset` on PostgreSQL, `JSON_TABLE` on MySQL and MariaDB):
+//! run-row writer makes them, per batch one statement per kind:
 //!
 //! - a run whose outcome and result are both in the batch: one update writing both (the
 //!   result only if the run had none: first result wins; else the outcome alone);
 //! - an outcome alone; a result alone (first result wins).
+//!
+//! On PostgreSQL each is an `UPDATE … FROM json_to_recordset($1)` with constant SQL (prepared
+//! once by the driver) and the batch's rows as one JSON parameter, `RETURNING` the runs it
+//! wrote. On MySQL/MariaDB the batch's rows are read and locked first (one constant statement,
+//! the ids as JSON), then written by `INSERT … ON DUPLICATE KEY UPDATE` with the rows as
+//! parameters (every id exists, so nothing is inserted): measured on MariaDB, a multi-table
+//! `UPDATE … JOIN JSON_TABLE(…)` materialises the JSON rows in an on-disk temporary table
+//! (its text columns) on every statement.
 //!
 //! The rule of a stored result is the same as on SQLite ([`super::writer`]): the message is
 //! appended after `<br>` to one the row already has and capped at [`HANDLE_MSG_MAX`]
@@ -71,43 +77,34 @@ fn result_json(item: &HandleResult, at_ms: i64, m: &mut Map<String, Json>) {
     put(m, "hm", item.msg.as_deref());
 }
 
-/// The columns of the JSON rows, by key: (name, PostgreSQL type, MySQL type).
-const COLUMNS: [(&str, &str, &str); 13] = [
-    ("id", "bigint", "BIGINT"),
-    ("tt", "timestamp", "DATETIME(3)"),
-    ("ea", "text", "VARCHAR(255)"),
-    ("eh", "text", "VARCHAR(255)"),
-    ("ep", "text", "LONGTEXT"),
-    ("es", "text", "VARCHAR(20)"),
-    ("rc", "int", "INT"),
-    ("tc", "int", "INT"),
-    ("tm", "text", "LONGTEXT"),
-    ("ty", "text", "VARCHAR(16)"),
-    ("hc", "int", "INT"),
-    ("ht", "timestamp", "DATETIME(3)"),
-    ("hm", "text", "LONGTEXT"),
+/// The columns of the JSON rows, by key: (name, PostgreSQL type).
+const COLUMNS: [(&str, &str); 13] = [
+    ("id", "bigint"),
+    ("tt", "timestamp"),
+    ("ea", "text"),
+    ("eh", "text"),
+    ("ep", "text"),
+    ("es", "text"),
+    ("rc", "int"),
+    ("tc", "int"),
+    ("tm", "text"),
+    ("ty", "text"),
+    ("hc", "int"),
+    ("ht", "timestamp"),
+    ("hm", "text"),
 ];
 
-/// The table of JSON rows `v` with `keys`, as a FROM item (PostgreSQL) or a JOIN source
-/// (MySQL).
-fn rows_source(backend: DbBackend, keys: &[&str]) -> String {
-    let cols: Vec<&(&str, &str, &str)> = COLUMNS.iter().filter(|c| keys.contains(&c.0)).collect();
-    match backend {
-        DbBackend::Postgres => format!(
-            "json_to_recordset($1::json) AS v({})",
-            cols.iter()
-                .map(|(k, pg, _)| format!("{k} {pg}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        _ => format!(
-            "JSON_TABLE(?, '$[*]' COLUMNS({})) AS v",
-            cols.iter()
-                .map(|(k, _, my)| format!("{k} {my} PATH '$.{k}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+/// The table of JSON rows `v` with `keys`, as a FROM item.
+fn rows_source(keys: &[&str]) -> String {
+    format!(
+        "json_to_recordset($1::json) AS v({})",
+        COLUMNS
+            .iter()
+            .filter(|c| keys.contains(&c.0))
+            .map(|(k, pg)| format!("{k} {pg}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// `SET` assignments of the outcome columns.
@@ -121,16 +118,12 @@ fn outcome_set() -> String {
 }
 
 /// `SET` assignments of the result columns (see the module's rule).
-fn result_set(backend: DbBackend) -> String {
-    let appended = match backend {
-        DbBackend::Postgres => format!("left(l.handle_msg || '<br>' || v.hm, {HANDLE_MSG_MAX})"),
-        _ => format!("LEFT(CONCAT(l.handle_msg, '<br>', v.hm), {HANDLE_MSG_MAX})"),
-    };
+fn result_set() -> String {
     format!(
         "handle_code = v.hc, handle_time = v.ht, \
          handle_msg = CASE WHEN v.hm IS NULL THEN l.handle_msg \
                            WHEN l.handle_msg IS NULL OR l.handle_msg = '' THEN v.hm \
-                           ELSE {appended} END, \
+                           ELSE left(l.handle_msg || '<br>' || v.hm, {HANDLE_MSG_MAX}) END, \
          alarm_status = CASE WHEN l.alarm_status = {} AND v.hc = {SUCCESS_CODE} THEN {} \
                              ELSE l.alarm_status END",
         AlarmStatus::Unchecked.code(),
@@ -138,60 +131,258 @@ fn result_set(backend: DbBackend) -> String {
     )
 }
 
-/// `UPDATE xxl_job_log … FROM/JOIN <rows> … SET <set> [AND <cond>]`, with `returning` on
-/// PostgreSQL.
-fn update_sql(backend: DbBackend, keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
-    let source = rows_source(backend, keys);
-    match backend {
-        DbBackend::Postgres => {
-            let mut sql =
-                format!("UPDATE xxl_job_log AS l SET {set} FROM {source} WHERE l.id = v.id");
-            if !cond.is_empty() {
-                sql.push_str(&format!(" AND {cond}"));
-            }
-            if !returning.is_empty() {
-                sql.push_str(&format!(" RETURNING {returning}"));
-            }
-            sql
-        }
-        _ => {
-            // (the assigned columns are the log table's only: `v`'s are short keys)
-            let mut sql = format!("UPDATE xxl_job_log AS l JOIN {source} ON l.id = v.id SET {set}");
-            if !cond.is_empty() {
-                sql.push_str(&format!(" WHERE {cond}"));
-            }
-            sql
-        }
+/// `UPDATE xxl_job_log … FROM <rows> … SET <set> [AND <cond>] [RETURNING …]`.
+fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
+    let mut sql = format!(
+        "UPDATE xxl_job_log AS l SET {set} FROM {} WHERE l.id = v.id",
+        rows_source(keys)
+    );
+    if !cond.is_empty() {
+        sql.push_str(&format!(" AND {cond}"));
     }
+    if !returning.is_empty() {
+        sql.push_str(&format!(" RETURNING {returning}"));
+    }
+    sql
 }
 
 fn json_param(rows: Vec<Json>) -> sea_orm::Value {
     Json::Array(rows).to_string().into()
 }
 
-/// The runs among `ids` still without a result (MySQL, which has no `UPDATE … RETURNING`):
-/// id → (job, chain depth), their rows locked until the transaction ends. One constant
+/// A run's row as the MySQL path reads it before writing: its group, job, chain depth and
+/// whether it has a result.
+#[derive(Clone, Copy)]
+struct Existing {
+    group: i32,
+    job_id: i32,
+    chain_depth: i16,
+    finished: bool,
+}
+
+/// The rows among `ids` (MySQL/MariaDB), locked until the transaction ends. One constant
 /// statement per 1,000 ids (the ids a JSON parameter), prepared once per connection.
-async fn unfinished(c: &impl ConnectionTrait, ids: &[i64]) -> Result<HashMap<i64, (i32, i16)>> {
+async fn existing(c: &impl ConnectionTrait, ids: &[i64]) -> Result<HashMap<i64, Existing>> {
     let mut out = HashMap::new();
     for chunk in ids.chunks(1000) {
         let rows = c
             .query_all_raw(Statement::from_sql_and_values(
                 DbBackend::MySql,
-                "SELECT l.id, l.job_id, l.chain_depth FROM JSON_TABLE(?, '$[*]' \
-                 COLUMNS(id BIGINT PATH '$')) AS v JOIN xxl_job_log AS l ON l.id = v.id \
-                 WHERE l.handle_code = 0 FOR UPDATE",
+                "SELECT l.id, l.job_group, l.job_id, l.chain_depth, l.handle_code \
+                 FROM JSON_TABLE(?, '$[*]' COLUMNS(id BIGINT PATH '$')) AS v \
+                 JOIN xxl_job_log AS l ON l.id = v.id FOR UPDATE",
                 [Json::from(chunk).to_string().into()],
             ))
             .await?;
         for r in rows {
             out.insert(
                 r.try_get::<i64>("", "id")?,
-                (r.try_get("", "job_id")?, r.try_get("", "chain_depth")?),
+                Existing {
+                    group: r.try_get("", "job_group")?,
+                    job_id: r.try_get("", "job_id")?,
+                    chain_depth: r.try_get("", "chain_depth")?,
+                    finished: r.try_get::<i32>("", "handle_code")? != 0,
+                },
             );
         }
     }
     Ok(out)
+}
+
+/// One MySQL/MariaDB upsert row: the key and required columns, then the kind's.
+type UpsertRow = Vec<sea_orm::Value>;
+
+/// `INSERT INTO xxl_job_log (…) VALUES … ON DUPLICATE KEY UPDATE …` of `rows` (every row's id
+/// exists and is locked, so each row updates its run and none is inserted), 1,000 rows per
+/// statement. A multi-table `UPDATE … JOIN JSON_TABLE(…)` would cost MariaDB an on-disk
+/// temporary table per statement (the text columns) and a second pass over it.
+async fn upsert(
+    c: &impl ConnectionTrait,
+    columns: &[&str],
+    set: &str,
+    rows: Vec<UpsertRow>,
+) -> Result<()> {
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<UpsertRow> = rows.by_ref().take(1000).collect();
+        let one = format!("({})", vec!["?"; columns.len()].join(", "));
+        let sql = format!(
+            "INSERT INTO xxl_job_log ({}) VALUES {} ON DUPLICATE KEY UPDATE {set}",
+            columns.join(", "),
+            vec![one.as_str(); chunk.len()].join(", ")
+        );
+        c.execute_raw(Statement::from_sql_and_values(
+            DbBackend::MySql,
+            sql,
+            chunk.into_iter().flatten(),
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// The required columns of an upsert row (never written over: its run exists).
+const UPSERT_KEY: [&str; 5] = ["id", "job_group", "job_id", "trigger_code", "handle_code"];
+/// An outcome's columns, after [`UPSERT_KEY`] (whose `trigger_code` it writes).
+const UPSERT_OUTCOME: [&str; 8] = [
+    "trigger_time",
+    "executor_address",
+    "executor_handler",
+    "executor_param",
+    "executor_sharding_param",
+    "executor_fail_retry_count",
+    "trigger_msg",
+    "trigger_type",
+];
+/// A result's columns, after [`UPSERT_KEY`] (whose `handle_code` it writes).
+const UPSERT_RESULT: [&str; 2] = ["handle_time", "handle_msg"];
+
+fn upsert_outcome_set() -> String {
+    let mut set: Vec<String> = UPSERT_OUTCOME
+        .iter()
+        .chain(["trigger_code"].iter())
+        .map(|c| format!("{c} = VALUES({c})"))
+        .collect();
+    set.push(format!("fire_state = {}", fire_state::DISPATCHED));
+    set.join(", ")
+}
+
+/// The result's assignments (the module's rule). MySQL assigns left to right, a column named
+/// after its own assignment reading the new value: the message and the alarm state are
+/// assigned before the code.
+fn upsert_result_set() -> String {
+    format!(
+        "handle_msg = CASE WHEN VALUES(handle_msg) IS NULL THEN handle_msg \
+                           WHEN handle_msg IS NULL OR handle_msg = '' THEN VALUES(handle_msg) \
+                           ELSE LEFT(CONCAT(handle_msg, '<br>', VALUES(handle_msg)), {HANDLE_MSG_MAX}) END, \
+         alarm_status = CASE WHEN alarm_status = {} AND VALUES(handle_code) = {SUCCESS_CODE} \
+                             THEN {} ELSE alarm_status END, \
+         handle_code = VALUES(handle_code), handle_time = VALUES(handle_time)",
+        AlarmStatus::Unchecked.code(),
+        AlarmStatus::NotNeeded.code()
+    )
+}
+
+fn key_values(id: i64, e: &Existing, trigger_code: i32, handle_code: i32) -> UpsertRow {
+    vec![
+        id.into(),
+        e.group.into(),
+        e.job_id.into(),
+        trigger_code.into(),
+        handle_code.into(),
+    ]
+}
+
+fn outcome_values(r: &TriggerRecord, row: &mut UpsertRow) {
+    row.extend([
+        stamp(r.trigger_ms).into(),
+        r.executor_address.clone().into(),
+        r.executor_handler.clone().into(),
+        r.executor_param.clone().into(),
+        r.executor_sharding_param.clone().into(),
+        r.executor_fail_retry_count.into(),
+        r.trigger_msg.clone().into(),
+        r.trigger_type.as_str().to_string().into(),
+    ]);
+}
+
+fn result_values(item: &HandleResult, at_ms: i64, row: &mut UpsertRow) {
+    row.extend([stamp(at_ms).into(), item.msg.clone().into()]);
+}
+
+/// [`write`] on MySQL/MariaDB (no `UPDATE … RETURNING`): the batch's rows read and locked
+/// first, then one upsert per kind.
+async fn write_mysql(
+    c: &impl ConnectionTrait,
+    outcomes: &[TriggerRecord],
+    results: &[(HandleResult, i64)],
+) -> Result<Vec<Written>> {
+    let ids: Vec<i64> = outcomes
+        .iter()
+        .map(|r| r.log_id)
+        .chain(results.iter().map(|(i, _)| i.log_id))
+        .collect();
+    let rows = existing(c, &ids).await?;
+    let by_run: HashMap<i64, (&HandleResult, i64)> =
+        results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
+    let mut written = Vec::new();
+    let (mut paired, mut alone) = (Vec::new(), Vec::new());
+    let mut paired_ids = HashSet::new();
+    for r in outcomes {
+        let Some(e) = rows.get(&r.log_id) else {
+            continue; // its run is gone (a cleared log): nothing to write
+        };
+        match by_run.get(&r.log_id) {
+            Some(&(item, at)) if !e.finished => {
+                let mut row = key_values(r.log_id, e, r.trigger_code, item.code);
+                outcome_values(r, &mut row);
+                result_values(item, at, &mut row);
+                paired.push(row);
+                paired_ids.insert(r.log_id);
+                written.push(Written {
+                    id: r.log_id,
+                    job_id: r.job_id,
+                    chain_depth: r.chain_depth,
+                    code: item.code,
+                });
+            }
+            _ => {
+                // (a run that already had a result, a kill, keeps it: its outcome goes alone)
+                let mut row = key_values(r.log_id, e, r.trigger_code, 0);
+                outcome_values(r, &mut row);
+                alone.push(row);
+                paired_ids.insert(r.log_id);
+            }
+        }
+    }
+    let mut lone = Vec::new();
+    for (item, at) in results {
+        if paired_ids.contains(&item.log_id) {
+            continue;
+        }
+        let Some(e) = rows.get(&item.log_id).filter(|e| !e.finished) else {
+            continue; // first result wins; a run that is gone takes none
+        };
+        let mut row = key_values(item.log_id, e, 0, item.code);
+        result_values(item, *at, &mut row);
+        lone.push(row);
+        written.push(Written {
+            id: item.log_id,
+            job_id: e.job_id,
+            chain_depth: e.chain_depth,
+            code: item.code,
+        });
+    }
+    fn columns(kinds: &[&[&'static str]]) -> Vec<&'static str> {
+        UPSERT_KEY
+            .iter()
+            .chain(kinds.iter().flat_map(|k| k.iter()))
+            .copied()
+            .collect()
+    }
+    if !paired.is_empty() {
+        let set = format!("{}, {}", upsert_outcome_set(), upsert_result_set());
+        upsert(
+            c,
+            &columns(&[&UPSERT_OUTCOME, &UPSERT_RESULT]),
+            &set,
+            paired,
+        )
+        .await?;
+    }
+    if !alone.is_empty() {
+        upsert(
+            c,
+            &columns(&[&UPSERT_OUTCOME]),
+            &upsert_outcome_set(),
+            alone,
+        )
+        .await?;
+    }
+    if !lone.is_empty() {
+        upsert(c, &columns(&[&UPSERT_RESULT]), &upsert_result_set(), lone).await?;
+    }
+    Ok(written)
 }
 
 /// Writes `outcomes` and `results` (at most one result per run): paired runs in one update,
@@ -201,29 +392,29 @@ pub(crate) async fn write(
     outcomes: &[TriggerRecord],
     results: &[(HandleResult, i64)],
 ) -> Result<Vec<Written>> {
-    let backend = c.get_database_backend();
-    if backend == DbBackend::Sqlite {
-        return write_sqlite(c, outcomes, results).await;
+    match c.get_database_backend() {
+        DbBackend::Sqlite => write_sqlite(c, outcomes, results).await,
+        DbBackend::MySql => write_mysql(c, outcomes, results).await,
+        _ => write_postgres(c, outcomes, results).await,
     }
+}
+
+/// [`write`] on PostgreSQL: `UPDATE … FROM json_to_recordset(…) … RETURNING`, the paired runs
+/// first (a run that already had a result keeps it: its outcome goes alone).
+async fn write_postgres(
+    c: &impl ConnectionTrait,
+    outcomes: &[TriggerRecord],
+    results: &[(HandleResult, i64)],
+) -> Result<Vec<Written>> {
     let by_run: HashMap<i64, (&HandleResult, i64)> =
         results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
-    let (paired, alone): (Vec<&TriggerRecord>, Vec<&TriggerRecord>) = outcomes
+    let (paired, mut outcome_alone): (Vec<&TriggerRecord>, Vec<&TriggerRecord>) = outcomes
         .iter()
         .partition(|r| by_run.contains_key(&r.log_id));
     let mut written = Vec::new();
-    let mut outcome_alone: Vec<&TriggerRecord> = alone;
     if !paired.is_empty() {
-        // a run that already had a result (a kill) keeps it: its outcome goes alone
-        let open: HashSet<i64> = match backend {
-            DbBackend::Postgres => HashSet::new(),
-            _ => unfinished(c, &paired.iter().map(|r| r.log_id).collect::<Vec<_>>())
-                .await?
-                .into_keys()
-                .collect(),
-        };
         let rows: Vec<Json> = paired
             .iter()
-            .filter(|r| backend == DbBackend::Postgres || open.contains(&r.log_id))
             .map(|r| {
                 let mut m = Map::new();
                 outcome_json(r, &mut m);
@@ -233,29 +424,18 @@ pub(crate) async fn write(
             })
             .collect();
         let keys: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
-        let set = format!("{}, {}", outcome_set(), result_set(backend));
-        let sql = update_sql(backend, &keys, &set, "l.handle_code = 0", "l.id");
-        let done: HashSet<i64> = if rows.is_empty() {
-            HashSet::new()
-        } else if backend == DbBackend::Postgres {
-            c.query_all_raw(Statement::from_sql_and_values(
-                backend,
+        let set = format!("{}, {}", outcome_set(), result_set());
+        let sql = update_sql(&keys, &set, "l.handle_code = 0", "l.id");
+        let done: HashSet<i64> = c
+            .query_all_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
                 sql,
                 [json_param(rows)],
             ))
             .await?
             .iter()
             .map(|r| r.try_get::<i64>("", "id"))
-            .collect::<std::result::Result<_, _>>()?
-        } else {
-            c.execute_raw(Statement::from_sql_and_values(
-                backend,
-                sql,
-                [json_param(rows)],
-            ))
-            .await?;
-            open
-        };
+            .collect::<std::result::Result<_, _>>()?;
         for r in paired {
             if done.contains(&r.log_id) {
                 let (item, _) = by_run[&r.log_id];
@@ -280,85 +460,47 @@ pub(crate) async fn write(
             })
             .collect();
         let keys = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
-        let sql = update_sql(backend, &keys, &outcome_set(), "", "");
+        let sql = update_sql(&keys, &outcome_set(), "", "");
         c.execute_raw(Statement::from_sql_and_values(
-            backend,
+            DbBackend::Postgres,
             sql,
             [json_param(rows)],
         ))
         .await?;
     }
     let paired_ids: HashSet<i64> = outcomes.iter().map(|r| r.log_id).collect();
-    let lone: Vec<&(HandleResult, i64)> = results
+    let lone: Vec<Json> = results
         .iter()
         .filter(|(i, _)| !paired_ids.contains(&i.log_id))
+        .map(|(i, at)| {
+            let mut m = Map::new();
+            result_json(i, *at, &mut m);
+            Json::Object(m)
+        })
         .collect();
     if !lone.is_empty() {
-        let keys = ["id", "hc", "ht", "hm"];
-        let set = result_set(backend);
-        let runs: HashMap<i64, (i32, i16)> = if backend == DbBackend::Postgres {
-            let rows: Vec<Json> = lone
-                .iter()
-                .map(|(i, at)| {
-                    let mut m = Map::new();
-                    result_json(i, *at, &mut m);
-                    Json::Object(m)
-                })
-                .collect();
-            let sql = update_sql(
-                backend,
-                &keys,
-                &set,
-                "l.handle_code = 0",
-                "l.id, l.job_id, l.chain_depth",
-            );
-            let mut out = HashMap::new();
-            for r in c
-                .query_all_raw(Statement::from_sql_and_values(
-                    backend,
-                    sql,
-                    [json_param(rows)],
-                ))
-                .await?
-            {
-                out.insert(
-                    r.try_get::<i64>("", "id")?,
-                    (r.try_get("", "job_id")?, r.try_get("", "chain_depth")?),
-                );
-            }
-            out
-        } else {
-            let open =
-                unfinished(c, &lone.iter().map(|(i, _)| i.log_id).collect::<Vec<_>>()).await?;
-            let rows: Vec<Json> = lone
-                .iter()
-                .filter(|(i, _)| open.contains_key(&i.log_id))
-                .map(|(i, at)| {
-                    let mut m = Map::new();
-                    result_json(i, *at, &mut m);
-                    Json::Object(m)
-                })
-                .collect();
-            if !rows.is_empty() {
-                let sql = update_sql(backend, &keys, &set, "l.handle_code = 0", "");
-                c.execute_raw(Statement::from_sql_and_values(
-                    backend,
-                    sql,
-                    [json_param(rows)],
-                ))
-                .await?;
-            }
-            open
-        };
-        for (i, _) in lone {
-            if let Some(&(job_id, chain_depth)) = runs.get(&i.log_id) {
-                written.push(Written {
-                    id: i.log_id,
-                    job_id,
-                    chain_depth,
-                    code: i.code,
-                });
-            }
+        let sql = update_sql(
+            &["id", "hc", "ht", "hm"],
+            &result_set(),
+            "l.handle_code = 0",
+            "l.id, l.job_id, l.chain_depth",
+        );
+        for r in c
+            .query_all_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                [json_param(lone)],
+            ))
+            .await?
+        {
+            let id: i64 = r.try_get("", "id")?;
+            let (item, _) = by_run[&id];
+            written.push(Written {
+                id,
+                job_id: r.try_get("", "job_id")?,
+                chain_depth: r.try_get("", "chain_depth")?,
+                code: item.code,
+            });
         }
     }
     Ok(written)
@@ -425,7 +567,7 @@ mod tests {
     /// gets both in one statement, first result wins (a killed run keeps its result but gets
     /// its outcome), messages append after `<br>`, a success needs no alarm and an alarm state
     /// already set stays; the runs whose result was written come back with their job and
-    /// depth, a run nobody knows does not.
+    /// depth, a run nobody knows does not (and its outcome creates no row).
     #[tokio::test]
     async fn final_writes_keep_the_result_rules() {
         for db in crate::store::tests::every_backend().await {
@@ -450,6 +592,7 @@ mod tests {
                 record(ids[0], "t0"),
                 record(ids[1], "t1"),
                 record(ids[3], "t3"),
+                record(888_888, "a cleared run"),
             ];
             let results = vec![
                 result(ids[0], 200, Some("ok")),
@@ -499,6 +642,10 @@ mod tests {
             assert_eq!((r3.trigger_code, r3.handle_code), (200, 0), "{backend:?}");
             let r4 = row(4).await.unwrap();
             assert_eq!((r4.handle_code, r4.alarm_status), (200, 2), "{backend:?}");
+            assert!(
+                logs::get(&db, 888_888).await.is_err(),
+                "{backend:?}: an outcome of a run that is gone creates no row"
+            );
             // written again: nothing changes, nothing comes back
             let again = write(&db, &[], &results).await.unwrap();
             assert!(again.is_empty(), "{backend:?}");
