@@ -303,6 +303,8 @@ async fn run(
         cfg.executor.queue_capacity = 100_000;
         cfg.registry.beat_secs = 2;
         cfg.executor.log_path = dir.path().join(format!("exec{k}")).display().to_string();
+        // load generators: no log file per run (creating 10,000 files a second took a core)
+        cfg.executor.run_logs = false;
         execs.push(
             xjob::executor::StandaloneExecutor::start(
                 &cfg,

@@ -289,6 +289,10 @@ pub struct ExecutorConfig {
     pub scripts_enabled: bool,
     /// Where run logs (and script sources) are written.
     pub log_path: String,
+    /// Whether every run writes a log file (`<log_path>/<day>/<logId>.log`, read by the
+    /// console through `/log`). Off: no file per run — for jobs firing every second, which
+    /// otherwise create 86,400 files a day each — and `/log` says run logs are off.
+    pub run_logs: bool,
     /// Days of run logs kept; below 3 the cleanup is off (XXL-JOB's rule).
     pub log_retention_days: i64,
     /// Admin base URLs a standalone executor registers with and reports to: a list, or
@@ -353,6 +357,7 @@ impl Default for ExecutorConfig {
             queue_capacity: 1000,
             scripts_enabled: false,
             log_path: "data/joblogs".into(),
+            run_logs: true,
             log_retention_days: 30,
             admin_addresses: Vec::new(),
             ip: String::new(),

@@ -787,3 +787,96 @@ fn a_group_with_its_own_token_takes_only_that_token() {
         node.shutdown().await;
     });
 }
+
+/// With `executor.run_logs` off a run writes no log file (a job firing every second would
+/// otherwise leave 86,400 files a day) and `/log` says run logs are off; with it on (the
+/// default) the same run leaves its file.
+#[test]
+fn run_logs_can_be_turned_off() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        // no admin listens (127.0.0.2, as above): a finished run's result is spooled
+        let port = TcpListener::bind("127.0.0.2:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let admin = format!("http://127.0.0.2:{port}/xxl-job-admin");
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
+        for (run_logs, log_id) in [(false, 5151_i64), (true, 5152)] {
+            let mut cfg = executor_config(dir.path(), &admin);
+            cfg.executor.run_logs = run_logs;
+            let exec = StandaloneExecutor::start(
+                &cfg,
+                xjob::demo::handlers().unwrap(),
+                Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+            )
+            .await
+            .unwrap();
+            let now = chrono::Utc::now().timestamp_millis();
+            let run = TriggerParam {
+                job_id: 6,
+                executor_handler: Some("demoJobHandler".into()),
+                executor_params: Some("x".into()),
+                log_id,
+                log_date_time: now,
+                glue_type: Some("BEAN".into()),
+                broadcast_total: 1,
+                ..Default::default()
+            };
+            assert_eq!(client.run(&exec.address, run).await.code, 200);
+            let spool = dir.path().join("exec-logs/callbacklog");
+            let spooled = || {
+                std::fs::read_dir(&spool)
+                    .map(|d| {
+                        d.flatten()
+                            .filter(|e| {
+                                std::fs::read_to_string(e.path())
+                                    .is_ok_and(|t| t.contains(&log_id.to_string()))
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0)
+            };
+            eventually("result spooled", 15, || async { spooled() > 0 }).await;
+            let files = walk(&dir.path().join("exec-logs"), &format!("{log_id}.log"));
+            let read = client
+                .log(
+                    &exec.address,
+                    LogParam {
+                        log_date_tim: now,
+                        log_id,
+                        from_line_num: 1,
+                    },
+                )
+                .await;
+            let text = read.content.map(|c| c.log_content).unwrap_or_default();
+            if run_logs {
+                assert_eq!(files, 1, "the run's log file");
+                assert!(text.contains("xxl-job job execute start"), "{text}");
+            } else {
+                assert_eq!(files, 0, "no log file");
+                assert!(text.contains("run logs are off"), "{text}");
+            }
+            exec.stop().await;
+        }
+    });
+}
+
+/// Files named `name` under `root`.
+fn walk(root: &std::path::Path, name: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    dir.flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, name)
+            } else {
+                usize::from(p.file_name().is_some_and(|n| n == name))
+            }
+        })
+        .sum()
+}

@@ -50,6 +50,9 @@ pub struct RuntimeConfig {
     pub scripts_enabled: bool,
     /// Run-log root (also holds `gluesource/`).
     pub log_dir: Option<PathBuf>,
+    /// Whether each run writes its log file under `log_dir` (off: no file per run; `/log`
+    /// answers that run logs are off).
+    pub run_logs: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -59,6 +62,7 @@ impl Default for RuntimeConfig {
             idle_limit: 30,
             scripts_enabled: false,
             log_dir: None,
+            run_logs: true,
         }
     }
 }
@@ -244,7 +248,7 @@ impl ExecutorActor {
             let env = ThreadEnv {
                 callback: self.callback.clone(),
                 clock: self.clock.clone(),
-                log_dir: self.cfg.log_dir.clone(),
+                log_dir: self.cfg.log_dir.clone().filter(|_| self.cfg.run_logs),
             };
             let addr = JobThread::new(p.job_id, handler, env, queue.clone()).start();
             self.threads.insert(

@@ -16,7 +16,7 @@ use super::client::Answers;
 use super::log_reader::read_log_blocking;
 use super::{ExecutorClient, HandlerRegistry};
 use crate::clock::Clock;
-use crate::model::wire::{FAIL_CODE, LogParam, LogResult, ReturnT, TriggerParam};
+use crate::model::wire::{FAIL_CODE, LogParam, LogResult, ReturnT, SUCCESS_CODE, TriggerParam};
 
 /// Runs registered handlers (and, when enabled, scripts) in this process.
 #[derive(Clone)]
@@ -24,6 +24,7 @@ pub(crate) struct InProcessExecutor {
     addr: Addr<ExecutorActor>,
     clock: Clock,
     log_dir: Option<PathBuf>,
+    run_logs: bool,
     reporter: super::actor::Reporter,
 }
 
@@ -44,6 +45,7 @@ impl InProcessExecutor {
         cfg: RuntimeConfig,
     ) -> Self {
         let log_dir = cfg.log_dir.clone();
+        let run_logs = cfg.run_logs;
         let actor = ExecutorActor::new(handlers, callback, clock.clone(), cfg);
         let reporter = actor.reporter();
         let addr = actor.start();
@@ -51,6 +53,7 @@ impl InProcessExecutor {
             addr,
             clock,
             log_dir,
+            run_logs,
             reporter,
         }
     }
@@ -67,6 +70,20 @@ impl InProcessExecutor {
 
     /// Reads a run log from `fromLineNum` (spec §3.5, 2.4 semantics), off the async threads.
     pub(crate) fn read_log(&self, p: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        if !self.run_logs {
+            let off = ReturnT {
+                code: SUCCESS_CODE,
+                msg: None,
+                content: Some(LogResult {
+                    from_line_num: p.from_line_num,
+                    to_line_num: 0,
+                    log_content: "run logs are off on this executor (executor.run_logs = false)"
+                        .into(),
+                    is_end: true,
+                }),
+            };
+            return futures::future::ready(off).boxed();
+        }
         read_log_blocking(self.log_dir.clone(), self.clock.clone(), p).boxed()
     }
 }

@@ -120,6 +120,7 @@ impl StandaloneExecutor {
                 queue_capacity: cfg.executor.queue_capacity.max(1),
                 scripts_enabled: cfg.executor.scripts_enabled,
                 log_dir: Some(log_dir.clone()),
+                run_logs: cfg.executor.run_logs,
                 ..RuntimeConfig::default()
             },
         );
