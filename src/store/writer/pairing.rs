@@ -274,6 +274,7 @@ impl Pairing {
         mut batch: Batch,
         ok: bool,
         now: Instant,
+        held_count: &AtomicUsize,
         exec: &mut dyn FnMut(Exec),
     ) {
         if !ok {
@@ -285,6 +286,9 @@ impl Pairing {
         for id in std::mem::take(&mut batch.answered_alone) {
             self.answered.insert(id, (), results_due);
         }
+        // counted before anyone queued behind this batch hears back: a caller that saw its
+        // outcome handled then asks for `visible` must find it counted
+        held_count.store(self.len(), Ordering::Release);
         for f in std::mem::take(&mut batch.execs) {
             exec(f);
         }

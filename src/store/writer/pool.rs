@@ -229,8 +229,7 @@ pub(super) async fn run(
         if !finished.is_empty() {
             sink(RunsFinished(finished));
         }
-        held.finish(b, !written.lost_any, now, &mut |_| {});
-        held_count.store(held.len(), Ordering::Release);
+        held.finish(b, !written.lost_any, now, &held_count, &mut |_| {});
         if let Some(at) = held.deadline() {
             timer.wake_at(at);
         }

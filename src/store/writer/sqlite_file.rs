@@ -124,7 +124,7 @@ pub(super) fn run(
         // (dropped while unwinding), its waiters hear of the failure (their results are
         // re-sent by executors), and the writer goes on with the next batch
         let run = std::panic::AssertUnwindSafe(|| {
-            batch(&mut conn, ops, &mut held, flush, &activity, &sink)
+            batch(&mut conn, ops, &mut held, flush, &activity, &sink, &held_count)
         });
         if std::panic::catch_unwind(run).is_err() {
             tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on");
@@ -144,6 +144,7 @@ fn batch(
     flush: bool,
     activity: &Activity,
     sink: &FinishedSink,
+    held_count: &AtomicUsize,
 ) {
     let now = Instant::now();
     let b = held.prepare(ops, now, flush, activity);
@@ -169,7 +170,7 @@ fn batch(
     if let Some(f) = outcome.filter(|f| !f.is_empty()) {
         sink(RunsFinished(f));
     }
-    held.finish(b, ok, now, &mut |f| f(conn));
+    held.finish(b, ok, now, held_count, &mut |f| f(conn));
 }
 
 fn bind_outcome(s: &mut rusqlite::CachedStatement<'_>, r: &TriggerRecord) -> rusqlite::Result<()> {
