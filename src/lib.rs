@@ -3,9 +3,10 @@
 //! A distributed job scheduling center and executor runtime, wire-compatible with XXL-JOB 2.4,
 //! built as an actix actor engine.
 //!
-//! A scan pre-reads due jobs under the schedule lock and records each fire durably (a pending
-//! log row, unique per job and nominal time) in the same transaction that advances the job's
-//! next time; a one-second ring holds the fires (each with the job the scan read) until their
+//! A scan pre-reads the due jobs of the buckets this node schedules (every one on SQLite; those
+//! it holds leases on when nodes share a database; no global lock) and records each fire
+//! durably (a pending log row, unique per job and nominal time) in the same transaction that
+//! advances the job's next time; a one-second ring holds the fires (each with the job the scan read) until their
 //! second; the trigger pool claims each fire on a shared database (exactly one node wins it; a
 //! SQLite file serves one node and needs no claim), routes it and calls the executor; trigger
 //! outcomes and results go to one run-row writer (on SQLite a dedicated thread with its own
@@ -100,15 +101,18 @@
 //! - `bounded`: texts cut (and marked) to the bounds of where they are kept.
 //! - `clock`: the one source of "now" ([`Clock`]).
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
-//! - `store`: every SQL statement, and the hot path's run-row writer (`store::writer`: the
-//!   queue and its two backends, `sqlite_file` and `pool`, over the outcome/result pairing of
-//!   `pairing`; the pooled final writes in `store::run_rows`; bucket leases in `store::leases`).
+//! - `store`: every SQL statement, and the hot path's two stores, each one interface over a
+//!   SQLite file's dedicated connection and the pool: the run-row writer (`store::writer`: the
+//!   queue and its backends `sqlite_file` and `pool`, over the outcome/result pairing of
+//!   `pairing`; the pooled final writes in `store::run_rows`) and the scan's store
+//!   (`store::scan`: a pass's plan in `plan`, its transaction in `file` and `pool`); bucket
+//!   leases in `store::leases`.
 //! - `directory`: jobs and groups as dispatch sees them (in memory, refreshed by the scan).
 //! - `router`: the routing strategies.
 //! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
-//! - `actors`: scan, ring, trigger pool, completion, registry, fail monitor, log report, lease
+//! - `actors`: scan (timing and back-pressure; passes are the scan store's), ring, trigger pool, completion, registry, fail monitor, log report, lease
 //!   keeper (shared databases).
 //! - `lost_runs`: the sweep of the node's own executor's runs that ended without a result.
 //! - `trigger_msg`: the bounded HTML summary of a trigger.

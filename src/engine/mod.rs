@@ -46,7 +46,8 @@ use crate::jobs::JobSpec;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
 use crate::model::wire::SUCCESS_CODE;
-use crate::ownership::Ownership;
+use crate::store::scan::ScanStore;
+
 use crate::schedule::Schedule;
 use crate::store::writer::{LogWriter, Target};
 use crate::store::{self, groups, jobs, logs};
@@ -108,6 +109,8 @@ pub struct Engine {
     metrics: Metrics,
     directory: Directory,
     writer: LogWriter,
+    /// Where scan passes and job starts run.
+    scan_store: ScanStore,
     /// The lease keeper on a shared database.
     leases: Option<Addr<LeaseActor>>,
 }
@@ -174,13 +177,6 @@ impl EngineBuilder {
             .await?
             .separate_cpus(cfg.database.separate_writer_cpu);
         let single_node = target.single_node();
-        // a SQLite database (file or memory) serves one node, which schedules every bucket; on
-        // a shared database a node schedules the buckets it holds leases on
-        let ownership = if db.get_database_backend() == sea_orm::DbBackend::Sqlite {
-            Ownership::all()
-        } else {
-            Ownership::leased()
-        };
         let node_id = format!("{}-{}", hostname(), crate::token::random_hex(6));
 
         let activity = Activity::default();
@@ -196,6 +192,10 @@ impl EngineBuilder {
             let me = complete.clone();
             LogWriter::start(target, activity.clone(), Box::new(move |f| me.do_send(f))).await?
         };
+        // where scan passes run; it knows which buckets this node schedules (every one on
+        // SQLite; on a shared database those it holds leases on)
+        let scan_store = ScanStore::new(db.clone(), &writer);
+        let ownership = scan_store.ownership();
         let app = cfg.executor.app_name.trim().to_string();
         let local_address = (!app.is_empty()).then(|| {
             let a = cfg.executor.address.trim();
@@ -344,7 +344,7 @@ impl EngineBuilder {
         ));
 
         let scan = supervised(ScanActor::new(
-            db.clone(),
+            scan_store.clone(),
             clock.clone(),
             cfg.scheduler.clone(),
             cfg.pre_read_count(),
@@ -357,7 +357,6 @@ impl EngineBuilder {
             Recovery::FirstPass {
                 before: now - cfg.scheduler.recover_after_ms,
             },
-            single_node.then(|| writer.clone()),
             backlog,
             ownership.clone(),
             node_id.clone(),
@@ -401,6 +400,7 @@ impl EngineBuilder {
             metrics,
             directory,
             writer,
+            scan_store,
             leases,
         })
     }
@@ -530,34 +530,13 @@ impl Engine {
         job_id: i32,
         check: impl FnOnce(&entity::xxl_job_info::Model) -> Result<()> + Send + Sync + 'static,
     ) -> Result<entity::xxl_job_info::Model> {
-        if !self.single_node() {
-            let job = jobs::get(&self.db, job_id).await?;
-            check(&job)?;
-            return self.start_loaded(&job).await;
-        }
         let (tz, now) = (self.config.time_zone(), self.clock.now_ms());
-        self.writer
-            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
-                use crate::store::sqlite_sync as sync;
-                let (job, _) =
-                    sync::job_by_id(conn, job_id)?.ok_or(Error::JobNotFound { job_id })?;
-                check(&job)?;
-                let next = first_fire(&job, tz, now)?;
-                sync::set_running(conn, job_id, next)?;
-                Ok(sync::job_by_id(conn, job_id)?
-                    .ok_or(Error::JobNotFound { job_id })?
-                    .0)
+        self.scan_store
+            .start_job(job_id, move |job| {
+                check(job)?;
+                first_fire(job, tz, now)
             })
-            .await?
-    }
-
-    /// [`Engine::start_job`] for a job the caller has just read; answers it as stored.
-    pub(crate) async fn start_loaded(
-        &self,
-        job: &entity::xxl_job_info::Model,
-    ) -> Result<entity::xxl_job_info::Model> {
-        let next = first_fire(job, self.config.time_zone(), self.clock.now_ms())?;
-        jobs::set_running(&self.db, job.id, next).await
+            .await
     }
 
     /// Stops a job.

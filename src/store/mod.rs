@@ -14,6 +14,7 @@ pub(crate) mod logs;
 pub(crate) mod registry;
 pub(crate) mod reports;
 pub(crate) mod run_rows;
+pub(crate) mod scan;
 pub(crate) mod sqlite_sync;
 pub(crate) mod users;
 pub(crate) mod writer;

@@ -385,9 +385,10 @@ impl LogWriter {
         self.results_acked(items, at_ms).await?.wait().await
     }
 
-    /// Runs `f` on the SQLite writer's connection, between batches (single-node SQLite only;
-    /// elsewhere it fails with [`Error::Stopped`]).
-    pub async fn exec<R: Send + 'static>(
+    /// Runs `f` on the SQLite writer's connection, between batches: the scan store's passes
+    /// and job starts on a SQLite file this node holds (elsewhere it fails with
+    /// [`Error::Stopped`]).
+    pub(crate) async fn exec<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
     ) -> Result<R> {

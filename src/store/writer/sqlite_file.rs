@@ -124,7 +124,15 @@ pub(super) fn run(
         // (dropped while unwinding), its waiters hear of the failure (their results are
         // re-sent by executors), and the writer goes on with the next batch
         let run = std::panic::AssertUnwindSafe(|| {
-            batch(&mut conn, ops, &mut held, flush, &activity, &sink, &held_count)
+            batch(
+                &mut conn,
+                ops,
+                &mut held,
+                flush,
+                &activity,
+                &sink,
+                &held_count,
+            )
         });
         if std::panic::catch_unwind(run).is_err() {
             tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on");

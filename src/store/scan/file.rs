@@ -1,0 +1,238 @@
+//! A scan pass on a SQLite file: on the run-row writer's own connection, between its batches,
+//! page by page (each page one `IMMEDIATE` transaction of at most [`PAGE`] jobs), with cached
+//! single-row statements ([`crate::store::sqlite_sync`]). The node is the file's only one
+//! (it holds the file's lock), so a job's definition is read again only when its version
+//! changed or this node's console edited it. Each page's fires go to the ring as soon as the
+//! page commits.
+
+use chrono_tz::Tz;
+
+use super::plan::{ScanCache, cached_schedule, due_horizon, plan_due};
+use super::{PassContext, PassOutput, ScanReport};
+use crate::config::SchedulerConfig;
+use crate::directory::Directory;
+use crate::error::Result;
+use crate::jobs::JobDef;
+use crate::store::logs::Fire;
+use crate::store::writer::LogWriter;
+use std::collections::HashSet;
+
+/// Jobs per page of a single-node pass: each page is one transaction on the writer's
+/// connection, and the run-row writes queued meanwhile go between pages (a pass over many jobs
+/// never holds the writer long enough to fill its queue and stall dispatch).
+const PAGE: u64 = 2_000;
+
+/// One page of a single-node pass: jobs due with an id above `after_id`, at most `limit`.
+/// The first page (`after_id` 0) also reads the groups and fails orphaned claims.
+struct Page {
+    fires: Vec<Fire>,
+    report: ScanReport,
+    groups: Option<Vec<entity::xxl_job_group::Model>>,
+    /// The last job id of a full page (there may be more), `None` when the pass is done.
+    next_after: Option<i32>,
+}
+
+/// One page in one transaction: fails orphaned claims and reads the groups on the first page,
+/// reads the due jobs after `after_id`, plans and records their fires, advances their schedules.
+#[allow(clippy::too_many_arguments)]
+fn page(
+    conn: &mut rusqlite::Connection,
+    now: i64,
+    cfg: &SchedulerConfig,
+    after_id: i32,
+    limit: u64,
+    cache: &mut ScanCache,
+    directory: &Directory,
+    tz: Tz,
+) -> Result<Page> {
+    use crate::store::sqlite_sync as sync;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut report = ScanReport::default();
+    let groups = if after_id == 0 {
+        let orphans = sync::fail_orphaned_claims(&tx, now - cfg.claim_timeout_ms, now)?;
+        if orphans > 0 {
+            tracing::warn!(
+                orphans,
+                "fires claimed by a node that stopped mid-dispatch recorded as failed"
+            );
+        }
+        Some(sync::groups(&tx)?)
+    } else {
+        None
+    };
+    // the schedule state of the due jobs; a job's whole definition is read again only when
+    // its version changed or this node's console edited it since
+    let rows = sync::due_rows(&tx, now + due_horizon(cfg), after_id, limit)?;
+    report.jobs = rows.len();
+    let next_after = (rows.len() as u64 == limit && limit > 0)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    if cache.jobs.len() > 1_000_000 {
+        cache.jobs.clear();
+        cache.versions.clear();
+    }
+    let mut due = Vec::with_capacity(rows.len());
+    for r in rows {
+        let known = cache
+            .versions
+            .get(&r.id)
+            .is_some_and(|(v, read)| *v == r.version && !directory.edited_since(r.id, *read));
+        let job = match cache.jobs.get(&r.id).filter(|_| known) {
+            Some(j) => j.clone(),
+            None => {
+                let Some((job, version)) = sync::job_by_id(&tx, r.id)? else {
+                    continue;
+                };
+                let job = std::sync::Arc::new(JobDef::new(job));
+                cache.jobs.insert(r.id, job.clone());
+                cache.versions.insert(r.id, (version, now));
+                job
+            }
+        };
+        due.push((job, r.last, r.next));
+    }
+    let (pending, updates) = plan_due(
+        due.iter().map(|(j, last, next)| (&**j, *last, *next)),
+        now,
+        cfg,
+        &HashSet::new(),
+        &|_| None,
+        &mut |job| cached_schedule(&mut cache.schedules, job, tz),
+        &mut report,
+    );
+    let jobs = &cache.jobs;
+    let fires = sync::insert_pending(&tx, &pending, |id| jobs.get(&id).cloned(), now)?;
+    sync::update_schedules(&tx, &updates)?;
+    tx.commit()?;
+    report.fires = fires.len();
+    Ok(Page {
+        fires,
+        report,
+        groups,
+        next_after,
+    })
+}
+
+/// One pass of at most `limit` jobs, page by page on `writer`'s connection; each page's fires
+/// go to the context's sink as soon as it commits.
+pub(super) async fn pass(
+    writer: LogWriter,
+    cx: PassContext,
+    limit: u64,
+    mut cache: ScanCache,
+) -> PassOutput {
+    let now = cx.clock.now_ms();
+    let mut total = ScanReport::default();
+    let (mut after, mut left) = (0, limit);
+    loop {
+        let (dir, cfg, tz) = (cx.directory.clone(), cx.cfg.clone(), cx.tz);
+        let n = left.min(PAGE);
+        let out = writer
+            .exec(move |conn| {
+                let r = page(conn, now, &cfg, after, n, &mut cache, &dir, tz);
+                (r, cache)
+            })
+            .await;
+        let page = match out {
+            Ok((Ok(page), c)) => {
+                cache = c;
+                page
+            }
+            Ok((Err(e), c)) => return (Err(e), c),
+            Err(e) => return (Err(e), ScanCache::default()),
+        };
+        if let Some(groups) = page.groups {
+            cx.directory.set_groups(groups);
+        }
+        total.add(&page.report);
+        if !page.fires.is_empty() {
+            (cx.sink)(page.fires);
+        }
+        left -= page.report.jobs as u64;
+        match page.next_after {
+            Some(id) if left > 0 => after = id,
+            _ => break,
+        }
+    }
+    (Ok(total), cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A single-node pass goes page by page: each page a transaction of at most `limit` jobs,
+    /// answering where the next one starts; together the pages record every due job's fires
+    /// once, and a second pass over the same window records none again.
+    #[tokio::test]
+    async fn a_single_node_pass_goes_page_by_page_and_records_each_fire_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let db = crate::store::connect(&crate::config::DatabaseConfig {
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            max_connections: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let t0 = 1_800_000_000_000;
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        for i in 0..5 {
+            let spec = crate::JobSpec::cron(g, &format!("j{i}"), "* * * * * ?", "h")
+                .validate(chrono_tz::UTC, now)
+                .unwrap();
+            let id = crate::store::jobs::insert(&db, spec).await.unwrap();
+            crate::store::jobs::set_running(&db, id, t0 + 1_000)
+                .await
+                .unwrap();
+        }
+        db.close().await.unwrap();
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let cfg = SchedulerConfig::default();
+        let (mut cache, directory) = (ScanCache::default(), Directory::default());
+        let mut pass = |conn: &mut rusqlite::Connection| {
+            let (mut after, mut pages, mut fires) = (0, Vec::new(), Vec::new());
+            loop {
+                let p = page(
+                    conn,
+                    t0,
+                    &cfg,
+                    after,
+                    2,
+                    &mut cache,
+                    &directory,
+                    chrono_tz::UTC,
+                )
+                .unwrap();
+                pages.push((p.report.jobs, p.groups.map(|g| g.len())));
+                fires.extend(p.fires.iter().map(|f| (f.job_id, f.fire_time)));
+                match p.next_after {
+                    Some(id) => after = id,
+                    None => break,
+                }
+            }
+            (pages, fires)
+        };
+        let (pages, fires) = pass(&mut conn);
+        assert_eq!(
+            pages,
+            vec![(2, Some(1)), (2, None), (1, None)],
+            "jobs per page; the first page also reads the groups"
+        );
+        let mut unique = fires.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), fires.len(), "no fire twice");
+        assert_eq!(
+            fires.len(),
+            5 * 5,
+            "five jobs, a fire per second of the 5 s window"
+        );
+        let (_, again) = pass(&mut conn);
+        assert!(again.is_empty(), "{again:?}");
+    }
+}

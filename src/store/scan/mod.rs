@@ -1,0 +1,179 @@
+//! The scan's store: one interface in front of the two places a scan pass runs, so the scan
+//! actor and the engine never ask which backend they are on.
+//!
+//! A pass reads the due jobs of the buckets this node schedules, records their fires as pending
+//! run rows, advances the jobs' schedules and, on a shared database, fences on its leases (spec
+//! §8.2, DESIGN §4b). [`ScanStore::pass`] runs one:
+//!
+//! - on a SQLite file ([`file`]): on the run-row writer's own connection, between its batches,
+//!   page by page with cached single-row statements (the first pass, which recovers what an
+//!   earlier run left, goes through the pool);
+//! - anywhere else ([`pool`]): one transaction through the pool, taking over the fires of
+//!   buckets just taken, fenced on the node's leases.
+//!
+//! Either way the fires reach the ring ([`PassContext::sink`]) only once committed, and what a
+//! pass plans is the same ([`plan`]). [`ScanStore::start_job`] writes a job's first fire on
+//! the connection the passes use.
+
+mod file;
+mod plan;
+mod pool;
+
+use std::sync::Arc;
+
+use chrono_tz::Tz;
+use futures::future::LocalBoxFuture;
+use sea_orm::{DatabaseConnection, DbBackend};
+
+pub(crate) use plan::ScanCache;
+
+use crate::clock::Clock;
+use crate::config::SchedulerConfig;
+use crate::directory::Directory;
+use crate::error::{Error, Result};
+use crate::ownership::Ownership;
+use crate::store::jobs;
+use crate::store::logs::Fire;
+use crate::store::writer::LogWriter;
+
+/// Most stale pending fires one pass recovers.
+pub(crate) const RECOVER_BATCH: u64 = 10_000;
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Jobs read.
+    pub jobs: usize,
+    /// Fires recorded and pushed to the ring.
+    pub fires: usize,
+    /// Fires skipped by the misfire policy.
+    pub misfired: usize,
+    /// Pending fires recovered from the database.
+    pub recovered: usize,
+    /// Jobs stopped because their next time could not be computed.
+    pub stopped: usize,
+}
+
+impl ScanReport {
+    pub(super) fn add(&mut self, o: &ScanReport) {
+        self.jobs += o.jobs;
+        self.fires += o.fires;
+        self.misfired += o.misfired;
+        self.recovered += o.recovered;
+        self.stopped += o.stopped;
+    }
+}
+
+/// Which stale pending fires a pass recovers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// A single-node database: every pending fire recorded after start-up is this node's and is
+    /// in its ring or lanes, so only the first pass recovers, and only what an earlier run left
+    /// before `before` (fires after it were adopted into the ring at start-up).
+    FirstPass {
+        /// Nominal times at or before this (epoch ms) are recovered.
+        before: i64,
+    },
+    /// Nothing left to recover.
+    Done,
+}
+
+/// Where a pass's fires go once committed (the ring).
+pub(crate) type FireSink = Arc<dyn Fn(Vec<Fire>) + Send + Sync>;
+
+/// What every pass of a scan shares.
+#[derive(Clone)]
+pub(crate) struct PassContext {
+    pub(crate) clock: Clock,
+    pub(crate) cfg: SchedulerConfig,
+    /// The default time zone of schedules.
+    pub(crate) tz: Tz,
+    /// Refreshed with the groups every pass.
+    pub(crate) directory: Directory,
+    /// The buckets this node schedules.
+    pub(crate) ownership: Ownership,
+    /// This node's id in the lease table.
+    pub(crate) node: String,
+    pub(crate) sink: FireSink,
+}
+
+/// What a pass answers: its report, and the cache it borrowed.
+pub(crate) type PassOutput = (Result<ScanReport>, ScanCache);
+
+/// The scan's store (see the module docs).
+#[derive(Clone)]
+pub(crate) struct ScanStore {
+    db: DatabaseConnection,
+    /// The writer of a SQLite file this node holds, whose connection runs the passes.
+    file: Option<LogWriter>,
+}
+
+impl ScanStore {
+    /// The store over `db`, whose run rows `writer` writes.
+    pub(crate) fn new(db: DatabaseConnection, writer: &LogWriter) -> Self {
+        ScanStore {
+            file: writer.single_node().then(|| writer.clone()),
+            db,
+        }
+    }
+
+    /// The buckets a node on this store schedules: on SQLite (a file or memory, one node)
+    /// every one; on a shared database those it holds leases on.
+    pub(crate) fn ownership(&self) -> Ownership {
+        if self.db.get_database_backend() == DbBackend::Sqlite {
+            Ownership::all()
+        } else {
+            Ownership::leased()
+        }
+    }
+
+    /// One pass reading at most `limit` jobs, making `recovery`, with the cache of the
+    /// previous pass; answers its report and the cache.
+    pub(crate) fn pass(
+        &self,
+        cx: &PassContext,
+        limit: u64,
+        recovery: Recovery,
+        cache: ScanCache,
+    ) -> LocalBoxFuture<'static, PassOutput> {
+        match (&self.file, recovery) {
+            (Some(writer), Recovery::Done) => {
+                Box::pin(file::pass(writer.clone(), cx.clone(), limit, cache))
+            }
+            _ => Box::pin(pool::pass(
+                self.db.clone(),
+                cx.clone(),
+                limit,
+                recovery,
+                cache,
+            )),
+        }
+    }
+
+    /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
+    /// it unchanged); answers the job as stored. On a SQLite file the read and the write are
+    /// one round trip to the writer's connection.
+    pub(crate) async fn start_job(
+        &self,
+        job_id: i32,
+        first: impl FnOnce(&entity::xxl_job_info::Model) -> Result<i64> + Send + Sync + 'static,
+    ) -> Result<entity::xxl_job_info::Model> {
+        let Some(writer) = &self.file else {
+            let job = jobs::get(&self.db, job_id).await?;
+            let next = first(&job)?;
+            return jobs::set_running(&self.db, job_id, next).await;
+        };
+        writer
+            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
+                use crate::store::sqlite_sync as sync;
+                let (job, _) =
+                    sync::job_by_id(conn, job_id)?.ok_or(Error::JobNotFound { job_id })?;
+                let next = first(&job)?;
+                sync::set_running(conn, job_id, next)?;
+                Ok(sync::job_by_id(conn, job_id)?
+                    .ok_or(Error::JobNotFound { job_id })?
+                    .0)
+            })
+            .await?
+    }
+}

@@ -1,0 +1,318 @@
+//! A scan pass through the pool (PostgreSQL, MySQL/MariaDB, and a SQLite database's first
+//! pass): one transaction over the buckets this node schedules, in named steps: refresh the
+//! groups; take over the fires of buckets just taken ([`take_over`]) or, on one node, recover
+//! what an earlier run left ([`recover_stale`]); fail orphaned claims; record the due fires
+//! ([`record_due`]); on a shared database check that every lease of the pass is still this
+//! node's at its epoch ([`leases::fence`]); commit. No global lock: nodes scan their own
+//! buckets at the same time. The fires go to the sink only once committed.
+
+use std::collections::{HashMap, HashSet};
+
+use sea_orm::{DatabaseConnection, TransactionTrait};
+
+use super::plan::{JobArcs, ScanCache, cached_schedule, due_horizon, plan_due, shared_job};
+use super::{PassContext, PassOutput, RECOVER_BATCH, Recovery, ScanReport};
+use crate::config::SchedulerConfig;
+use crate::error::Result;
+use crate::jobs::JobDef;
+use crate::model::{MisfireStrategy, TriggerType};
+use crate::ownership::ScanSet;
+use crate::schedule::Schedule;
+use crate::store::jobs;
+use crate::store::leases::{self, Lease};
+use crate::store::logs::{self, Fire};
+
+/// One pass of at most `limit` jobs through `db`; on success the buckets taken over are
+/// marked as such and the fires go to the context's sink.
+pub(super) async fn pass(
+    db: DatabaseConnection,
+    cx: PassContext,
+    limit: u64,
+    recovery: Recovery,
+    mut cache: ScanCache,
+) -> PassOutput {
+    let set = cx
+        .ownership
+        .scan_set(std::time::Instant::now(), cx.clock.now_ms());
+    let tz = cx.tz;
+    let res = transaction(db, &cx, limit, recovery, &set, &mut cache.jobs, |job| {
+        cached_schedule(&mut cache.schedules, job, tz)
+    })
+    .await;
+    let res = res.map(|(fires, report)| {
+        cx.ownership.took_over(&set.takeovers);
+        if !fires.is_empty() {
+            (cx.sink)(fires);
+        }
+        report
+    });
+    (res, cache)
+}
+
+/// The pass's transaction. Answers the fires to push (taken-over ones first) and a report.
+async fn transaction(
+    db: DatabaseConnection,
+    cx: &PassContext,
+    pre_read_count: u64,
+    recovery: Recovery,
+    set: &ScanSet,
+    jobs: &mut JobArcs,
+    mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+) -> Result<(Vec<Fire>, ScanReport)> {
+    let (cfg, node) = (&cx.cfg, cx.node.as_str());
+    let txn = db.begin().await?;
+    let now = cx.clock.now_ms();
+    let mut report = ScanReport::default();
+    cx.directory
+        .set_groups(crate::store::groups::all(&txn).await?);
+    if set.is_empty() && set.takeovers.is_empty() {
+        txn.commit().await?;
+        return Ok((Vec::new(), report));
+    }
+    let (mut to_ring, compensated) = if set.all {
+        recover_stale(&txn, now, cfg, recovery, &mut report).await?
+    } else {
+        take_over(&txn, now, cfg, &set.takeovers, &mut report).await?
+    };
+    fail_orphaned_claims(&txn, now, cfg).await?;
+    let recorded = record_due(
+        &txn,
+        now,
+        cfg,
+        pre_read_count,
+        &compensated,
+        set,
+        jobs,
+        &mut schedule_of,
+        &mut report,
+    )
+    .await?;
+    to_ring.extend(recorded);
+    if !set.all {
+        let mut all: Vec<Lease> = set.leases.clone();
+        all.extend(set.takeovers.iter().map(|(l, _)| *l));
+        all.sort();
+        all.dedup();
+        if !leases::fence(&txn, node, &all).await? {
+            // rolled back (the transaction is dropped): nothing of this pass is recorded
+            return Err(crate::Error::LeaseLost);
+        }
+    }
+    txn.commit().await?;
+    report.fires = to_ring.len();
+    Ok((to_ring, report))
+}
+
+/// Takes over the fires the previous holders of buckets just taken recorded: those at or
+/// before a bucket's dispatch mark may have been sent, so they are handed over (never sent
+/// again; recorded as failed unless their outcome arrives); the later ones were never sent
+/// and go to the ring under the new lease, or get their job's misfire policy when later
+/// than the threshold. Answers the fires and the jobs whose FIRE_ONCE_NOW compensation this
+/// made.
+async fn take_over(
+    txn: &sea_orm::DatabaseTransaction,
+    now: i64,
+    cfg: &SchedulerConfig,
+    takeovers: &[(Lease, i64)],
+    report: &mut ScanReport,
+) -> Result<(Vec<Fire>, HashSet<i32>)> {
+    if takeovers.is_empty() {
+        return Ok((Vec::new(), HashSet::new()));
+    }
+    let marks: HashMap<i32, (i64, i64)> = takeovers
+        .iter()
+        .map(|(l, through)| (l.bucket, (l.epoch, *through)))
+        .collect();
+    let buckets: Vec<i32> = marks.keys().copied().collect();
+    let pending = logs::pending_in_buckets(txn, &buckets).await?;
+    let mut handed = Vec::new();
+    let mut fresh = Vec::new();
+    for mut f in pending {
+        let Some(&(epoch, through)) = marks.get(&crate::store::leases::bucket_of(f.job_id)) else {
+            continue;
+        };
+        if f.fire_time <= through {
+            handed.push(f.log_id);
+        } else {
+            f.epoch = epoch;
+            fresh.push(f);
+        }
+    }
+    if !handed.is_empty() {
+        let n = logs::hand_over(txn, &handed).await?;
+        tracing::warn!(
+            fires = n,
+            "fires a previous holder may have sent are not sent again; recorded as failed unless their outcome arrives"
+        );
+    }
+    let (late, on_time): (Vec<Fire>, Vec<Fire>) = fresh
+        .into_iter()
+        .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
+    report.recovered += on_time.len();
+    let mut to_ring = on_time;
+    let mut compensated = HashSet::new();
+    if !late.is_empty() {
+        let (fire, skip) = misfire_recovered(txn, late).await?;
+        compensated.extend(fire.iter().map(|f| f.job_id));
+        report.recovered += fire.len();
+        report.misfired += skip.len();
+        logs::delete_pending(txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>()).await?;
+        to_ring.extend(fire);
+    }
+    if !to_ring.is_empty() {
+        tracing::info!(
+            fires = to_ring.len(),
+            buckets = buckets.len(),
+            "fires of buckets taken over go out from this node"
+        );
+    }
+    Ok((to_ring, compensated))
+}
+
+/// Pending fires whose node should have dispatched them by now (per `recovery`): those
+/// within the misfire threshold go to the ring again, later ones get their job's misfire
+/// policy. Answers the fires and the jobs whose FIRE_ONCE_NOW compensation this made.
+async fn recover_stale(
+    txn: &sea_orm::DatabaseTransaction,
+    now: i64,
+    cfg: &SchedulerConfig,
+    recovery: Recovery,
+    report: &mut ScanReport,
+) -> Result<(Vec<Fire>, HashSet<i32>)> {
+    let mut to_ring = Vec::new();
+    let mut compensated = HashSet::new();
+    let recover_before = match recovery {
+        Recovery::FirstPass { before } => Some(before.min(now - cfg.recover_after_ms)),
+        Recovery::Done => None,
+    };
+    let stale = match recover_before {
+        Some(before) => logs::stale_pending(txn, before, RECOVER_BATCH).await?,
+        None => Vec::new(),
+    };
+    if stale.is_empty() {
+        return Ok((to_ring, compensated));
+    }
+    let (late, on_time): (Vec<Fire>, Vec<Fire>) = stale
+        .into_iter()
+        .partition(|f| now > f.fire_time + cfg.misfire_threshold_ms);
+    report.recovered += on_time.len();
+    to_ring.extend(on_time);
+    if !late.is_empty() {
+        let (fire, skip) = misfire_recovered(txn, late).await?;
+        compensated.extend(fire.iter().map(|f| f.job_id));
+        report.recovered += fire.len();
+        report.misfired += skip.len();
+        for f in &skip {
+            tracing::warn!(
+                job_id = f.job_id,
+                fire_time = f.fire_time,
+                "recovered fire is past the misfire threshold; skipped"
+            );
+        }
+        logs::delete_pending(txn, &skip.iter().map(|f| f.log_id).collect::<Vec<_>>()).await?;
+        to_ring.extend(fire);
+    }
+    Ok((to_ring, compensated))
+}
+
+/// Fires claimed by a node that died before recording them: failed, not lost.
+async fn fail_orphaned_claims(
+    txn: &sea_orm::DatabaseTransaction,
+    now: i64,
+    cfg: &SchedulerConfig,
+) -> Result<()> {
+    let orphans = logs::fail_orphaned_claims(txn, now - cfg.claim_timeout_ms, now).await?;
+    if orphans > 0 {
+        tracing::warn!(
+            orphans,
+            "fires claimed by a node that stopped mid-dispatch recorded as failed"
+        );
+    }
+    Ok(())
+}
+
+/// Jobs due within the window: plans their fires ([`plan_due`]), records them as pending
+/// rows and advances each job's schedule. Answers the recorded fires, each carrying its
+/// job as read now (shared), so dispatch reads nothing.
+#[allow(clippy::too_many_arguments)]
+async fn record_due(
+    txn: &sea_orm::DatabaseTransaction,
+    now: i64,
+    cfg: &SchedulerConfig,
+    pre_read_count: u64,
+    compensated: &HashSet<i32>,
+    set: &ScanSet,
+    jobs: &mut JobArcs,
+    schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    report: &mut ScanReport,
+) -> Result<Vec<Fire>> {
+    if set.is_empty() {
+        return Ok(Vec::new());
+    }
+    // each job with its schedule state as read now; its definition shared with the fires
+    // of earlier passes while it is unchanged
+    let due: Vec<(std::sync::Arc<JobDef>, i64, i64)> =
+        jobs::due(txn, now + due_horizon(cfg), pre_read_count, &set.buckets())
+            .await?
+            .into_iter()
+            .map(|j| {
+                let (last, next) = (j.trigger_last_time, j.trigger_next_time);
+                (shared_job(jobs, j), last, next)
+            })
+            .collect();
+    report.jobs = due.len();
+    let (pending, updates) = plan_due(
+        due.iter().map(|(j, last, next)| (&**j, *last, *next)),
+        now,
+        cfg,
+        compensated,
+        &|job_id| set.cap_of(job_id),
+        schedule_of,
+        report,
+    );
+    let mut fires = Vec::new();
+    if !pending.is_empty() {
+        let recorded = logs::record_pending(txn, &pending).await?;
+        let models: JobArcs = due.into_iter().map(|(j, _, _)| (j.id, j)).collect();
+        fires.extend(recorded.into_iter().map(|mut f| {
+            f.job = models.get(&f.job_id).cloned();
+            f.read_ms = now;
+            f.epoch = set.epoch_of(f.job_id);
+            f
+        }));
+    }
+    jobs::update_schedules(txn, &updates).await?;
+    Ok(fires)
+}
+
+/// Applies each job's misfire policy to recovered fires later than the threshold: the newest
+/// of a FIRE_ONCE_NOW job fires (as MISFIRE), the rest are skipped.
+async fn misfire_recovered(
+    txn: &sea_orm::DatabaseTransaction,
+    late: Vec<Fire>,
+) -> Result<(Vec<Fire>, Vec<Fire>)> {
+    let mut by_job: HashMap<i32, Vec<Fire>> = HashMap::new();
+    for f in late {
+        by_job.entry(f.job_id).or_default().push(f);
+    }
+    let (mut fire, mut skip) = (Vec::new(), Vec::new());
+    for (job_id, mut fs) in by_job {
+        let policy = match jobs::get(txn, job_id).await {
+            Ok(j) => j
+                .misfire_strategy
+                .parse()
+                .unwrap_or(MisfireStrategy::DoNothing),
+            Err(crate::Error::JobNotFound { .. }) => MisfireStrategy::DoNothing,
+            Err(e) => return Err(e),
+        };
+        fs.sort_by_key(|f| f.fire_time);
+        if policy == MisfireStrategy::FireOnceNow
+            && let Some(mut newest) = fs.pop()
+        {
+            newest.trigger_type = TriggerType::Misfire;
+            fire.push(newest);
+        }
+        skip.extend(fs);
+    }
+    Ok((fire, skip))
+}
