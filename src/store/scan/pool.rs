@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::{DatabaseConnection, TransactionTrait};
+use sea_orm::DatabaseConnection;
 
 use super::plan::{JobArcs, ScanCache, cached_schedule, due_horizon, plan_due, shared_job};
 use super::{PassContext, PassOutput, RECOVER_BATCH, Recovery, ScanReport};
@@ -60,7 +60,7 @@ async fn transaction(
     mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
 ) -> Result<(Vec<Fire>, ScanReport)> {
     let (cfg, node) = (&cx.cfg, cx.node.as_str());
-    let txn = db.begin().await?;
+    let txn = crate::store::begin_writing(&db).await?;
     let now = cx.clock.now_ms();
     let mut report = ScanReport::default();
     cx.directory
