@@ -903,7 +903,7 @@ async function logsPage(params) {
 
 function logRow(l) {
   return h('tr', { 'data-log': l.id, 'data-status': l.status },
-    h('td', {}, l.id), h('td', {}, l.jobId), h('td', {}, fmtTime(l.triggerTime), h('div', { class: 'muted' }, l.triggerType || '')),
+    h('td', {}, l.id), h('td', {}, l.jobId, l.jobDesc ? h('div', { class: 'muted' }, l.jobDesc) : null), h('td', {}, fmtTime(l.triggerTime), h('div', { class: 'muted' }, l.triggerType || '')),
     h('td', {}, l.triggerCode === 200 ? t('ok') : t('failed ({code})', { code: l.triggerCode })),
     h('td', { class: 'param' }, l.executorParam || ''),
     h('td', {}, fmtTime(l.handleTime)),

@@ -6,7 +6,9 @@
 //! next one waits at least [`REPORT_BUDGET`] times as long as the last took, which keeps the
 //! counting under 5 % of the node's time whatever the table holds; once a day it deletes runs older than
 //! `report.log_retention_days` (off below 7, XXL-JOB's rule), 1000 at a time. [`RefreshReport`]
-//! and [`CleanLogs`] run either step now.
+//! and [`CleanLogs`] run either step now. [`FreshReport`] (the dashboard asks it first) counts
+//! today again when the last count is older than [`FRESH`] and the budget allows, so the
+//! dashboard shows runs as they finish instead of up to a minute later.
 
 use std::time::Duration;
 
@@ -27,6 +29,15 @@ pub(crate) const REPORT_BUDGET: i64 = 20;
 /// Retention below this many days turns cleanup off.
 pub(crate) const MIN_RETENTION_DAYS: i64 = 7;
 
+/// How old today's counts may be when the dashboard is read (budget permitting).
+pub(crate) const FRESH: Duration = Duration::from_secs(1);
+
+/// Counts today's runs again when the last count is older than [`FRESH`] and
+/// [`REPORT_BUDGET`] allows a pass now; answers once the counts are as fresh as that.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<()>")]
+pub(crate) struct FreshReport;
+
 /// Refreshes the counts now.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<()>")]
@@ -46,6 +57,11 @@ pub struct LogReport {
     last_clean_ms: Option<i64>,
     /// No count pass starts before this (epoch ms): see [`REPORT_BUDGET`].
     next_report_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// When the last count pass ended (epoch ms).
+    counted_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Held by a count pass: passes never overlap, and a [`FreshReport`] that waited for one
+    /// finds the counts fresh.
+    counting: std::sync::Arc<tokio::sync::Mutex<()>>,
     activity: Activity,
 }
 
@@ -74,17 +90,25 @@ impl LogReport {
             retention_days,
             last_clean_ms: None,
             next_report_ms: Default::default(),
+            counted_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            counting: Default::default(),
             activity,
         }
     }
 
+    /// Counts today and the two days before (runs finish after their day has ended).
     async fn refresh(db: DatabaseConnection, clock: Clock, tz: Tz) -> Result<()> {
+        Self::count_days(db, clock, tz, 3).await
+    }
+
+    /// Counts the last `days` days, today first, into the report table.
+    async fn count_days(db: DatabaseConnection, clock: Clock, tz: Tz, days: u64) -> Result<()> {
         let today = tz
             .timestamp_millis_opt(clock.now_ms())
             .single()
             .map(|t| t.date_naive())
             .unwrap_or_default();
-        for back in 0..3 {
+        for back in 0..days {
             let Some(d) = today.checked_sub_days(Days::new(back)) else {
                 continue;
             };
@@ -142,17 +166,20 @@ impl LogReport {
         use std::sync::atomic::Ordering;
         let next = self.next_report_ms.clone();
         let report_due = now >= next.load(Ordering::Relaxed);
+        let (counted, counting) = (self.counted_ms.clone(), self.counting.clone());
         let guard = self.activity.enter();
         ctx.spawn(
             async move {
                 let _guard = guard;
                 if report_due {
+                    let _pass = counting.lock().await;
                     let started = clock.now_ms();
                     if let Err(e) = Self::refresh(db.clone(), clock.clone(), tz).await {
                         tracing::error!(error = %e, "log report failed");
                     }
                     let took = clock.now_ms() - started;
                     next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
+                    counted.store(clock.now_ms(), Ordering::Relaxed);
                     if took * REPORT_BUDGET > REPORT_EVERY.as_millis() as i64 {
                         tracing::info!(took_ms = took, "run counts are large; counting less often");
                     }
@@ -187,6 +214,48 @@ impl Handler<RefreshReport> for LogReport {
 
     fn handle(&mut self, _: RefreshReport, _ctx: &mut Self::Context) -> Self::Result {
         Box::pin(Self::refresh(self.db.clone(), self.clock.clone(), self.tz))
+    }
+}
+
+impl Handler<FreshReport> for LogReport {
+    type Result = ResponseFuture<Result<()>>;
+
+    fn handle(&mut self, _: FreshReport, _ctx: &mut Self::Context) -> Self::Result {
+        Box::pin(Self::fresh(
+            self.db.clone(),
+            self.clock.clone(),
+            self.tz,
+            self.next_report_ms.clone(),
+            self.counted_ms.clone(),
+            self.counting.clone(),
+        ))
+    }
+}
+
+impl LogReport {
+    /// [`FreshReport`]: counts today unless the last count is younger than [`FRESH`] or the
+    /// budget's next pass is not due yet; one pass at a time.
+    async fn fresh(
+        db: DatabaseConnection,
+        clock: Clock,
+        tz: Tz,
+        next: std::sync::Arc<std::sync::atomic::AtomicI64>,
+        counted: std::sync::Arc<std::sync::atomic::AtomicI64>,
+        counting: std::sync::Arc<tokio::sync::Mutex<()>>,
+    ) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let _pass = counting.lock().await;
+        let started = clock.now_ms();
+        let fresh =
+            started.saturating_sub(counted.load(Ordering::Relaxed)) < FRESH.as_millis() as i64;
+        if fresh || started < next.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        Self::count_days(db, clock.clone(), tz, 1).await?;
+        let took = clock.now_ms() - started;
+        next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
+        counted.store(clock.now_ms(), Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -230,5 +299,60 @@ mod tests {
         let (total, left) = audit::page(&db, &Filter::default(), 0, 10).await.unwrap();
         assert_eq!(total, 1);
         assert_eq!(left[0].action, "job.create");
+    }
+
+    /// A fresh report counts today's runs when the last count is older than [`FRESH`], and not
+    /// while it is younger or while the budget holds the next pass back.
+    #[tokio::test]
+    async fn a_fresh_report_counts_today_unless_counted_just_now_or_over_budget() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let db = crate::store::tests::memory_db().await;
+        let clock = Clock::system();
+        let (next, counted) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
+        let counting = Arc::new(tokio::sync::Mutex::new(()));
+        let fresh = || {
+            LogReport::fresh(
+                db.clone(),
+                clock.clone(),
+                chrono_tz::UTC,
+                next.clone(),
+                counted.clone(),
+                counting.clone(),
+            )
+        };
+        let running = || async {
+            reports::all(&db)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.running_count)
+                .sum::<i32>()
+        };
+        let run = || {
+            crate::store::logs::insert_run(
+                &db,
+                1,
+                1,
+                clock.now_ms(),
+                crate::model::TriggerType::Manual,
+                0,
+            )
+        };
+        run().await.unwrap();
+        fresh().await.unwrap();
+        assert_eq!(running().await, 1, "an old count is counted again");
+        let later = clock.now_ms() + 600_000;
+        run().await.unwrap();
+        counted.store(later, Ordering::Relaxed);
+        fresh().await.unwrap();
+        assert_eq!(running().await, 1, "a count younger than FRESH stands");
+        counted.store(0, Ordering::Relaxed);
+        next.store(later, Ordering::Relaxed);
+        fresh().await.unwrap();
+        assert_eq!(running().await, 1, "the budget holds the next pass back");
+        next.store(0, Ordering::Relaxed);
+        fresh().await.unwrap();
+        assert_eq!(running().await, 2);
     }
 }

@@ -54,6 +54,8 @@ impl Console {
     pub async fn dashboard(&self, who: &Principal) -> Result<Dashboard> {
         let groups = who.visible_groups();
         let job_info_count = jobs::count(self.db(), groups.as_deref()).await?;
+        // today's runs as they finish, not as of the last minute's count
+        self.engine.fresh_counts().await?;
         let rows = reports::all(self.db()).await?;
         let sum = |f: fn(&entity::xxl_job_log_report::Model) -> i32| {
             rows.iter().map(|r| f(r) as i64).sum::<i64>()
@@ -105,6 +107,7 @@ impl Console {
             });
         }
         let local = |t: NaiveDateTime| t.and_utc().with_timezone(&tz).date_naive();
+        self.engine.fresh_counts().await?;
         let rows = reports::between(self.db(), from, to).await?;
         let mut chart = Chart {
             trigger_day_list: vec![],

@@ -20,6 +20,8 @@ pub struct LogView {
     pub job_group: i32,
     /// Job.
     pub job_id: i32,
+    /// The job's description (`null` once the job is deleted).
+    pub job_desc: Option<String>,
     /// Executor it was sent to.
     pub executor_address: Option<String>,
     /// Handler.
@@ -59,6 +61,7 @@ impl From<entity::xxl_job_log::Model> for LogView {
             id: l.id,
             job_group: l.job_group,
             job_id: l.job_id,
+            job_desc: None,
             executor_address: l.executor_address,
             executor_handler: l.executor_handler,
             executor_param: l.executor_param,
@@ -171,13 +174,35 @@ impl Console {
         let (total, rows) = log_pages::page(self.db(), &f, offset, limit).await?;
         Ok(Page {
             total,
-            items: rows.into_iter().map(LogView::from).collect(),
+            items: self.with_job_descs(rows).await?,
         })
+    }
+
+    /// Runs as the console shows them, each naming its job.
+    async fn with_job_descs(&self, rows: Vec<entity::xxl_job_log::Model>) -> Result<Vec<LogView>> {
+        let mut ids: Vec<i32> = rows.iter().map(|r| r.job_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let descs = crate::store::jobs::descriptions(self.db(), &ids).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| LogView {
+                job_desc: descs.get(&r.job_id).cloned(),
+                ..LogView::from(r)
+            })
+            .collect())
     }
 
     /// One run.
     pub async fn get_log(&self, who: &Principal, id: i64) -> Result<LogView> {
-        Ok(self.visible_log(who, id).await?.into())
+        let row = self.visible_log(who, id).await?;
+        let job_desc = crate::store::jobs::descriptions(self.db(), &[row.job_id])
+            .await?
+            .remove(&row.job_id);
+        Ok(LogView {
+            job_desc,
+            ..row.into()
+        })
     }
 
     /// A run's rolling log from `from_line` (`end` once it has finished and nothing is left).

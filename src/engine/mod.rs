@@ -773,6 +773,15 @@ impl Engine {
         }
     }
 
+    /// Makes the report's counts of today as fresh as its budget allows, every dispatched run
+    /// written first (the dashboard calls it before reading the counts).
+    pub(crate) async fn fresh_counts(&self) -> Result<()> {
+        self.writer.visible().await?;
+        self.log_report
+            .send(crate::actors::log_report::FreshReport)
+            .await?
+    }
+
     /// Writes the trigger outcomes the run-row writer holds for their results, so a read of
     /// the runs sees every dispatched run (the console's run pages call it first).
     pub(crate) async fn runs_visible(&self) -> Result<()> {

@@ -214,7 +214,7 @@ fn schemas() -> Value {
         ]),
         "Log": props(&[
             ("id", "integer"), ("jobGroup", "integer"), ("jobId", "integer"),
-            ("executorAddress", "string?"), ("executorHandler", "string?"),
+            ("jobDesc", "string?"), ("executorAddress", "string?"), ("executorHandler", "string?"),
             ("executorParam", "string?"), ("executorShardingParam", "string?"),
             ("executorFailRetryCount", "integer"), ("triggerTime", "string?"),
             ("triggerCode", "integer"), ("triggerMsg", "string?"), ("handleTime", "string?"),

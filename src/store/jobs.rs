@@ -326,6 +326,25 @@ pub(crate) async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<V
         .await?)
 }
 
+/// Of `ids`, those that exist, with their descriptions (a page of runs names its jobs).
+pub(crate) async fn descriptions(
+    c: &impl ConnectionTrait,
+    ids: &[i32],
+) -> Result<std::collections::HashMap<i32, String>> {
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let rows: Vec<(i32, String)> = Entity::find()
+            .select_only()
+            .columns([Column::Id, Column::JobDesc])
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
