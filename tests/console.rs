@@ -1550,3 +1550,120 @@ fn a_group_access_token_is_for_administrators_eyes() {
         app.close().await;
     });
 }
+
+/// API keys: a user's key acts within the key's groups and the user's rights, is listed without
+/// the key, cannot make another key, is audited by name, and is refused as soon as it is revoked.
+#[test]
+fn api_keys_act_within_their_rights_and_are_revoked_at_once() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        let (_, g) = api
+            .post(
+                "/v1/groups",
+                Some(json!({ "appName": "billing-exec", "title": "Billing", "addressType": 0 })),
+            )
+            .await;
+        let billing = g["id"].as_i64().unwrap();
+        create_job(&api, job_body(demo, "demo job", "demoJobHandler")).await;
+        create_job(&api, job_body(billing, "billing job", "demoJobHandler")).await;
+        let (s, u) = api
+            .post(
+                "/v1/users",
+                Some(
+                    json!({ "username": "alice", "password": "alice-pw-1", "role": 0,
+                             "permission": [demo, billing] }),
+                ),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{u}");
+        let alice = Api {
+            svc: &api.svc,
+            token: login(&api.svc, "alice", "alice-pw-1").await,
+        };
+
+        // a normal user: no administrator key, no group outside her own
+        let (s, e) = alice
+            .post(
+                "/v1/api-keys",
+                Some(json!({ "name": "ci", "role": 1, "expiresInDays": 30 })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+        let (s, e) = alice
+            .post(
+                "/v1/api-keys",
+                Some(json!({ "name": "ci", "permission": [demo], "expiresInDays": 0 })),
+            )
+            .await;
+        assert_eq!(
+            (s, e["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("expiresInDays"))
+        );
+        let (s, k) = alice
+            .post(
+                "/v1/api-keys",
+                Some(json!({ "name": "ci deploy", "permission": [demo], "expiresInDays": 30 })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{k}");
+        let key = k["key"].as_str().unwrap().to_string();
+        assert!(key.starts_with("xjk_") && key.starts_with(k["prefix"].as_str().unwrap()));
+        let id = k["id"].as_i64().unwrap();
+
+        // the key sees the demo group's jobs only, and may not make keys or groups
+        let bot = Api {
+            svc: &api.svc,
+            token: key.clone(),
+        };
+        let (s, jobs) = bot.get("/v1/jobs").await;
+        assert_eq!(s, StatusCode::OK, "{jobs}");
+        assert_eq!(jobs["total"], 1, "{jobs}");
+        assert_eq!(jobs["items"][0]["jobDesc"], "demo job");
+        let (s, _) = bot
+            .post(
+                "/v1/api-keys",
+                Some(json!({ "name": "again", "permission": [demo], "expiresInDays": 1 })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+        let (s, _) = bot
+            .post("/v1/jobs", Some(job_body(billing, "x", "demoJobHandler")))
+            .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "outside the key's groups");
+        let made = create_job(&bot, job_body(demo, "made by a key", "demoJobHandler")).await;
+
+        // listed without the key; the administrator sees every key, another user's are hidden
+        let (_, mine) = alice.get("/v1/api-keys").await;
+        assert_eq!(mine["total"], 1, "{mine}");
+        assert!(mine["items"][0].get("key").is_none(), "{mine}");
+        let (_, all) = api.get("/v1/api-keys").await;
+        assert_eq!(all["total"], 1);
+        let (_, audit) = api.get("/v1/audit?action=job.create").await;
+        let by_key = audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["targetId"].as_str() == Some(made.to_string().as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(by_key["username"], "alice", "{audit}");
+        assert!(
+            by_key["detail"]
+                .as_str()
+                .unwrap_or("")
+                .contains("[key ci deploy]"),
+            "{by_key}"
+        );
+
+        // revoked: refused at once
+        assert_eq!(
+            alice.delete(&format!("/v1/api-keys/{id}")).await,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(bot.get("/v1/jobs").await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(bot.get("/v1/auth/me").await.0, StatusCode::UNAUTHORIZED);
+        app.close().await;
+    });
+}

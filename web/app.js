@@ -31,6 +31,19 @@ let LANG = (() => {
 
 /** Simplified Chinese for every text of the console (English is the key). */
 const ZH = {
+"API keys": "API 密钥",
+"Keys for scripts and CI pipelines, sent as \"Authorization: Bearer <key>\". A key acts for you, within the role and groups you give it, until it expires or is revoked.": "供脚本和 CI 流水线使用的密钥，以 \"Authorization: Bearer <密钥>\" 发送。密钥代表您行事，权限限于您给它的角色和执行器，直到过期或被吊销。",
+"New key": "新建密钥",
+"Name": "名称",
+"Key": "密钥",
+"Expires": "过期时间",
+"Revoke": "吊销",
+"Revoke the key {name}? Whatever uses it is refused at once.": "吊销密钥 {name}？使用它的请求会立即被拒绝。",
+"Executor groups (normal keys)": "执行器（普通密钥）",
+"Expires in (days)": "有效期（天）",
+"Create": "创建",
+"Key created": "密钥已创建",
+"Copy the key now: it is not shown again.": "请立即复制密钥：它不会再次显示。",
 "All": "全部",
 "User name": "用户名",
 "Delete": "删除",
@@ -1003,10 +1016,52 @@ function userForm(u, groups) {
   });
 }
 
+async function apiKeysPage() {
+  const [data, groups] = await Promise.all([api('GET', '/api-keys'), groupsList()]);
+  const gname = (id) => (groups.find((g) => g.id === id) || {}).title || `#${id}`;
+  const rows = data.items.map((k) => h('tr', { 'data-key': k.name },
+    h('td', {}, k.name), h('td', {}, h('code', {}, `${k.prefix}…`)),
+    h('td', {}, k.role === 1 ? t('Administrator') : k.permission.map(gname).join(', ')),
+    h('td', {}, fmtTime(k.expiresAt)),
+    h('td', { class: 'actions' },
+      h('button', { type: 'button', class: 'danger', onclick: async () => {
+        if (!(await confirmDialog(t('Revoke the key {name}? Whatever uses it is refused at once.', { name: k.name }), t('Revoke')))) return;
+        try { await api('DELETE', `/api-keys/${k.id}`); apiKeysPage(); } catch (e) { showError(e); }
+      } }, t('Revoke')))));
+  page(t('API keys'),
+    h('p', { class: 'wide' }, t('Keys for scripts and CI pipelines, sent as "Authorization: Bearer <key>". A key acts for you, within the role and groups you give it, until it expires or is revoked.')),
+    h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
+      h('button', { type: 'button', class: 'primary', onclick: () => apiKeyForm(groups) }, t('New key'))),
+    table([t('Name'), t('Key'), t('Executor groups'), t('Expires'), ''], rows));
+}
+
+function apiKeyForm(groups) {
+  const admin = state.me.role === 1;
+  const mine = admin ? groups : groups.filter((g) => state.me.permission.includes(g.id));
+  const perms = h('fieldset', { class: 'wide field' }, h('legend', {}, t('Executor groups (normal keys)')),
+    h('div', { class: 'checks' }, mine.map((g) => h('label', {},
+      h('input', { type: 'checkbox', name: 'permission', 'data-multi': '1', value: g.id }), ` ${g.title}`))),
+    h('span', { class: 'field-error', 'data-error-for': 'permission' }));
+  const content = h('div', { class: 'grid' },
+    field(t('Name'), 'name', ''),
+    field(t('Expires in (days)'), 'expiresInDays', 90, 'number', { min: 1 }),
+    admin ? field(t('Role'), 'role', 0, 'select', { choices: [[0, t('User')], [1, t('Administrator')]] }) : null,
+    perms);
+  formDialog(t('New key'), content, t('Create'), async (form) => {
+    const v = formValues(form);
+    const k = await api('POST', '/api-keys', { name: v.name, role: Number(v.role || 0), permission: v.permission || [],
+      expiresInDays: Number(v.expiresInDays) });
+    apiKeysPage();
+    // once the form's dialog has closed (and been emptied)
+    dialog().addEventListener('close', () => infoDialog(t('Key created'), h('div', {},
+      h('p', {}, t('Copy the key now: it is not shown again.')), h('pre', { class: 'key' }, k.key))), { once: true });
+  });
+}
+
 const AUDIT_ACTIONS = ['auth.login', 'auth.login_failed', 'auth.logout', 'auth.password',
   'job.create', 'job.update', 'job.delete', 'job.start', 'job.stop', 'job.trigger', 'job.glue',
   'group.create', 'group.update', 'group.delete', 'user.create', 'user.update', 'user.delete',
-  'log.clear', 'log.kill'];
+  'apikey.create', 'apikey.delete', 'log.clear', 'log.kill'];
 
 async function auditPage(params) {
   const f = { username: params.get('username') || '', action: params.get('action') || '',
@@ -1080,6 +1135,7 @@ async function route() {
       case 'logs': await logsPage(params); break;
       case 'log': await runLogPage(Number(parts[1])); break;
       case 'users': await usersPage(); break;
+      case 'keys': await apiKeysPage(); break;
       case 'audit': await auditPage(params); break;
       default: page(t('Not found'), h('p', {}, t('No such page.')));
     }

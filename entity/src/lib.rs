@@ -15,8 +15,10 @@
 //! - `xxl_job_log.chain_depth`: parents above a child run (guards against child-job loops).
 //! - `xxl_job_group.access_token`: the group's own access token (XXL-JOB 3.5's column).
 //! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
+//! - table `xjob_api_key`: named API keys (SHA-256 of the key, user, role, groups, expiry).
 //! - table `xjob_audit`: the console's audit log (time, user, client, action, target, detail).
 
+pub mod xjob_api_key;
 pub mod xjob_audit;
 pub mod xjob_session;
 pub mod xxl_job_group;

@@ -14,6 +14,7 @@ mod m20261124_000006_group_access_token;
 mod m20261125_000007_exact_app_names;
 mod m20261125_000008_create_leases;
 mod m20261125_000009_partial_log_indexes;
+mod m20261126_000010_create_xjob_api_key;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000007_exact_app_names::Migration),
             Box::new(m20261125_000008_create_leases::Migration),
             Box::new(m20261125_000009_partial_log_indexes::Migration),
+            Box::new(m20261126_000010_create_xjob_api_key::Migration),
         ]
     }
 }

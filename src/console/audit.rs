@@ -122,6 +122,11 @@ impl Console {
         target_id: impl ToString,
         detail: impl Into<String>,
     ) {
+        let detail = match &who.key {
+            // a change made with an API key names the key
+            Some(key) => format!("[key {key}] {}", detail.into()),
+            None => detail.into(),
+        };
         self.audit_as(
             &who.username,
             &who.client,

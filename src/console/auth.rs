@@ -40,16 +40,20 @@ pub struct Principal {
     /// The client's address this request came from (for the audit log; empty when unknown).
     #[serde(skip)]
     pub client: String,
+    /// The API key the request came with (its name), when not a login session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl Principal {
-    fn of(u: &entity::xxl_job_user::Model) -> Self {
+    pub(crate) fn of(u: &entity::xxl_job_user::Model) -> Self {
         Principal {
             id: u.id,
             username: u.username.clone(),
             role: u.role,
             permission: split_ids(u.permission.as_deref()),
             client: String::new(),
+            key: None,
         }
     }
 
@@ -62,6 +66,7 @@ impl Principal {
             role: 1,
             permission: Vec::new(),
             client: String::new(),
+            key: None,
         }
     }
 
@@ -465,10 +470,14 @@ impl Console {
             return Ok(p);
         }
         let generation = self.sessions.generation();
-        let (user, expires_at) = users::session(self.db(), &hash, now)
-            .await?
-            .ok_or(Error::Unauthenticated)?;
-        let who = Principal::of(&user);
+        let (who, expires_at) = if token.starts_with(super::api_keys::KEY_PREFIX) {
+            self.key_principal(&hash, now).await?
+        } else {
+            let (user, expires_at) = users::session(self.db(), &hash, now)
+                .await?
+                .ok_or(Error::Unauthenticated)?;
+            (Principal::of(&user), expires_at)
+        };
         if self.engine.single_node() {
             self.sessions
                 .put(generation, hash, who.clone(), expires_at, now);

@@ -6,6 +6,7 @@
 //! One file per resource: [`auth`] (passwords, sessions, login rate limit, the first admin),
 //! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`].
 
+pub mod api_keys;
 pub mod audit;
 pub mod auth;
 pub mod dashboard;

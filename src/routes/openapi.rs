@@ -270,6 +270,29 @@ fn schemas() -> Value {
                 ("permission", json!({ "items": { "type": "integer", "minimum": 1, "maximum": i32::MAX } })),
             ],
         ),
+        "ApiKeyInput": constrain(
+            props(&[
+                ("name", "string"), ("role", "integer"), ("permission", "integer[]"),
+                ("expiresInDays", "integer"),
+            ]),
+            &["name", "expiresInDays"],
+            &[
+                ("name", json!({ "minLength": 1, "maxLength": crate::console::api_keys::MAX_NAME, "pattern": r"\S" })),
+                ("role", json!({ "enum": [0, 1] })),
+                ("permission", json!({ "items": { "type": "integer", "minimum": 1, "maximum": i32::MAX } })),
+                ("expiresInDays", json!({ "minimum": 1, "maximum": crate::console::api_keys::MAX_DAYS })),
+            ],
+        ),
+        "ApiKey": props(&[
+            ("id", "integer"), ("name", "string"), ("prefix", "string"), ("userId", "integer"),
+            ("role", "integer"), ("permission", "integer[]"), ("createdAt", "string?"),
+            ("expiresAt", "string?"),
+        ]),
+        "CreatedApiKey": props(&[
+            ("key", "string"), ("id", "integer"), ("name", "string"), ("prefix", "string"),
+            ("userId", "integer"), ("role", "integer"), ("permission", "integer[]"),
+            ("createdAt", "string?"), ("expiresAt", "string?"),
+        ]),
         "User": props(&[
             ("id", "integer"), ("username", "string"), ("role", "integer"),
             ("permission", "integer[]"),
@@ -363,6 +386,8 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         ),
         ("get", "/v1/logs/{id}") | ("post", "/v1/logs/{id}/kill") => (None, &[], r("Log")),
         ("get", "/v1/logs/{id}/content") => (None, &["fromLine"], r("LogContent")),
+        ("get", "/v1/api-keys") => (None, &[], page("ApiKey")),
+        ("post", "/v1/api-keys") => (Some("ApiKeyInput"), &[], r("CreatedApiKey")),
         ("get", "/v1/users") => (None, &["username", "role", "offset", "limit"], page("User")),
         ("post" | "put", p) if p.starts_with("/v1/users") => (Some("UserInput"), &[], r("User")),
         ("get", "/v1/audit") => (
@@ -433,7 +458,11 @@ pub(crate) fn document() -> Value {
             params.push(json!({ "name": "id", "in": "path", "required": true,
                 "schema": { "type": "integer", "minimum": 1, "maximum": max } }));
         }
-        let created = *method == "post" && matches!(*path, "/v1/groups" | "/v1/jobs" | "/v1/users");
+        let created = *method == "post"
+            && matches!(
+                *path,
+                "/v1/groups" | "/v1/jobs" | "/v1/users" | "/v1/api-keys"
+            );
         let ok = if answer.is_null() {
             json!({ "204": { "description": "Done" } })
         } else if created {

@@ -3,6 +3,7 @@
 //!
 //! DATETIME columns hold UTC. The same statements run on SQLite, PostgreSQL and MySQL.
 
+pub(crate) mod api_keys;
 pub(crate) mod audit;
 pub(crate) mod glue;
 pub(crate) mod groups;

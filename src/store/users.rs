@@ -115,6 +115,7 @@ pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
         .filter(S::UserId.eq(id))
         .exec(c)
         .await?;
+    super::api_keys::delete_for_user(c, id).await?;
     let r = Entity::delete_by_id(id).exec(c).await?;
     if r.rows_affected == 0 {
         return Err(Error::NotFound {

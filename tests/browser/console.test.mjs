@@ -201,6 +201,30 @@ e2e('an administrator reads the audit log and filters it', async (page) => {
   assert.equal(await page.locator('tbody tr:not([data-audit="job.trigger"])').count(), 0);
 });
 
+e2e('an API key is shown once, works from a script and is refused once revoked', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  await nav(page, 'API keys');
+  await page.getByRole('button', { name: 'New key' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Name').fill('e2e-ci');
+  await d.getByRole('checkbox', { name: 'E2E' }).check();
+  await d.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('heading', { name: 'Key created' }).waitFor();
+  const key = (await page.locator('dialog[open] pre.key').innerText()).trim();
+  assert.match(key, /^xjk_[0-9a-f]{48}$/);
+  await page.locator('dialog[open]').getByRole('button', { name: 'Close' }).click();
+  await page.locator('dialog[open]').waitFor({ state: 'detached' });
+  const row = page.locator('tr[data-key="e2e-ci"]');
+  await row.getByRole('cell', { name: 'E2E', exact: true }).waitFor();
+  assert.equal(await page.locator('#main').getByText(key).count(), 0, 'the key is not listed');
+  const jobs = () => fetch(`${BASE}/v1/jobs`, { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal((await jobs()).status, 200);
+  await row.getByRole('button', { name: 'Revoke' }).click();
+  await dialog(page).getByRole('button', { name: 'Revoke' }).click();
+  await row.waitFor({ state: 'detached' });
+  assert.equal((await jobs()).status, 401);
+});
+
 e2e('the console in Chinese: chosen from the browser, a job created with a translated error, switched to English', async (page) => {
   await page.goto(`${BASE}/#/login`);
   assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');

@@ -6,6 +6,7 @@
 //! A request is authenticated by `Authorization: Bearer <token>` or the HttpOnly cookie
 //! `xjob_token` set at login.
 
+pub mod api_keys;
 pub mod audit;
 pub mod auth;
 pub mod dashboard;
@@ -28,6 +29,21 @@ use crate::error::Error;
 /// Every `/v1` route: method, path, summary. All but the login need a token. The OpenAPI
 /// document is built from this table, and a test checks each entry against the real app.
 pub const ROUTES: &[(&str, &str, &str)] = &[
+    (
+        "get",
+        "/v1/api-keys",
+        "API keys (your own; administrators: every one), never the keys themselves",
+    ),
+    (
+        "post",
+        "/v1/api-keys",
+        "Create an API key for a role, groups and an expiry within your rights; answers the key once",
+    ),
+    (
+        "delete",
+        "/v1/api-keys/{id}",
+        "Revoke an API key (your own; administrators: any)",
+    ),
     (
         "get",
         "/v1/audit",
@@ -141,6 +157,7 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
                 })
                 .into()
             }))
+            .configure(api_keys::config)
             .configure(audit::config)
             .configure(auth::config)
             .configure(groups::config)

@@ -1,0 +1,141 @@
+//! `xjob_api_key`: named API keys for automation.
+
+use entity::xjob_api_key::{ActiveModel, Column, Entity, Model};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+
+use crate::error::{Error, Result};
+
+/// A key to store.
+pub(crate) struct NewKey<'a> {
+    pub name: &'a str,
+    pub key_hash: String,
+    pub prefix: String,
+    pub user_id: i32,
+    pub role: i16,
+    pub permission: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+/// Stores a key; answers it as stored.
+pub(crate) async fn insert(c: &impl ConnectionTrait, k: NewKey<'_>) -> Result<Model> {
+    Ok(ActiveModel {
+        name: Set(k.name.to_string()),
+        key_hash: Set(k.key_hash),
+        prefix: Set(k.prefix),
+        user_id: Set(k.user_id),
+        role: Set(k.role),
+        permission: Set(k.permission),
+        created_at: Set(k.created_at),
+        expires_at: Set(k.expires_at),
+        ..Default::default()
+    }
+    .insert(c)
+    .await?)
+}
+
+/// Keys, newest first: every one, or `user`'s.
+pub(crate) async fn list(c: &impl ConnectionTrait, user: Option<i32>) -> Result<Vec<Model>> {
+    let mut q = Entity::find().order_by_desc(Column::Id);
+    if let Some(u) = user {
+        q = q.filter(Column::UserId.eq(u));
+    }
+    Ok(q.all(c).await?)
+}
+
+/// One key by id.
+pub(crate) async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
+    Entity::find_by_id(id).one(c).await?.ok_or(Error::NotFound {
+        what: "API key",
+        id: id.into(),
+    })
+}
+
+/// The unexpired key with this hash.
+pub(crate) async fn by_hash(
+    c: &impl ConnectionTrait,
+    key_hash: &str,
+    now: i64,
+) -> Result<Option<Model>> {
+    Ok(Entity::find()
+        .filter(Column::KeyHash.eq(key_hash))
+        .filter(Column::ExpiresAt.gt(now))
+        .one(c)
+        .await?)
+}
+
+/// Revokes a key.
+pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+    let r = Entity::delete_by_id(id).exec(c).await?;
+    if r.rows_affected == 0 {
+        return Err(Error::NotFound {
+            what: "API key",
+            id: id.into(),
+        });
+    }
+    Ok(())
+}
+
+/// Revokes every key of a user (the user is deleted).
+pub(crate) async fn delete_for_user(c: &impl ConnectionTrait, user_id: i32) -> Result<()> {
+    Entity::delete_many()
+        .filter(Column::UserId.eq(user_id))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key is found by its hash until it expires, and not after it is revoked.
+    #[tokio::test]
+    async fn a_key_is_found_until_it_expires_or_is_revoked() {
+        for db in crate::store::tests::every_backend().await {
+            let k = insert(
+                &db,
+                NewKey {
+                    name: "ci",
+                    key_hash: "a".repeat(64),
+                    prefix: "xjk_aaaaaaaa".into(),
+                    user_id: 7,
+                    role: 0,
+                    permission: Some("1,2".into()),
+                    created_at: 1_000,
+                    expires_at: 2_000,
+                },
+            )
+            .await
+            .unwrap();
+            let hash = "a".repeat(64);
+            assert_eq!(
+                by_hash(&db, &hash, 1_999).await.unwrap().map(|k| k.id),
+                Some(k.id)
+            );
+            assert!(
+                by_hash(&db, &hash, 2_000).await.unwrap().is_none(),
+                "expired"
+            );
+            assert!(
+                by_hash(&db, &"b".repeat(64), 1_500)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            assert_eq!(list(&db, Some(7)).await.unwrap().len(), 1);
+            assert!(list(&db, Some(8)).await.unwrap().is_empty());
+            delete_for_user(&db, 7).await.unwrap();
+            assert!(
+                by_hash(&db, &hash, 1_500).await.unwrap().is_none(),
+                "revoked"
+            );
+            assert!(matches!(
+                delete(&db, k.id).await,
+                Err(Error::NotFound { .. })
+            ));
+        }
+    }
+}
