@@ -292,7 +292,7 @@ impl Console {
             .check_children(who, None, spec.child_job_id.as_deref())
             .await?;
         let model = spec.validate(self.tz(), self.now())?;
-        let job: JobView = jobs::insert_model(self.db(), model).await?.into();
+        let job: JobView = self.engine.insert_job(model).await?.into();
         let detail = format!(
             "{}; handler {}; {} {}",
             shown(&job.job_desc),

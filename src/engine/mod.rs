@@ -514,7 +514,15 @@ impl Engine {
         self.check_webhook(spec.alarm_webhook.as_deref())?;
         let model = spec.validate(self.config.time_zone(), self.clock.now_naive())?;
         groups::get(&self.db, model.job_group).await?;
-        jobs::insert(&self.db, model).await
+        Ok(self.insert_job(model).await?.id)
+    }
+
+    /// Stores a validated job (created stopped); answers it as stored.
+    pub(crate) async fn insert_job(
+        &self,
+        model: entity::xxl_job_info::Model,
+    ) -> Result<entity::xxl_job_info::Model> {
+        self.scan_store.insert_job(model).await
     }
 
     /// Starts a job: its first fire is the schedule's next time after now.

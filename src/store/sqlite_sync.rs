@@ -159,6 +159,49 @@ pub(crate) fn job_by_id(
     }
 }
 
+/// Inserts a job created stopped (as [`super::jobs::insert_model`]); answers its id.
+pub(crate) fn insert_job(c: &Connection, j: &Job) -> rusqlite::Result<i32> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let marks: Vec<String> = (1..=26).map(|i| format!("?{i}")).collect();
+        format!(
+            "INSERT INTO xxl_job_info ({columns}) VALUES ({})",
+            marks.join(", ")
+        )
+    });
+    let t = |v: Option<chrono::NaiveDateTime>| v.map(|v| naive_text(crate::clock::naive_to_ms(v)));
+    c.prepare_cached(&SQL)?.execute(params![
+        j.job_group,
+        j.job_desc,
+        t(j.add_time),
+        t(j.update_time),
+        j.author,
+        j.alarm_email,
+        j.schedule_type,
+        j.schedule_conf,
+        j.misfire_strategy,
+        j.executor_route_strategy,
+        j.executor_handler,
+        j.executor_param,
+        j.executor_block_strategy,
+        j.executor_timeout,
+        j.executor_fail_retry_count,
+        j.glue_type,
+        j.glue_source,
+        j.glue_remark,
+        t(j.glue_updatetime),
+        j.child_jobid,
+        TriggerStatus::Stopped.code(),
+        0i64,
+        0i64,
+        j.time_zone,
+        j.retry_interval,
+        j.alarm_webhook,
+    ])?;
+    i32::try_from(c.last_insert_rowid())
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
 /// Marks a job running with its first fire time (as [`super::jobs::set_running`]).
 pub(crate) fn set_running(c: &Connection, id: i32, next: i64) -> rusqlite::Result<()> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
@@ -291,6 +334,41 @@ mod tests {
                 ms_to_naive(ms).format("%F %T%.f").to_string()
             );
         }
+    }
+
+    /// A job inserted on the writer's connection reads back through the pool exactly as one
+    /// the pool inserted (created stopped, every field kept, datetimes included).
+    #[tokio::test]
+    async fn a_job_inserted_here_is_the_pools_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let db = crate::store::connect(&crate::config::DatabaseConfig {
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            max_connections: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let now = ms_to_naive(1_800_000_000_123);
+        let mut spec = crate::JobSpec::cron(1, "j", "0/5 * * * * ?", "h");
+        spec.alarm_email = Some("ops@example.com".into());
+        spec.child_job_id = Some("3,4".into());
+        spec.time_zone = Some("Asia/Shanghai".into());
+        let mut model = spec.validate(chrono_tz::UTC, now).unwrap();
+        model.trigger_status = RUNNING;
+        model.trigger_next_time = 99;
+        let pooled = crate::store::jobs::insert_model(&db, model.clone())
+            .await
+            .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let id = insert_job(&conn, &model).unwrap();
+        let here = crate::store::jobs::get(&db, id).await.unwrap();
+        assert_ne!(id, pooled.id);
+        assert_eq!(here, Job { id, ..pooled }, "the same row but for its id");
+        assert_eq!(here.trigger_status, TriggerStatus::Stopped.code());
+        assert_eq!(job_by_id(&conn, id).unwrap().map(|(j, _)| j), Some(here));
+        db.close().await.unwrap();
     }
 
     /// The synchronous statements read and write what the sea-orm ones do.

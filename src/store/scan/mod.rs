@@ -150,6 +150,27 @@ impl ScanStore {
         }
     }
 
+    /// Stores a new job (created stopped); answers it as stored. On a SQLite file, on the
+    /// writer's connection: one round trip, where the pool's INSERT … RETURNING took a hop to
+    /// one of sqlx's worker threads and back.
+    pub(crate) async fn insert_job(
+        &self,
+        job: entity::xxl_job_info::Model,
+    ) -> Result<entity::xxl_job_info::Model> {
+        let Some(writer) = &self.file else {
+            return jobs::insert_model(&self.db, job).await;
+        };
+        writer
+            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
+                use crate::store::sqlite_sync as sync;
+                let id = sync::insert_job(conn, &job)?;
+                Ok(sync::job_by_id(conn, id)?
+                    .ok_or(Error::JobNotFound { job_id: id })?
+                    .0)
+            })
+            .await?
+    }
+
     /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
     /// it unchanged); answers the job as stored. On a SQLite file the read and the write are
     /// one round trip to the writer's connection.
