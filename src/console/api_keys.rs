@@ -146,8 +146,9 @@ impl Console {
         let now = self.engine.clock().now_ms();
         let stored = api_keys::insert(
             self.db(),
-            api_keys::NewKey {
-                name,
+            entity::xjob_api_key::Model {
+                id: 0,
+                name: name.to_string(),
                 key_hash: token_hash(&key),
                 prefix: key.chars().take(SHOWN).collect(),
                 user_id: who.id,

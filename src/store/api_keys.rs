@@ -2,38 +2,16 @@
 
 use entity::xjob_api_key::{ActiveModel, Column, Entity, Model};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 
 use crate::error::{Error, Result};
 
-/// A key to store.
-pub(crate) struct NewKey<'a> {
-    pub name: &'a str,
-    pub key_hash: String,
-    pub prefix: String,
-    pub user_id: i32,
-    pub role: i16,
-    pub permission: Option<String>,
-    pub created_at: i64,
-    pub expires_at: i64,
-}
-
-/// Stores a key; answers it as stored.
-pub(crate) async fn insert(c: &impl ConnectionTrait, k: NewKey<'_>) -> Result<Model> {
-    Ok(ActiveModel {
-        name: Set(k.name.to_string()),
-        key_hash: Set(k.key_hash),
-        prefix: Set(k.prefix),
-        user_id: Set(k.user_id),
-        role: Set(k.role),
-        permission: Set(k.permission),
-        created_at: Set(k.created_at),
-        expires_at: Set(k.expires_at),
-        ..Default::default()
-    }
-    .insert(c)
-    .await?)
+/// Stores a key (its `id` is given by the database); answers it as stored.
+pub(crate) async fn insert(c: &impl ConnectionTrait, key: Model) -> Result<Model> {
+    let mut am: ActiveModel = key.into();
+    am.id = sea_orm::ActiveValue::NotSet;
+    Ok(am.insert(c).await?)
 }
 
 /// Keys, newest first: every one, or `user`'s.
@@ -97,8 +75,9 @@ mod tests {
         for db in crate::store::tests::every_backend().await {
             let k = insert(
                 &db,
-                NewKey {
-                    name: "ci",
+                Model {
+                    id: 0,
+                    name: "ci".into(),
                     key_hash: "a".repeat(64),
                     prefix: "xjk_aaaaaaaa".into(),
                     user_id: 7,

@@ -184,6 +184,19 @@ pub(crate) mod tests {
         db
     }
 
+    /// A migrated SQLite file at `path`, through a pool of one connection.
+    pub(crate) async fn file_db(path: &std::path::Path) -> DatabaseConnection {
+        let db = connect(&DatabaseConfig {
+            url: format!("sqlite://{}?mode=rwc", path.display()),
+            max_connections: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        migrate(&db).await.unwrap();
+        db
+    }
+
     /// An in-memory SQLite database, plus a fresh migrated PostgreSQL and MySQL/MariaDB
     /// database for each of `XJOB_TEST_PG_URL` / `XJOB_TEST_MYSQL_URL` that is set (CI sets
     /// both): statements whose SQL differs per backend are tested on each.
@@ -235,14 +248,7 @@ pub(crate) mod tests {
         use sea_orm::TransactionTrait;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.db");
-        let db = connect(&DatabaseConfig {
-            url: format!("sqlite://{}?mode=rwc", path.display()),
-            max_connections: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        migrate(&db).await.unwrap();
+        let db = file_db(&path).await;
         let other = rusqlite::Connection::open(&path).unwrap();
         let read =
             || Statement::from_string(DbBackend::Sqlite, "SELECT COUNT(*) FROM xxl_job_group");

@@ -342,14 +342,7 @@ mod tests {
     async fn a_job_inserted_here_is_the_pools_job() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let db = crate::store::connect(&crate::config::DatabaseConfig {
-            url: format!("sqlite://{}?mode=rwc", path.display()),
-            max_connections: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let db = crate::store::tests::file_db(&path).await;
         let now = ms_to_naive(1_800_000_000_123);
         let mut spec = crate::JobSpec::cron(1, "j", "0/5 * * * * ?", "h");
         spec.alarm_email = Some("ops@example.com".into());
@@ -375,15 +368,7 @@ mod tests {
     #[tokio::test]
     async fn sync_scan_statements_match_the_pool_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
-        let db = crate::store::connect(&crate::config::DatabaseConfig {
-            url,
-            max_connections: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let db = crate::store::tests::file_db(&dir.path().join("t.db")).await;
         let now = ms_to_naive(1_000);
         let g = crate::store::groups::insert(&db, "app", "App", 1, Some("http://a/".into()), now)
             .await

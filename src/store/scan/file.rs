@@ -168,14 +168,7 @@ mod tests {
     async fn a_single_node_pass_goes_page_by_page_and_records_each_fire_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.db");
-        let db = crate::store::connect(&crate::config::DatabaseConfig {
-            url: format!("sqlite://{}?mode=rwc", path.display()),
-            max_connections: 1,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let db = crate::store::tests::file_db(&path).await;
         let t0 = 1_800_000_000_000;
         let now = crate::clock::ms_to_naive(t0);
         let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
