@@ -55,14 +55,51 @@ pub struct LogReport {
     tz: Tz,
     retention_days: i64,
     last_clean_ms: Option<i64>,
+    pacing: Pacing,
+    activity: Activity,
+}
+
+/// When count passes may run, shared by the minute's pass and [`FreshReport`]'s.
+#[derive(Clone)]
+struct Pacing {
     /// No count pass starts before this (epoch ms): see [`REPORT_BUDGET`].
-    next_report_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    next_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
     /// When the last count pass ended (epoch ms).
     counted_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
     /// Held by a count pass: passes never overlap, and a [`FreshReport`] that waited for one
     /// finds the counts fresh.
     counting: std::sync::Arc<tokio::sync::Mutex<()>>,
-    activity: Activity,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing {
+            next_ms: Default::default(),
+            counted_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
+            counting: Default::default(),
+        }
+    }
+}
+
+impl Pacing {
+    /// Counts the last `days` days (the caller holds `counting`), then sets when the next pass
+    /// may start ([`REPORT_BUDGET`] times this one's duration later); answers how long it took.
+    async fn count(
+        &self,
+        db: DatabaseConnection,
+        clock: &Clock,
+        tz: Tz,
+        days: u64,
+    ) -> (Result<()>, i64) {
+        use std::sync::atomic::Ordering;
+        let started = clock.now_ms();
+        let r = LogReport::count_days(db, clock.clone(), tz, days).await;
+        let took = clock.now_ms() - started;
+        self.next_ms
+            .store(started + took * REPORT_BUDGET, Ordering::Relaxed);
+        self.counted_ms.store(clock.now_ms(), Ordering::Relaxed);
+        (r, took)
+    }
 }
 
 /// The UTC instant a local day starts at.
@@ -89,9 +126,7 @@ impl LogReport {
             tz,
             retention_days,
             last_clean_ms: None,
-            next_report_ms: Default::default(),
-            counted_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)),
-            counting: Default::default(),
+            pacing: Pacing::default(),
             activity,
         }
     }
@@ -164,22 +199,18 @@ impl LogReport {
             self.last_clean_ms = Some(now);
         }
         use std::sync::atomic::Ordering;
-        let next = self.next_report_ms.clone();
-        let report_due = now >= next.load(Ordering::Relaxed);
-        let (counted, counting) = (self.counted_ms.clone(), self.counting.clone());
+        let pacing = self.pacing.clone();
+        let report_due = now >= pacing.next_ms.load(Ordering::Relaxed);
         let guard = self.activity.enter();
         ctx.spawn(
             async move {
                 let _guard = guard;
                 if report_due {
-                    let _pass = counting.lock().await;
-                    let started = clock.now_ms();
-                    if let Err(e) = Self::refresh(db.clone(), clock.clone(), tz).await {
+                    let _pass = pacing.counting.lock().await;
+                    let (r, took) = pacing.count(db.clone(), &clock, tz, 3).await;
+                    if let Err(e) = r {
                         tracing::error!(error = %e, "log report failed");
                     }
-                    let took = clock.now_ms() - started;
-                    next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
-                    counted.store(clock.now_ms(), Ordering::Relaxed);
                     if took * REPORT_BUDGET > REPORT_EVERY.as_millis() as i64 {
                         tracing::info!(took_ms = took, "run counts are large; counting less often");
                     }
@@ -225,9 +256,7 @@ impl Handler<FreshReport> for LogReport {
             self.db.clone(),
             self.clock.clone(),
             self.tz,
-            self.next_report_ms.clone(),
-            self.counted_ms.clone(),
-            self.counting.clone(),
+            self.pacing.clone(),
         ))
     }
 }
@@ -235,27 +264,15 @@ impl Handler<FreshReport> for LogReport {
 impl LogReport {
     /// [`FreshReport`]: counts today unless the last count is younger than [`FRESH`] or the
     /// budget's next pass is not due yet; one pass at a time.
-    async fn fresh(
-        db: DatabaseConnection,
-        clock: Clock,
-        tz: Tz,
-        next: std::sync::Arc<std::sync::atomic::AtomicI64>,
-        counted: std::sync::Arc<std::sync::atomic::AtomicI64>,
-        counting: std::sync::Arc<tokio::sync::Mutex<()>>,
-    ) -> Result<()> {
+    async fn fresh(db: DatabaseConnection, clock: Clock, tz: Tz, pacing: Pacing) -> Result<()> {
         use std::sync::atomic::Ordering;
-        let _pass = counting.lock().await;
-        let started = clock.now_ms();
-        let fresh =
-            started.saturating_sub(counted.load(Ordering::Relaxed)) < FRESH.as_millis() as i64;
-        if fresh || started < next.load(Ordering::Relaxed) {
+        let _pass = pacing.counting.lock().await;
+        let now = clock.now_ms();
+        let age = now.saturating_sub(pacing.counted_ms.load(Ordering::Relaxed));
+        if age < FRESH.as_millis() as i64 || now < pacing.next_ms.load(Ordering::Relaxed) {
             return Ok(());
         }
-        Self::count_days(db, clock.clone(), tz, 1).await?;
-        let took = clock.now_ms() - started;
-        next.store(started + took * REPORT_BUDGET, Ordering::Relaxed);
-        counted.store(clock.now_ms(), Ordering::Relaxed);
-        Ok(())
+        pacing.count(db, &clock, tz, 1).await.0
     }
 }
 
@@ -310,17 +327,12 @@ mod tests {
         let db = crate::store::tests::memory_db().await;
         let clock = Clock::system();
         let (next, counted) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
-        let counting = Arc::new(tokio::sync::Mutex::new(()));
-        let fresh = || {
-            LogReport::fresh(
-                db.clone(),
-                clock.clone(),
-                chrono_tz::UTC,
-                next.clone(),
-                counted.clone(),
-                counting.clone(),
-            )
+        let pacing = Pacing {
+            next_ms: next.clone(),
+            counted_ms: counted.clone(),
+            counting: Default::default(),
         };
+        let fresh = || LogReport::fresh(db.clone(), clock.clone(), chrono_tz::UTC, pacing.clone());
         let running = || async {
             reports::all(&db)
                 .await
