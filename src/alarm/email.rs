@@ -19,12 +19,6 @@ pub struct EmailAlarm {
     from: Mailbox,
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 impl EmailAlarm {
     /// A sender for `cfg` (TLS `none`, `starttls` or `tls`).
     pub fn new(cfg: &SmtpConfig) -> Result<Self> {
@@ -66,7 +60,7 @@ impl EmailAlarm {
             content.push_str(&format!(
                 "<br>HandleCode={}<br>HandleMsg=<br>{}",
                 e.handle_code,
-                escape(h)
+                super::html_escape(h)
             ));
         }
         format!(
@@ -75,9 +69,9 @@ impl EmailAlarm {
              <td width=\"20%\">Executor</td><td width=\"10%\">Job ID</td><td width=\"20%\">Job description</td>\
              <td width=\"10%\">Alarm type</td><td width=\"40%\">Alarm content</td></tr></thead><tbody><tr>\
              <td>{}</td><td>{}</td><td>{}</td><td>Trigger Fail</td><td>{}</td></tr></tbody></table>",
-            escape(&e.group_title),
+            super::html_escape(&e.group_title),
             e.job_id,
-            escape(&e.job_desc),
+            super::html_escape(&e.job_desc),
             content
         )
     }

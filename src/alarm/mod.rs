@@ -12,6 +12,22 @@ pub use email::EmailAlarm;
 pub use webhook::WebhookAlarm;
 pub(crate) use webhook::WebhookPolicy;
 
+/// `s` with the five HTML special characters escaped (for text placed into HTML).
+pub(crate) fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// What an alarm reports: one failed run of one job.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

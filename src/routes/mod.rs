@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod v1;
 pub mod web;
+pub mod xxl;
 
 use crate::console::Console;
 use crate::engine::Engine;
@@ -45,7 +46,8 @@ pub fn node(
 }
 
 /// Mounts a whole scheduling center: [`node`] plus the console API (`/v1/...`), the web
-/// console (`/`), `/openapi.json` and `/metrics`. This is what `xjob serve` runs.
+/// console (`/`), XXL-JOB's console endpoints for its tools (`/jobinfo/…`, also under
+/// `/xxl-job-admin`), `/openapi.json` and `/metrics`. This is what `xjob serve` runs.
 pub fn center(
     console: Console,
     access_token: Option<String>,
@@ -56,6 +58,7 @@ pub fn center(
         metrics::config(cfg);
         openapi::config(cfg);
         v1::config(cfg, console.clone());
+        xxl::config(cfg);
         web::config(cfg);
     }
 }

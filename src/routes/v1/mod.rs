@@ -196,7 +196,7 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
 
 /// Parses a JSON object; an error names the field it concerns.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Error> {
-    let mut value: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::Invalid {
+    let value: serde_json::Value = serde_json::from_slice(b).map_err(|e| Error::Invalid {
         field: "body",
         reason: format!("invalid JSON: {e}"),
     })?;
@@ -207,6 +207,13 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, 
             reason: "must be a JSON object".into(),
         });
     }
+    from_value(value)
+}
+
+/// Reads a JSON object into `T`; an error names the field it concerns.
+pub(crate) fn from_value<T: serde::de::DeserializeOwned>(
+    mut value: serde_json::Value,
+) -> Result<T, Error> {
     integral_floats_as_integers(&mut value);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
@@ -242,6 +249,11 @@ fn integral_floats_as_integers(v: &mut serde_json::Value) {
         Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
         _ => {}
     }
+}
+
+/// `name` as one of the input field names errors point at.
+pub(crate) fn known_field(name: &str) -> Option<&'static str> {
+    KNOWN_FIELDS.iter().copied().find(|f| *f == name)
 }
 
 /// Field names serde puts in backticks in its messages (`missing field `jobDesc``).
@@ -382,6 +394,11 @@ pub(crate) fn ok<T: Serialize>(v: T) -> ApiResult {
 
 /// The token a request carries: the bearer header first, then the login cookie.
 pub(crate) fn request_token(req: &HttpRequest) -> Option<String> {
+    request_token_in(req, &[COOKIE])
+}
+
+/// The token a request carries: the bearer header first, then the first of `cookies` it has.
+pub(crate) fn request_token_in(req: &HttpRequest, cookies: &[&str]) -> Option<String> {
     if let Some(t) = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -397,7 +414,8 @@ pub(crate) fn request_token(req: &HttpRequest) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, v)| *k == COOKIE && !v.is_empty())
+        .filter(|(k, v)| cookies.contains(k) && !v.is_empty())
+        .min_by_key(|(k, _)| cookies.iter().position(|c| c == k))
         .map(|(_, v)| v.to_string())
 }
 
@@ -434,9 +452,21 @@ impl FromRequest for Auth {
 
 /// A `Set-Cookie` value for the login cookie (`max_age` 0 clears it).
 pub(crate) fn login_cookie(token: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
+    session_cookie(COOKIE, token, Some(max_age_secs), secure)
+}
+
+/// A `Set-Cookie` value for a session cookie `name` (HttpOnly, SameSite=Strict, path `/`):
+/// kept for `max_age` seconds (0 clears it), or until the browser closes when `None`.
+pub(crate) fn session_cookie(
+    name: &str,
+    token: &str,
+    max_age_secs: Option<i64>,
+    secure: bool,
+) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
-    let v = format!(
-        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
-    );
+    let age = max_age_secs
+        .map(|s| format!("; Max-Age={s}"))
+        .unwrap_or_default();
+    let v = format!("{name}={token}; Path=/; HttpOnly; SameSite=Strict{age}{secure}");
     HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static("xjob_token=; Max-Age=0"))
 }

@@ -1,0 +1,553 @@
+//! XXL-JOB's console endpoints driven as its tools drive them (spec §10, §13): form bodies,
+//! the login cookie, and the answer shapes they parse — 2.x's `ReturnT` and DataTables pages,
+//! 3.3's `Response` and `PageModel` — against the same `routes::center` `xjob serve` runs.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::{StatusCode, header};
+use actix_web::test::{TestRequest, call_service, init_service, read_body};
+use serde_json::Value;
+use xjob::console::Console;
+
+use common::{T0, TestApp, run_paused};
+
+const ADMIN_PW: &str = "admin-secret-1";
+const APP: &str = "xxl-job-executor-sample";
+
+/// One answer: status, the cookie it set (name=value), the Location, and the JSON body.
+struct Reply {
+    status: StatusCode,
+    cookie: Option<String>,
+    location: Option<String>,
+    json: Value,
+}
+
+/// POSTs a form as jQuery and the auto-register libraries do, with `cookie` if given.
+async fn form<S>(svc: &S, path: &str, cookie: Option<&str>, body: &str) -> Reply
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    let mut req = TestRequest::post()
+        .uri(path)
+        .peer_addr("127.0.0.1:40000".parse().unwrap())
+        .insert_header((
+            header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded; charset=UTF-8",
+        ))
+        .set_payload(body.to_string());
+    if let Some(c) = cookie {
+        req = req.insert_header((header::COOKIE, c.to_string()));
+    }
+    let res = call_service(svc, req.to_request()).await;
+    let status = res.status();
+    let cookie = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| !v.contains("Max-Age=0"))
+        .map(|v| v.split(';').next().unwrap().to_string());
+    let location = res
+        .headers()
+        .get(header::LOCATION)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = read_body(res).await;
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Reply {
+        status,
+        cookie,
+        location,
+        json,
+    }
+}
+
+/// A center whose in-process executor registers as [`APP`] before any group names it (as an
+/// executor that starts before its auto-register tool has run).
+async fn center(
+    dir: &std::path::Path,
+) -> (
+    TestApp,
+    impl Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+) {
+    let app = TestApp::start_in(dir, T0, |c| {
+        c.security.admin_password = ADMIN_PW.into();
+        c.executor.app_name = APP.into();
+    })
+    .await;
+    let console = Console::new(app.engine.clone());
+    console.bootstrap_admin().await.unwrap();
+    let svc = init_service(
+        actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
+    )
+    .await;
+    (app, svc)
+}
+
+/// A client written to XXL-JOB 2.4's console contract (as xxl-job-auto-register is): logs in
+/// with the form and keeps the `XXL_JOB_LOGIN_IDENTITY` cookie, registers its group, adds,
+/// starts, triggers, stops and removes a job, and reads its runs and a run's log.
+#[test]
+fn a_2x_console_client_registers_a_group_and_drives_a_job() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, svc) = center(dir.path()).await;
+        let base = "/xxl-job-admin";
+
+        // no session: sent to the login page, as XXL-JOB does
+        let r = form(&svc, &format!("{base}/jobgroup/pageList"), None, "").await;
+        assert_eq!(r.status, StatusCode::FOUND);
+        assert_eq!(r.location.as_deref(), Some("/xxl-job-admin/toLogin"));
+
+        let r = form(
+            &svc,
+            &format!("{base}/login"),
+            None,
+            &format!("userName=admin&password={ADMIN_PW}&ifRemember=on"),
+        )
+        .await;
+        assert_eq!(
+            (r.status, &r.json["code"]),
+            (StatusCode::OK, &Value::from(200))
+        );
+        assert!(r.json.get("content").is_some(), "{}", r.json);
+        let cookie = r.cookie.unwrap();
+        assert!(cookie.starts_with("XXL_JOB_LOGIN_IDENTITY="), "{cookie}");
+        let c = Some(cookie.as_str());
+
+        // the group does not exist yet: the tool finds none, then saves it
+        let group_page = format!("{base}/jobgroup/pageList");
+        let page = |q: &'static str| form(&svc, &group_page, c, q);
+        let r = page("appname=xxl-job-executor-sample&title=&start=0&length=10").await;
+        assert_eq!(r.json["recordsTotal"], 0, "{}", r.json);
+        let r = form(
+            &svc,
+            &format!("{base}/jobgroup/save"),
+            c,
+            "appname=xxl-job-executor-sample&title=Sample+executor&addressType=0&addressList=",
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = page("appname=xxl-job-executor-sample&start=0&length=10").await;
+        assert_eq!(r.json["recordsTotal"], 1, "{}", r.json);
+        assert_eq!(r.json["recordsFiltered"], 1);
+        let g = &r.json["data"][0];
+        assert_eq!(g["appname"], APP, "XXL-JOB's field name: {g}");
+        assert_eq!(g["title"], "Sample executor");
+        let group = g["id"].as_i64().unwrap();
+        // a second save of the same appname is refused, in the envelope
+        let r = form(
+            &svc,
+            &format!("{base}/jobgroup/save"),
+            c,
+            "appname=xxl-job-executor-sample&title=Again&addressType=0",
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.json["code"], 500, "{}", r.json);
+        assert!(
+            r.json["msg"].as_str().unwrap().contains("exists"),
+            "{}",
+            r.json
+        );
+        let r = form(
+            &svc,
+            &format!("{base}/jobgroup/loadById"),
+            c,
+            &format!("id={group}"),
+        )
+        .await;
+        assert_eq!(
+            r.json["content"]["registryList"].as_array().unwrap().len(),
+            1,
+            "{}",
+            r.json
+        );
+
+        // add: every XxlJobInfo form field, the new id as a string
+        let add = format!(
+            "jobGroup={group}&jobDesc=Nightly+report&author=ops&alarmEmail=&scheduleType=CRON\
+             &scheduleConf=0+0+3+*+*+%3F&misfireStrategy=DO_NOTHING&executorRouteStrategy=FIRST\
+             &executorHandler=demoJobHandler&executorParam=p1&executorBlockStrategy=SERIAL_EXECUTION\
+             &executorTimeout=0&executorFailRetryCount=0&glueType=BEAN&glueSource=\
+             &glueRemark=GLUE+init&childJobId="
+        );
+        let r = form(&svc, &format!("{base}/jobinfo/add"), c, &add).await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let id: i64 = r.json["content"].as_str().unwrap().parse().unwrap();
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/pageList"),
+            c,
+            &format!(
+                "jobGroup={group}&triggerStatus=-1&executorHandler=demoJobHandler&start=0&length=10"
+            ),
+        )
+        .await;
+        assert_eq!(r.json["recordsTotal"], 1, "{}", r.json);
+        let job = &r.json["data"][0];
+        assert_eq!(
+            (job["id"].as_i64(), &job["triggerStatus"]),
+            (Some(id), &Value::from(0))
+        );
+        assert_eq!(job["scheduleConf"], "0 0 3 * * ?");
+        let added = job["addTime"].as_str().unwrap();
+        assert!(
+            chrono::NaiveDateTime::parse_from_str(added, "%Y-%m-%d %H:%M:%S").is_ok(),
+            "XXL-JOB's time format: {added}"
+        );
+
+        // a bad form is refused with the field named, and changes nothing
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/update"),
+            c,
+            &format!("id={id}&scheduleType=CRON&scheduleConf=not+a+cron"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "{}", r.json);
+        assert!(
+            r.json["msg"].as_str().unwrap().contains("not a cron"),
+            "{}",
+            r.json
+        );
+        // an edit with a partial form keeps the other fields
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/update"),
+            c,
+            &format!("id={id}&jobDesc=Nightly"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/start"),
+            c,
+            &format!("id={id}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/trigger"),
+            c,
+            &format!("id={id}&executorParam=by-hand&addressList="),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        app.advance(2_000).await;
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/stop"),
+            c,
+            &format!("id={id}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+
+        let r = form(
+            &svc,
+            &format!("{base}/joblog/pageList"),
+            c,
+            &format!("jobGroup={group}&jobId={id}&logStatus=1&filterTime=&start=0&length=10"),
+        )
+        .await;
+        assert_eq!(r.json["recordsTotal"], 1, "{}", r.json);
+        let run = &r.json["data"][0];
+        assert_eq!(run["executorParam"], "by-hand");
+        assert_eq!(run["handleCode"], 200);
+        assert_eq!(run["jobDesc"], "Nightly");
+        let log_id = run["id"].as_i64().unwrap();
+        let r = form(
+            &svc,
+            &format!("{base}/joblog/logDetailCat"),
+            c,
+            &format!("logId={log_id}&fromLineNum=1"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let log = &r.json["content"];
+        assert!(
+            log["logContent"].as_str().unwrap().contains("by-hand"),
+            "{log}"
+        );
+        assert_eq!(log["fromLineNum"], 1);
+
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/remove"),
+            c,
+            &format!("id={id}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(
+            &svc,
+            &format!("{base}/jobinfo/pageList"),
+            c,
+            &format!("jobGroup={group}"),
+        )
+        .await;
+        assert_eq!(r.json["recordsTotal"], 0, "{}", r.json);
+        let r = form(
+            &svc,
+            &format!("{base}/jobgroup/remove"),
+            c,
+            &format!("id={group}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+
+        // every change went to the audit log under the user's name
+        let (total, actions) = audit_actions(&app).await;
+        for a in [
+            "group.create",
+            "job.create",
+            "job.update",
+            "job.start",
+            "job.trigger",
+            "job.stop",
+            "job.delete",
+            "group.delete",
+        ] {
+            assert!(
+                actions.iter().any(|x| x == a),
+                "{a} missing from {actions:?} ({total})"
+            );
+        }
+
+        // logout ends the session: the cookie no longer works
+        let r = form(&svc, &format!("{base}/logout"), c, "").await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(&svc, &format!("{base}/jobgroup/pageList"), c, "").await;
+        assert_eq!(r.status, StatusCode::FOUND);
+        app.close().await;
+    });
+}
+
+/// The audit log's actions, newest first.
+async fn audit_actions(app: &TestApp) -> (u64, Vec<String>) {
+    use sea_orm::{EntityTrait, QueryOrder};
+    let rows = entity::xjob_audit::Entity::find()
+        .order_by_desc(entity::xjob_audit::Column::Id)
+        .all(app.engine.db())
+        .await
+        .unwrap();
+    (
+        rows.len() as u64,
+        rows.into_iter().map(|r| r.action).collect(),
+    )
+}
+
+/// A 3.x client: `/auth/doLogin` with the `xxl_job_login_token` cookie, `insert`, `ids[]` lists,
+/// and `offset`/`pagesize` pages answered as `{"code","msg","data":{…,"total"}}`; at `/`.
+#[test]
+fn a_3x_console_client_uses_the_new_forms_at_the_root() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, svc) = center(dir.path()).await;
+        let r = form(
+            &svc,
+            "/auth/doLogin",
+            None,
+            &format!("userName=admin&password={ADMIN_PW}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let cookie = r.cookie.unwrap();
+        assert!(cookie.starts_with("xxl_job_login_token="), "{cookie}");
+        let c = Some(cookie.as_str());
+
+        let r = form(
+            &svc,
+            "/jobgroup/insert",
+            c,
+            "appname=xxl-job-executor-sample&title=Sample",
+        )
+        .await;
+        assert_eq!(
+            (&r.json["code"], &r.json["msg"]),
+            (&Value::from(200), &Value::from("Success"))
+        );
+        let r = form(
+            &svc,
+            "/jobgroup/pageList",
+            c,
+            "appname=sample&offset=0&pagesize=5",
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let page = &r.json["data"];
+        assert_eq!(
+            (page["total"].as_u64(), page["pagesize"].as_u64()),
+            (Some(1), Some(5))
+        );
+        let group = page["data"][0]["id"].as_i64().unwrap();
+
+        let mut ids = Vec::new();
+        for desc in ["one", "two"] {
+            let r = form(
+                &svc,
+                "/jobinfo/insert",
+                c,
+                &format!(
+                    "jobGroup={group}&jobDesc={desc}&author=ops&scheduleType=FIX_RATE&scheduleConf=60\
+                     &executorRouteStrategy=ROUND&executorHandler=demoJobHandler\
+                     &executorBlockStrategy=SERIAL_EXECUTION&misfireStrategy=DO_NOTHING&glueType=BEAN"
+                ),
+            )
+            .await;
+            assert_eq!(r.json["code"], 200, "{}", r.json);
+            ids.push(r.json["data"].as_str().unwrap().parse::<i64>().unwrap());
+        }
+        let list = format!("ids%5B%5D={}&ids%5B%5D={}", ids[0], ids[1]);
+        let r = form(&svc, "/jobinfo/start", c, &list).await;
+        assert_eq!(r.json["msg"], "Success", "{}", r.json);
+        let r = form(
+            &svc,
+            "/jobinfo/pageList",
+            c,
+            &format!("jobGroup={group}&triggerStatus=1&offset=0&pagesize=10"),
+        )
+        .await;
+        assert_eq!(r.json["data"]["total"], 2, "{}", r.json);
+        let r = form(&svc, "/jobinfo/delete", c, &list).await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(
+            &svc,
+            "/jobinfo/pageList",
+            c,
+            &format!("jobGroup={group}&offset=0&pagesize=10"),
+        )
+        .await;
+        assert_eq!(r.json["data"]["total"], 0, "{}", r.json);
+
+        // next fire times come in XXL-JOB's format, in both envelopes' keys
+        let r = form(
+            &svc,
+            "/jobinfo/nextTriggerTime",
+            c,
+            "scheduleType=CRON&scheduleConf=0+0+3+*+*+%3F",
+        )
+        .await;
+        let times = r.json["data"].as_array().unwrap();
+        assert_eq!(times.len(), 5, "{}", r.json);
+        assert_eq!(r.json["content"], r.json["data"]);
+        assert!(
+            times[0].as_str().unwrap().ends_with("03:00:00"),
+            "{}",
+            r.json
+        );
+        let r = form(
+            &svc,
+            "/jobinfo/nextTriggerTime",
+            c,
+            "scheduleType=CRON&scheduleConf=bad",
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "{}", r.json);
+        app.close().await;
+    });
+}
+
+/// The rules are the console's: a normal user sees and changes only their groups, login
+/// failures are counted by the same limiter, and a wrong password sets no cookie.
+#[test]
+fn the_consoles_rules_hold_on_the_xxl_endpoints() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, svc) = center(dir.path()).await;
+        let r = form(
+            &svc,
+            "/login",
+            None,
+            "userName=admin&password=wrong-password",
+        )
+        .await;
+        assert_eq!(
+            (r.status, &r.json["code"]),
+            (StatusCode::OK, &Value::from(500))
+        );
+        assert!(r.cookie.is_none());
+        let admin = form(
+            &svc,
+            "/login",
+            None,
+            &format!("userName=admin&password={ADMIN_PW}"),
+        )
+        .await;
+        let a = admin.cookie.unwrap();
+        // a user of the demo group only
+        let console = Console::new(app.engine.clone());
+        let root = xjob::console::Principal {
+            id: 1,
+            username: "admin".into(),
+            role: 1,
+            permission: vec![],
+            client: String::new(),
+            key: None,
+        };
+        console
+            .create_user(
+                &root,
+                xjob::console::users::UserInput {
+                    username: "alice".into(),
+                    password: Some("alice-password-1".into()),
+                    role: 0,
+                    permission: vec![app.group],
+                },
+            )
+            .await
+            .unwrap();
+        let r = form(
+            &svc,
+            "/jobgroup/save",
+            Some(&a),
+            "appname=other-app&title=Other",
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let alice = form(
+            &svc,
+            "/login",
+            None,
+            "userName=alice&password=alice-password-1",
+        )
+        .await;
+        let u = alice.cookie.unwrap();
+        let r = form(&svc, "/jobgroup/pageList", Some(&u), "").await;
+        assert_eq!(r.json["recordsTotal"], 1, "only the demo group: {}", r.json);
+        let r = form(
+            &svc,
+            "/jobgroup/save",
+            Some(&u),
+            "appname=alice-app&title=Mine",
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "administrators only: {}", r.json);
+        let other = form(&svc, "/jobgroup/pageList", Some(&a), "appname=other-app").await;
+        let other = other.json["data"][0]["id"].as_i64().unwrap();
+        let r = form(
+            &svc,
+            "/jobinfo/add",
+            Some(&u),
+            &format!("jobGroup={other}&jobDesc=x&author=a&scheduleType=NONE&executorHandler=h&glueType=BEAN&executorRouteStrategy=FIRST&executorBlockStrategy=SERIAL_EXECUTION&misfireStrategy=DO_NOTHING"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "{}", r.json);
+        assert!(
+            r.json["msg"].as_str().unwrap().contains("permission"),
+            "{}",
+            r.json
+        );
+        let (_, jobs) = (0, form(&svc, "/jobinfo/pageList", Some(&a), "").await);
+        assert_eq!(
+            jobs.json["recordsTotal"], 0,
+            "nothing was created: {}",
+            jobs.json
+        );
+        app.close().await;
+    });
+}
