@@ -49,8 +49,9 @@ pub(crate) struct GroupTokens {
     /// group id → token.
     pub by_group: HashMap<i32, String>,
     /// Every executor address listed for a group (normalised with a trailing `/`) → the token
-    /// it gets; when two groups list one address, the group with the lowest id decides.
-    by_address: HashMap<String, AddressToken>,
+    /// it gets and its group's appName; when two groups list one address, the group with the
+    /// lowest id decides.
+    by_address: HashMap<String, (AddressToken, String)>,
 }
 
 impl GroupTokens {
@@ -77,7 +78,7 @@ impl GroupTokens {
                 if !a.trim().is_empty() {
                     t.by_address
                         .entry(crate::executor::client::normalise(a))
-                        .or_insert_with(|| choice.clone());
+                        .or_insert_with(|| (choice.clone(), g.app_name.clone()));
                 }
             }
         }
@@ -89,16 +90,20 @@ impl GroupTokens {
         self.by_group.is_empty()
     }
 
-    /// The token to send to `address`: its group's own, the global one, or none for an
-    /// address no group lists.
-    pub(crate) fn for_address(&self, address: &str) -> AddressToken {
+    /// The token to send to `address` (its group's own, the global one, or none for an
+    /// address no group lists) and its group's appName (sent as XXL-JOB 3.5's
+    /// `XXL-JOB-APPNAME`).
+    pub(crate) fn for_address(&self, address: &str) -> (AddressToken, Option<&str>) {
         let a = address.trim();
         let found = if a.ends_with('/') {
             self.by_address.get(a)
         } else {
             self.by_address.get(&crate::executor::client::normalise(a))
         };
-        found.cloned().unwrap_or(AddressToken::None)
+        match found {
+            Some((t, app)) => (t.clone(), Some(app.as_str())),
+            None => (AddressToken::None, None),
+        }
     }
 
     /// The tokens an executor of `app_name` may present: its group's own token (exact name);

@@ -7,6 +7,9 @@ use actix_web::HttpRequest;
 pub(crate) const TOKEN_HEADER: &str = "XXL-JOB-ACCESS-TOKEN";
 /// The header XXL-JOB before 2.2 sent (still sent by some clients).
 pub(crate) const OLD_TOKEN_HEADER: &str = "XXL-RPC-ACCESS-TOKEN";
+/// The header XXL-JOB 3.5 sends (and requires) with the caller's or callee's app name, in both
+/// directions.
+pub(crate) const APP_HEADER: &str = "XXL-JOB-APPNAME";
 /// The answer to a wrong token.
 pub(crate) const WRONG_TOKEN: &str = "The access token is wrong.";
 

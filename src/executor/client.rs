@@ -57,6 +57,13 @@ pub trait ExecutorClient: Send + Sync + 'static {
         let _ = token;
         None
     }
+    /// This client naming `app_name` as the executors' app (XXL-JOB 3.5's `XXL-JOB-APPNAME`,
+    /// which its executors require), for the executors of that group. `None` (the default)
+    /// when the client has no use for it.
+    fn with_app(&self, app_name: &str) -> Option<Arc<dyn ExecutorClient>> {
+        let _ = app_name;
+        None
+    }
 }
 
 /// Normalises an address for comparison: a trailing slash is added as XXL-JOB does.
@@ -69,6 +76,12 @@ pub(crate) fn normalise(address: &str) -> String {
     }
 }
 
+/// Remote clients by group appName, then by the token they send (`None`: the global one).
+type GroupClients = std::collections::HashMap<
+    String,
+    std::collections::HashMap<Option<String>, Arc<dyn ExecutorClient>>,
+>;
+
 /// A node's client: its own address goes to the in-process executor without HTTP; others go to
 /// `remote`, or fail with XXL-JOB's remoting error text when there is none.
 pub(crate) struct NodeClient {
@@ -78,8 +91,8 @@ pub(crate) struct NodeClient {
     /// Where groups' own tokens come from (addresses of a group with one get the remote
     /// client's copy sending it).
     tokens: Option<crate::directory::Directory>,
-    /// The remote client per group token, made once.
-    with_token: parking_lot::Mutex<std::collections::HashMap<String, Arc<dyn ExecutorClient>>>,
+    /// The remote client per group appName and token sent (`None`: the global one), made once.
+    for_group: parking_lot::Mutex<GroupClients>,
 }
 
 impl NodeClient {
@@ -98,7 +111,7 @@ impl NodeClient {
             local,
             remote,
             tokens: None,
-            with_token: Default::default(),
+            for_group: Default::default(),
         }
     }
 
@@ -136,20 +149,31 @@ impl NodeClient {
         // the token goes only where it belongs: a group's own token to that group's addresses,
         // the global token to addresses of groups without one, none to an address outside
         // every group (an administrator's manual address list)
-        let token = match dir.tokens().for_address(address) {
-            AddressToken::Global => return Ok(remote.clone()),
-            AddressToken::Own(t) => t,
-            AddressToken::None => String::new(),
+        let tokens = dir.tokens();
+        let (token, app) = tokens.for_address(address);
+        let token = match token {
+            AddressToken::Global => None,
+            AddressToken::Own(t) => Some(t),
+            AddressToken::None => Some(String::new()),
         };
-        let mut made = self.with_token.lock();
-        if let Some(c) = made.get(&token) {
+        let app = app.unwrap_or_default();
+        let mut made = self.for_group.lock();
+        if let Some(c) = made.get(app).and_then(|by_token| by_token.get(&token)) {
             return Ok(c.clone());
         }
-        if let Some(c) = remote.with_token(&token) {
-            made.insert(token, c.clone());
-            return Ok(c);
-        }
-        Ok(remote.clone())
+        let with_token = match &token {
+            None => remote.clone(),
+            Some(t) => remote.with_token(t).unwrap_or_else(|| remote.clone()),
+        };
+        let c = if app.is_empty() {
+            with_token
+        } else {
+            with_token.with_app(app).unwrap_or(with_token)
+        };
+        made.entry(app.to_string())
+            .or_default()
+            .insert(token, c.clone());
+        Ok(c)
     }
 }
 

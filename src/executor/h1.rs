@@ -146,11 +146,12 @@ pub(super) async fn post(
     t: &Target<'_>,
     body: &[u8],
     token: Option<&str>,
+    app: Option<&str>,
     timeout: Duration,
     cap: usize,
 ) -> Result<Answer, String> {
     let mut request = Vec::with_capacity(192 + body.len());
-    write_head(&mut request, t, body.len(), token)?;
+    write_head(&mut request, t, body.len(), token, app)?;
     request.extend_from_slice(body);
     match tokio::time::timeout(timeout, exchange(t.authority, &request, cap)).await {
         Ok(answer) => answer,
@@ -158,12 +159,14 @@ pub(super) async fn post(
     }
 }
 
-/// The request's head; a token that is no valid header value is refused.
+/// The request's head, with the access token and the app name (XXL-JOB 3.5's
+/// `XXL-JOB-APPNAME`) when given; one that is no valid header value is refused.
 fn write_head(
     out: &mut Vec<u8>,
     t: &Target<'_>,
     length: usize,
     token: Option<&str>,
+    app: Option<&str>,
 ) -> Result<(), String> {
     use std::io::Write;
     let _ = write!(
@@ -171,13 +174,19 @@ fn write_head(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json;charset=UTF-8\r\n",
         t.path, t.authority
     );
-    if let Some(token) = token.filter(|t| !t.trim().is_empty()) {
-        if token.bytes().any(|b| b.is_ascii_control()) {
-            return Err("the access token holds a control character".into());
+    for (name, value, what) in [
+        (crate::token::TOKEN_HEADER, token, "the access token"),
+        (crate::token::APP_HEADER, app, "the app name"),
+    ] {
+        let Some(value) = value.filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        if value.bytes().any(|b| b.is_ascii_control()) {
+            return Err(format!("{what} holds a control character"));
         }
-        out.extend_from_slice(crate::token::TOKEN_HEADER.as_bytes());
+        out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(token.as_bytes());
+        out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     let _ = write!(out, "Content-Length: {length}\r\n\r\n");
@@ -496,18 +505,20 @@ mod tests {
     fn the_request_head_names_the_host_token_and_length() {
         let t = target("http://10.0.0.1:9999/run").unwrap();
         let mut out = Vec::new();
-        write_head(&mut out, &t, 12, Some("s3cret")).unwrap();
+        write_head(&mut out, &t, 12, Some("s3cret"), Some("demo-app")).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "POST /run HTTP/1.1\r\nHost: 10.0.0.1:9999\r\n\
              Content-Type: application/json;charset=UTF-8\r\n\
-             XXL-JOB-ACCESS-TOKEN: s3cret\r\nContent-Length: 12\r\n\r\n"
+             XXL-JOB-ACCESS-TOKEN: s3cret\r\nXXL-JOB-APPNAME: demo-app\r\n\
+             Content-Length: 12\r\n\r\n"
         );
         let mut out = Vec::new();
-        write_head(&mut out, &t, 0, Some("  ")).unwrap();
+        write_head(&mut out, &t, 0, Some("  "), None).unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("ACCESS-TOKEN"));
         let mut out = Vec::new();
-        assert!(write_head(&mut out, &t, 0, Some("a\r\nX-Evil: 1")).is_err());
+        assert!(write_head(&mut out, &t, 0, Some("a\r\nX-Evil: 1"), None).is_err());
+        assert!(write_head(&mut out, &t, 0, None, Some("a\nX-Evil: 1")).is_err());
     }
 
     #[test]
@@ -674,7 +685,7 @@ mod tests {
             let url = format!("http://{addr}/run");
             let t = target(&url).unwrap();
             for want in [&b"{\"code\":200"[..], b"{\"code\":500", b"{\"code\":200"] {
-                let a = post(&t, b"{}", Some("tok"), Duration::from_secs(5), 1024)
+                let a = post(&t, b"{}", Some("tok"), None, Duration::from_secs(5), 1024)
                     .await
                     .unwrap();
                 assert_eq!((a.status, a.body.as_slice()), (200, want));
@@ -696,7 +707,7 @@ mod tests {
             let (addr, seen, closed) = server(vec![close, ok_then_close, ok]).await;
             let url = format!("http://{addr}/beat");
             let t = target(&url).unwrap();
-            let call = || post(&t, b"\"\"", None, Duration::from_secs(5), 1024);
+            let call = || post(&t, b"\"\"", None, None, Duration::from_secs(5), 1024);
             let connects = || seen.borrow().iter().filter(|s| *s == "connect").count();
             // "Connection: close": the next call connects anew
             assert_eq!(call().await.unwrap().body, b"ok");
@@ -723,7 +734,7 @@ mod tests {
                 .port();
             let url = format!("http://127.0.0.1:{port}/run");
             let t = target(&url).unwrap();
-            let e = post(&t, b"{}", None, Duration::from_secs(5), 1024)
+            let e = post(&t, b"{}", None, None, Duration::from_secs(5), 1024)
                 .await
                 .unwrap_err();
             assert!(e.starts_with("Failed to connect to host"), "{e}");
@@ -733,11 +744,11 @@ mod tests {
             let (addr, _, _) = server(vec![long, cut]).await;
             let url = format!("http://{addr}/run");
             let t = target(&url).unwrap();
-            let e = post(&t, b"{}", None, Duration::from_secs(5), 1024)
+            let e = post(&t, b"{}", None, None, Duration::from_secs(5), 1024)
                 .await
                 .unwrap_err();
             assert!(e.contains("longer than 1024 bytes"), "{e}");
-            let e = post(&t, b"{}", None, Duration::from_secs(5), 1024)
+            let e = post(&t, b"{}", None, None, Duration::from_secs(5), 1024)
                 .await
                 .unwrap_err();
             assert!(e.contains("closed in the answer's body"), "{e}");
@@ -759,7 +770,7 @@ mod tests {
             let url = format!("http://{addr}/run");
             let t = target(&url).unwrap();
             tokio::time::pause();
-            let e = post(&t, b"{}", None, Duration::from_secs(3), 1024)
+            let e = post(&t, b"{}", None, None, Duration::from_secs(3), 1024)
                 .await
                 .unwrap_err();
             assert_eq!(e, "Timeout while waiting for response");

@@ -24,7 +24,16 @@ use crate::error::{Error, Result};
 use crate::model::wire::{
     HandleCallbackParam, JobIdParam, LogParam, LogResult, RegistryParam, ReturnT, TriggerParam,
 };
-use crate::token::TOKEN_HEADER;
+use crate::token::{APP_HEADER, TOKEN_HEADER};
+
+type Bytes = actix_web::web::Bytes;
+
+/// `body` as JSON, or XXL-JOB's failure when it cannot be encoded.
+fn encode<B: Serialize + ?Sized, T>(body: &B) -> std::result::Result<Bytes, ReturnT<T>> {
+    serde_json::to_vec(body)
+        .map(Bytes::from)
+        .map_err(|e| ReturnT::fail(format!("request encoding: {e}")))
+}
 
 /// XXL-JOB's default connect and read timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -108,8 +117,52 @@ pub(crate) fn tls_config(ca_file: Option<&str>) -> Result<Arc<ClientConfig>> {
 #[derive(Clone)]
 pub struct HttpExecutorClient {
     thread: ArbiterHandle,
-    token: Option<String>,
+    cred: Credentials,
     timeout: Duration,
+    peers: Arc<Peers>,
+}
+
+/// What a call sends besides its body: the access token and the app name (XXL-JOB 3.5's
+/// `XXL-JOB-APPNAME`; older peers ignore it).
+#[derive(Clone, Debug, Default)]
+struct Credentials {
+    token: Option<Arc<str>>,
+    app: Option<Arc<str>>,
+}
+
+/// What the client learned about the peers it calls, shared by its copies: the executors that
+/// speak XXL-JOB 3.5 (`/trigger` instead of `/run`) and the admins that take 3.5's callback
+/// object (`{"callbackList": [...]}` instead of an array). Both start empty (the 2.x–3.4
+/// protocol) and follow each peer's answers.
+#[derive(Debug, Default)]
+struct Peers {
+    triggers: parking_lot::RwLock<std::collections::HashSet<String>>,
+    callback_objects: parking_lot::RwLock<std::collections::HashSet<String>>,
+}
+
+impl Peers {
+    fn has(set: &parking_lot::RwLock<std::collections::HashSet<String>>, peer: &str) -> bool {
+        let set = set.read();
+        !set.is_empty() && set.contains(&super::client::normalise(peer))
+    }
+
+    fn set(set: &parking_lot::RwLock<std::collections::HashSet<String>>, peer: &str, on: bool) {
+        let peer = super::client::normalise(peer);
+        if on {
+            set.write().insert(peer);
+        } else {
+            set.write().remove(&peer);
+        }
+    }
+}
+
+/// Whether an answer says the path is not served: XXL-JOB's executors answer an unknown path
+/// `invalid request, uri-mapping(<path>) not found.`; other servers a 404.
+fn path_unknown<T>(r: &ReturnT<T>) -> bool {
+    !r.is_success()
+        && r.msg.as_deref().is_some_and(|m| {
+            (m.contains("uri-mapping(") && m.contains("not found")) || m.contains("StatusCode(404)")
+        })
 }
 
 /// `address` + `path`, adding the `/` XXL-JOB adds.
@@ -125,16 +178,19 @@ pub(super) fn join_url(address: &str, path: &str) -> String {
 /// Sends the POST; a failed send or a status other than 200 is the failure it answers.
 async fn send(
     url: &str,
-    body: Vec<u8>,
-    token: Option<String>,
+    body: Bytes,
+    cred: &Credentials,
     timeout: Duration,
 ) -> std::result::Result<Response, ReturnT<()>> {
     let mut req = client().post(url);
     req = req
         .timeout(timeout)
         .insert_header(("Content-Type", "application/json;charset=UTF-8"));
-    if let Some(t) = token.as_deref().filter(|t| !t.trim().is_empty()) {
+    if let Some(t) = cred.token.as_deref().filter(|t| !t.trim().is_empty()) {
         req = req.insert_header((TOKEN_HEADER, t));
+    }
+    if let Some(a) = cred.app.as_deref().filter(|a| !a.trim().is_empty()) {
+        req = req.insert_header((APP_HEADER, a));
     }
     let resp = match req.send_body(body).await {
         Ok(r) => r,
@@ -185,12 +241,13 @@ fn invalid<T>(url: &str, bytes: &[u8]) -> ReturnT<T> {
 
 async fn post<T: DeserializeOwned>(
     url: String,
-    body: Vec<u8>,
-    token: Option<String>,
+    body: Bytes,
+    cred: Credentials,
     timeout: Duration,
 ) -> ReturnT<T> {
     if let Some(t) = h1::target(&url) {
-        return match h1::post(&t, &body, token.as_deref(), timeout, LOG_BODY_CAP).await {
+        let (token, app) = (cred.token.as_deref(), cred.app.as_deref());
+        return match h1::post(&t, &body, token, app, timeout, LOG_BODY_CAP).await {
             Ok(a) if a.status == 200 => {
                 serde_json::from_slice(&a.body).unwrap_or_else(|_| invalid(&url, &a.body))
             }
@@ -198,7 +255,7 @@ async fn post<T: DeserializeOwned>(
             Err(e) => remoting_error(e, &url),
         };
     }
-    let mut resp = match send(&url, body, token, timeout).await {
+    let mut resp = match send(&url, body, &cred, timeout).await {
         Ok(r) => r,
         Err(f) => return refail(f),
     };
@@ -213,13 +270,13 @@ async fn post<T: DeserializeOwned>(
 /// executor sends the whole rest of the file) is read as the page of whole lines in that prefix.
 async fn post_log(
     url: String,
-    body: Vec<u8>,
-    token: Option<String>,
+    body: Bytes,
+    cred: Credentials,
     timeout: Duration,
     from: i32,
 ) -> ReturnT<LogResult> {
     use futures::StreamExt;
-    let mut resp = match send(&url, body, token, timeout).await {
+    let mut resp = match send(&url, body, &cred, timeout).await {
         Ok(r) => r,
         Err(f) => return refail(f),
     };
@@ -281,9 +338,21 @@ impl HttpExecutorClient {
         thread.spawn_fn(move || CLIENT.with(|c| *c.borrow_mut() = Some(build_client(tls))));
         HttpExecutorClient {
             thread,
-            token,
+            cred: Credentials {
+                token: token.map(Arc::from),
+                app: None,
+            },
             timeout,
+            peers: Arc::default(),
         }
+    }
+
+    /// This client naming `app_name` in XXL-JOB 3.5's `XXL-JOB-APPNAME` header on every call
+    /// (an executor's own app name, for its calls to admins).
+    pub fn with_app_name(mut self, app_name: &str) -> Self {
+        let app = app_name.trim();
+        self.cred.app = (!app.is_empty()).then(|| Arc::from(app));
+        self
     }
 
     fn call<B, T>(&self, address: &str, path: &str, body: &B) -> BoxFuture<'static, ReturnT<T>>
@@ -294,8 +363,9 @@ impl HttpExecutorClient {
         self.call_with(address, path, body, post::<T>)
     }
 
-    /// POSTs `body` to `address`/`path` on the client thread with `send` (url, body, token,
-    /// timeout); an unencodable body or a stopped thread answer XXL-JOB's failure texts.
+    /// POSTs `body` to `address`/`path` on the client thread with `send` (url, body,
+    /// credentials, timeout); an unencodable body or a stopped thread answer XXL-JOB's failure
+    /// texts.
     fn call_with<B, T, F, Fut>(
         &self,
         address: &str,
@@ -306,22 +376,39 @@ impl HttpExecutorClient {
     where
         B: Serialize,
         T: Send + 'static,
-        F: FnOnce(String, Vec<u8>, Option<String>, Duration) -> Fut + Send + 'static,
+        F: FnOnce(String, Bytes, Credentials, Duration) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ReturnT<T>> + 'static,
+    {
+        match encode(body) {
+            Ok(payload) => self.send_with(address, path, payload, send),
+            Err(f) => futures::future::ready(f).boxed(),
+        }
+    }
+
+    /// [`Self::call_with`] of an encoded body.
+    fn send_with<T, F, Fut>(
+        &self,
+        address: &str,
+        path: &str,
+        payload: Bytes,
+        send: F,
+    ) -> BoxFuture<'static, ReturnT<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(String, Bytes, Credentials, Duration) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ReturnT<T>> + 'static,
     {
         let url = join_url(address, path);
-        let payload = match serde_json::to_vec(body) {
-            Ok(p) => p,
-            Err(e) => {
-                return futures::future::ready(ReturnT::fail(format!("request encoding: {e}")))
-                    .boxed();
-            }
-        };
-        let (token, timeout, u) = (self.token.clone(), self.timeout, url.clone());
+        let (cred, timeout, u) = (self.cred.clone(), self.timeout, url.clone());
         let stopped = ReturnT::fail(format!(
             "xxl-job remoting error(client thread stopped), for url : {url}"
         ));
-        self.on_client_thread(move || send(u, payload, token, timeout), stopped)
+        self.on_client_thread(move || send(u, payload, cred, timeout), stopped)
+    }
+
+    /// POSTs an encoded body, answering a `ReturnT`.
+    fn send(&self, address: &str, path: &str, payload: Bytes) -> BoxFuture<'static, ReturnT> {
+        self.send_with(address, path, payload, post::<String>)
     }
 }
 
@@ -451,13 +538,48 @@ impl HttpExecutorClient {
 }
 
 impl HttpExecutorClient {
-    /// `POST {admin}/api/callback` with a batch of results.
+    /// `POST {admin}/api/callback` with a batch of results: a JSON array (2.x–3.4), or the
+    /// object `{"callbackList": [...]}` to an admin known to speak XXL-JOB 3.5. An admin that
+    /// answers but refuses one shape is offered the other at once, and the shape it takes is
+    /// remembered.
     pub fn callback(
         &self,
         admin: &str,
         items: Vec<HandleCallbackParam>,
     ) -> BoxFuture<'static, ReturnT> {
-        self.call(&join_url(admin, "api"), "callback", &items)
+        let object = Peers::has(&self.peers.callback_objects, admin);
+        let array = match encode(&items) {
+            Ok(b) => b,
+            Err(f) => return futures::future::ready(f).boxed(),
+        };
+        let (this, admin) = (self.clone(), admin.to_string());
+        async move {
+            let api = join_url(&admin, "api");
+            let wrapped = || encode(&serde_json::json!({ "callbackList": &items }));
+            let first = if object { wrapped() } else { Ok(array.clone()) };
+            let r = match first {
+                Ok(b) => this.send(&api, "callback", b).await,
+                Err(f) => f,
+            };
+            // no answer at all: the other shape would fare no better
+            let unanswered = r
+                .msg
+                .as_deref()
+                .is_some_and(|m| m.starts_with("xxl-job remoting error("));
+            if r.is_success() || unanswered {
+                return r;
+            }
+            let second = if object { Ok(array) } else { wrapped() };
+            let Ok(second) = second else { return r };
+            let again = this.send(&api, "callback", second).await;
+            if again.is_success() {
+                tracing::info!(%admin, object = !object, "the admin takes the other callback shape");
+                Peers::set(&this.peers.callback_objects, &admin, !object);
+                return again;
+            }
+            r
+        }
+        .boxed()
     }
 
     /// `POST {admin}/api/registry` or `/api/registryRemove` (`which`).
@@ -472,8 +594,35 @@ impl HttpExecutorClient {
 }
 
 impl ExecutorClient for HttpExecutorClient {
+    /// `POST /run` (2.x–3.4), or `/trigger` to an executor known to speak XXL-JOB 3.5; an
+    /// executor that does not serve the path is sent the other one at once, and the one it
+    /// serves is remembered.
     fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
-        self.call(address, "run", &param)
+        let next = Peers::has(&self.peers.triggers, address);
+        let payload = match encode(&param) {
+            Ok(b) => b,
+            Err(f) => return futures::future::ready(f).boxed(),
+        };
+        let (first, other) = if next {
+            ("trigger", "run")
+        } else {
+            ("run", "trigger")
+        };
+        let sent = self.send(address, first, payload.clone());
+        let (this, address) = (self.clone(), address.to_string());
+        async move {
+            let r = sent.await;
+            if !path_unknown(&r) {
+                return r;
+            }
+            let again = this.send(&address, other, payload).await;
+            if !path_unknown(&again) {
+                tracing::info!(%address, path = other, "the executor serves the other trigger path");
+                Peers::set(&this.peers.triggers, &address, !next);
+            }
+            again
+        }
+        .boxed()
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
@@ -490,17 +639,19 @@ impl ExecutorClient for HttpExecutorClient {
     }
 
     fn with_token(&self, token: &str) -> Option<Arc<dyn ExecutorClient>> {
-        Some(Arc::new(HttpExecutorClient {
-            thread: self.thread.clone(),
-            token: Some(token.to_string()),
-            timeout: self.timeout,
-        }))
+        let mut c = self.clone();
+        c.cred.token = Some(Arc::from(token));
+        Some(Arc::new(c))
+    }
+
+    fn with_app(&self, app_name: &str) -> Option<Arc<dyn ExecutorClient>> {
+        Some(Arc::new(self.clone().with_app_name(app_name)))
     }
 
     fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
         let from = param.from_line_num;
-        self.call_with(address, "log", &param, move |url, body, token, timeout| {
-            post_log(url, body, token, timeout, from)
+        self.call_with(address, "log", &param, move |url, body, cred, timeout| {
+            post_log(url, body, cred, timeout, from)
         })
     }
 }

@@ -1,9 +1,11 @@
 //! The executor side of the XXL-JOB 2.4 protocol (spec §3) as an actix-web service mountable in
 //! any app: `POST /beat`, `/idleBeat`, `/run`, `/kill`, `/log`, answered by an
-//! [`ExecutorClient`] backend (the in-process executor).
+//! [`ExecutorClient`] backend (the in-process executor). XXL-JOB 3.5's admins are served too:
+//! `/trigger` is `/run`, a log request may name `logDateTime`, and an `XXL-JOB-APPNAME` header,
+//! when sent, must name this executor's app.
 //!
 //! Always HTTP 200 with the result in `code`; rejections in XXL-JOB's order and words: method,
-//! token, path; a malformed body is a 500 in the body, never a panic.
+//! token, app name, path; a malformed body is a 500 in the body, never a panic.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use serde::Serialize;
 
 use super::ExecutorClient;
 use crate::model::wire::{JobIdParam, LogParam, ReturnT, TriggerParam};
-use crate::token::{WRONG_TOKEN, token_ok};
+use crate::token::{APP_HEADER, WRONG_TOKEN, token_ok};
 
 /// What the executor endpoints need.
 #[derive(Clone)]
@@ -24,6 +26,8 @@ pub(crate) struct ExecutorApi {
     /// The node's own executor group (directory, appName): when it has its own access token,
     /// callers must send that one instead.
     pub group: Option<(crate::directory::Directory, String)>,
+    /// This executor's app name (a standalone executor's; the node's comes with `group`).
+    pub app_name: Option<String>,
 }
 
 impl ExecutorApi {
@@ -36,10 +40,22 @@ impl ExecutorApi {
         }
         self.access_token.clone()
     }
+
+    /// The app name callers that name one must name.
+    fn app(&self) -> Option<&str> {
+        self.group
+            .as_ref()
+            .map(|(_, app)| app.as_str())
+            .or(self.app_name.as_deref())
+            .filter(|a| !a.is_empty())
+    }
 }
 
+/// XXL-JOB 3.5's answer to a request whose token or app name is wrong.
+const WRONG_APP: &str = "invalid request, accessToken or appname is invalid.";
+
 /// The executor paths.
-pub(crate) const PATHS: [&str; 5] = ["/beat", "/idleBeat", "/run", "/kill", "/log"];
+pub(crate) const PATHS: [&str; 6] = ["/beat", "/idleBeat", "/run", "/trigger", "/kill", "/log"];
 
 fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
     HttpResponse::Ok()
@@ -79,6 +95,12 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
     if !token_ok(&req, api.expected().as_deref()) {
         return reply(&ReturnT::<String>::fail(WRONG_TOKEN));
     }
+    // 2.x–3.4 admins send no app name; one that does must mean this executor
+    if let (Some(sent), Some(own)) = (req.headers().get(APP_HEADER), api.app())
+        && sent.as_bytes() != own.as_bytes()
+    {
+        return reply(&ReturnT::<String>::fail(WRONG_APP));
+    }
     let backend = &api.backend;
     match req.path() {
         "/beat" => reply(&backend.beat("").await),
@@ -86,7 +108,7 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
             Ok(p) => reply(&backend.idle_beat("", p.job_id).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
-        "/run" => match parse::<TriggerParam>(&body) {
+        "/run" | "/trigger" => match parse::<TriggerParam>(&body) {
             Ok(p) => reply(&backend.run("", p).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },

@@ -101,7 +101,8 @@ impl StandaloneExecutor {
             Some(token.clone()),
             Duration::from_secs(cfg.http.client_timeout_secs),
             &cfg.http.client_ca_file,
-        )?;
+        )?
+        .with_app_name(&app);
         let callbacks = CallbackActor::new(
             admins.clone(),
             client.clone(),
@@ -128,6 +129,7 @@ impl StandaloneExecutor {
             backend: Arc::new(executor.clone()) as Arc<dyn ExecutorClient>,
             access_token: Some(token),
             group: None,
+            app_name: Some(app.clone()),
         };
         let server = HttpServer::new(move || {
             let api = api.clone();

@@ -114,19 +114,56 @@ pub struct TriggerParam {
     pub broadcast_total: i32,
 }
 
-/// `HandleCallbackParam`: one result, executor → admin `/api/callback` (spec §5.2).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// `HandleCallbackParam`: one result, executor → admin `/api/callback` (spec §5.2). Written
+/// with the date under both its names (2.x's misspelled `logDateTim` and XXL-JOB 3.5's
+/// `logDateTime`; each admin ignores the key it does not know); read from either.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HandleCallbackParam {
     /// Log row id.
     pub log_id: i64,
-    /// Epoch ms (misspelled on the wire).
-    #[serde(rename = "logDateTim")]
+    /// Epoch ms (misspelled on the 2.x wire).
     pub log_date_tim: i64,
     /// 200 success, 500 failure, 502 timeout.
     pub handle_code: i32,
     /// Message.
     pub handle_msg: Option<String>,
+}
+
+impl Serialize for HandleCallbackParam {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut o = s.serialize_struct("HandleCallbackParam", 5)?;
+        o.serialize_field("logId", &self.log_id)?;
+        o.serialize_field("logDateTim", &self.log_date_tim)?;
+        o.serialize_field("logDateTime", &self.log_date_tim)?;
+        o.serialize_field("handleCode", &self.handle_code)?;
+        o.serialize_field("handleMsg", &self.handle_msg)?;
+        o.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for HandleCallbackParam {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase", default)]
+        #[derive(Default)]
+        struct Wire {
+            log_id: i64,
+            #[serde(rename = "logDateTim")]
+            old: Option<i64>,
+            #[serde(rename = "logDateTime")]
+            new: Option<i64>,
+            handle_code: i32,
+            handle_msg: Option<String>,
+        }
+        let w = Wire::deserialize(d)?;
+        Ok(HandleCallbackParam {
+            log_id: w.log_id,
+            log_date_tim: w.old.or(w.new).unwrap_or_default(),
+            handle_code: w.handle_code,
+            handle_msg: w.handle_msg,
+        })
+    }
 }
 
 /// `RegistryParam` (spec §5.3).
@@ -149,17 +186,49 @@ pub struct JobIdParam {
     pub job_id: i32,
 }
 
-/// `LogParam` (spec §5.5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+/// `LogParam` (spec §5.5). Written with the date under both its names (2.x's misspelled
+/// `logDateTim` and XXL-JOB 3.5's `logDateTime`); read from either.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogParam {
-    /// Epoch ms (misspelled on the wire).
-    #[serde(rename = "logDateTim")]
+    /// Epoch ms (misspelled on the 2.x wire).
     pub log_date_tim: i64,
     /// Log row id.
     pub log_id: i64,
     /// First line wanted, from 1.
     pub from_line_num: i32,
+}
+
+impl Serialize for LogParam {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut o = s.serialize_struct("LogParam", 4)?;
+        o.serialize_field("logDateTim", &self.log_date_tim)?;
+        o.serialize_field("logDateTime", &self.log_date_tim)?;
+        o.serialize_field("logId", &self.log_id)?;
+        o.serialize_field("fromLineNum", &self.from_line_num)?;
+        o.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for LogParam {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase", default)]
+        struct Wire {
+            #[serde(rename = "logDateTim")]
+            old: Option<i64>,
+            #[serde(rename = "logDateTime")]
+            new: Option<i64>,
+            log_id: i64,
+            from_line_num: i32,
+        }
+        let w = Wire::deserialize(d)?;
+        Ok(LogParam {
+            log_date_tim: w.old.or(w.new).unwrap_or_default(),
+            log_id: w.log_id,
+            from_line_num: w.from_line_num,
+        })
+    }
 }
 
 /// `LogResult` (spec §5.5).

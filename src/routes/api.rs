@@ -72,6 +72,13 @@ pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
         serde_json::from_slice(body).map_err(|e| format!("invalid callback body: {e}"))?;
     let items = match v {
         Value::Array(a) => a,
+        // XXL-JOB 3.5's shape: `{"callbackList": [...]}`
+        Value::Object(mut o) if o.get("callbackList").is_some_and(Value::is_array) => {
+            match o.remove("callbackList") {
+                Some(Value::Array(a)) => a,
+                _ => Vec::new(),
+            }
+        }
         Value::Object(_) => vec![v],
         _ => return Err("invalid callback body: expected a JSON array".into()),
     };
@@ -96,7 +103,11 @@ pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
             text_of(o.get("handleMsg")).or_else(|| text_of(legacy.and_then(|r| r.get("msg"))));
         out.items.push(HandleCallbackParam {
             log_id,
-            log_date_tim: num(o, "logDateTim"),
+            // 3.5 executors name it `logDateTime`
+            log_date_tim: match num(o, "logDateTim") {
+                0 => num(o, "logDateTime"),
+                t => t,
+            },
             handle_code: code,
             handle_msg: msg,
         });

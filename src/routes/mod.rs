@@ -39,6 +39,7 @@ pub fn node(
                         engine.directory().clone(),
                         engine.config().executor.app_name.trim().to_string(),
                     )),
+                    app_name: None,
                 },
             );
         }
