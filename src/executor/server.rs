@@ -96,7 +96,11 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
         return reply(&ReturnT::<String>::fail(WRONG_TOKEN));
     }
     // 2.x–3.4 admins send no app name; one that does must mean this executor
-    if let (Some(sent), Some(own)) = (req.headers().get(APP_HEADER), api.app())
+    let sent = req
+        .headers()
+        .get(APP_HEADER)
+        .filter(|v| !v.as_bytes().trim_ascii().is_empty());
+    if let (Some(sent), Some(own)) = (sent, api.app())
         && sent.as_bytes() != own.as_bytes()
     {
         return reply(&ReturnT::<String>::fail(WRONG_APP));

@@ -1,0 +1,401 @@
+//! XXL-JOB's next executor protocol (upstream master, 3.5.0-SNAPSHOT; spec §13), both ways,
+//! against stand-ins written here from the spec's facts alone: executors serve `/trigger` (not
+//! `/run`), every call in both directions carries `XXL-JOB-ACCESS-TOKEN` and `XXL-JOB-APPNAME`
+//! (both required, checked against the group's own token), callbacks are
+//! `{"callbackList":[{logId, logDateTime, handleCode, handleMsg}]}`, and a log request names
+//! `logDateTime`. Real time, a few seconds.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use common::*;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use xjob::console::{Console, Principal};
+use xjob::executor::StandaloneExecutor;
+use xjob::prelude::*;
+
+const APP: &str = "next-exec";
+const GROUP_TOKEN: &str = "next-group-token-0123456789";
+const GLOBAL_TOKEN: &str = "next-global-token";
+const BAD: &str = "invalid request, accessToken or appname is invalid.";
+
+/// What a stand-in saw: (path, token header, app header, body).
+type Seen = Arc<Mutex<Vec<(String, String, String, Value)>>>;
+
+fn header(req: &HttpRequest, name: &str) -> String {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Both headers, as a 3.5 peer requires them.
+fn authorised(req: &HttpRequest, token: &str, app: &str) -> bool {
+    header(req, "XXL-JOB-ACCESS-TOKEN") == token && header(req, "XXL-JOB-APPNAME") == app
+}
+
+fn answer(code: i32, msg: &str) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "code": code, "msg": msg }))
+}
+
+async fn post(url: &str, token: &str, app: &str, body: Value) -> Value {
+    let mut req = awc::Client::default()
+        .post(url)
+        .insert_header(("XXL-JOB-ACCESS-TOKEN", token));
+    // a 2.x admin sends no app name at all
+    if !app.is_empty() {
+        req = req.insert_header(("XXL-JOB-APPNAME", app));
+    }
+    let mut r = req.send_json(&body).await.unwrap();
+    // XXL-JOB's executors answer JSON as `text/html`: read the bytes
+    serde_json::from_slice(&r.body().await.unwrap()).unwrap_or(Value::Null)
+}
+
+/// The stand-in executor's state.
+#[derive(Clone)]
+struct Executor {
+    admin: String,
+    seen: Seen,
+}
+
+/// A 3.5 executor: `/trigger`, `/beat`, `/idleBeat`, `/kill`, `/log` with both headers
+/// required; any other path is not mapped (`/run` included). A run calls back at once in 3.5's
+/// object shape.
+async fn executor_call(
+    req: HttpRequest,
+    body: web::Bytes,
+    me: web::Data<Executor>,
+) -> HttpResponse {
+    let path = req.path().to_string();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    me.seen.lock().push((
+        path.clone(),
+        header(&req, "XXL-JOB-ACCESS-TOKEN"),
+        header(&req, "XXL-JOB-APPNAME"),
+        body.clone(),
+    ));
+    if !["/trigger", "/beat", "/idleBeat", "/kill", "/log"].contains(&path.as_str()) {
+        return answer(
+            500,
+            &format!("invalid request, uri-mapping({path}) not found."),
+        );
+    }
+    if !authorised(&req, GROUP_TOKEN, APP) {
+        return answer(500, BAD);
+    }
+    match path.as_str() {
+        "/trigger" => {
+            let (admin, log_id, at) = (
+                me.admin.clone(),
+                body["logId"].clone(),
+                body["logDateTime"].clone(),
+            );
+            actix_rt::spawn(async move {
+                let cb = json!({ "callbackList": [
+                    { "logId": log_id, "logDateTime": at, "handleCode": 200, "handleMsg": "done by 3.5" }
+                ]});
+                post(&format!("{admin}api/callback"), GROUP_TOKEN, APP, cb).await;
+            });
+            answer(200, "Success")
+        }
+        "/log" => {
+            let at = body["logDateTime"].as_i64().unwrap_or_default();
+            HttpResponse::Ok().json(json!({ "code": 200, "msg": "Success", "data": {
+                "fromLineNum": 1, "toLineNum": 1,
+                "logContent": format!("log of {} at {at}\n", body["logId"]), "isEnd": true
+            }}))
+        }
+        _ => answer(200, "Success"),
+    }
+}
+
+/// A stand-in 3.5 executor registers with our admin, takes `/trigger` (our admin learns it
+/// after one `/run` it does not serve), calls back in 3.5's shape, and serves a log read that
+/// names `logDateTime`; every call our admin makes names the group's app and its own token.
+#[test]
+fn a_3_5_executor_works_with_our_admin() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let node = http_node(dir.path(), GLOBAL_TOKEN, false, |_| {}).await;
+        let admin = node.address.clone();
+        let engine = node.engine.clone();
+        let group = engine.ensure_group(APP, "next").await.unwrap();
+        // 3.5 has per-group tokens only: the group gets its own
+        let console = Console::new(engine.clone());
+        let root = Principal {
+            id: 0,
+            username: "root".into(),
+            role: 1,
+            permission: vec![],
+            client: String::new(),
+            key: None,
+        };
+        let g = console.get_group(&root, group).await.unwrap();
+        console
+            .update_group(
+                &root,
+                group,
+                xjob::console::groups::GroupInput {
+                    app_name: g.app_name,
+                    title: g.title,
+                    address_type: 0,
+                    address_list: None,
+                    access_token: Some(GROUP_TOKEN.into()),
+                },
+            )
+            .await
+            .unwrap();
+
+        let seen: Seen = Arc::default();
+        let state = web::Data::new(Executor {
+            admin: admin.clone(),
+            seen: seen.clone(),
+        });
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = format!("http://{}/", l.local_addr().unwrap());
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .default_service(web::to(executor_call))
+        })
+        .workers(1)
+        .listen(l)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        let reg =
+            json!({ "registryGroup": "EXECUTOR", "registryKey": APP, "registryValue": address });
+        let r = post(&format!("{admin}api/registry"), GROUP_TOKEN, APP, reg).await;
+        assert_eq!(r["code"], 200, "{r}");
+
+        let job = engine
+            .add_job(JobSpec::cron(group, "next", "0 0 0 * * ?", "nextHandler"))
+            .await
+            .unwrap();
+        let db = engine.db().clone();
+        let done = |n: usize| {
+            let db = db.clone();
+            async move {
+                let rows = xjob::testing::store::logs::for_job(&db, job).await.unwrap();
+                rows.len() == n && rows.iter().all(|r| r.handle_code != 0)
+            }
+        };
+        for n in 1..=2 {
+            engine
+                .trigger_job(job, Some(format!("p{n}")), None)
+                .await
+                .unwrap();
+            eventually("the run called back", 10, || done(n)).await;
+        }
+        let rows = xjob::testing::store::logs::for_job(engine.db(), job)
+            .await
+            .unwrap();
+        for r in &rows {
+            assert_eq!((r.trigger_code, r.handle_code), (200, 200), "{r:?}");
+            assert_eq!(r.handle_msg.as_deref(), Some("done by 3.5"));
+        }
+        let paths: Vec<String> = seen.lock().iter().map(|s| s.0.clone()).collect();
+        assert_eq!(
+            paths,
+            ["/run", "/trigger", "/trigger"],
+            "one /run to learn the executor's protocol, then /trigger only"
+        );
+        for (path, token, app, _) in seen.lock().iter() {
+            assert_eq!((token.as_str(), app.as_str()), (GROUP_TOKEN, APP), "{path}");
+        }
+
+        let log = engine.run_log(rows[0].id, 1).await.unwrap();
+        assert!(
+            log.content.starts_with(&format!("log of {}", rows[0].id)),
+            "{}",
+            log.content
+        );
+        let asked = seen.lock().last().cloned().unwrap();
+        assert_eq!(asked.0, "/log");
+        let at = rows[0].trigger_time.unwrap().and_utc().timestamp_millis();
+        assert_eq!(asked.3["logDateTime"], at, "3.5's key: {}", asked.3);
+
+        // a wrong token never gets through the admin, whatever the app name says
+        let r = post(
+            &format!("{admin}api/callback"),
+            "wrong-token",
+            APP,
+            json!({ "callbackList": [{ "logId": rows[0].id, "handleCode": 500 }] }),
+        )
+        .await;
+        assert_ne!(r["code"], 200, "{r}");
+        handle.stop(false).await;
+        node.shutdown().await;
+    });
+}
+
+/// The stand-in admin's state.
+#[derive(Clone)]
+struct Admin {
+    seen: Seen,
+}
+
+/// A 3.5 admin: `/api/registry`, `/api/registryRemove` and `/api/callback` with both headers
+/// required; a callback must be the `{"callbackList": [...]}` object (an array is a bad
+/// request, as Spring answers a body it cannot bind).
+async fn admin_call(req: HttpRequest, body: web::Bytes, me: web::Data<Admin>) -> HttpResponse {
+    let path = req.path().to_string();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    me.seen.lock().push((
+        path.clone(),
+        header(&req, "XXL-JOB-ACCESS-TOKEN"),
+        header(&req, "XXL-JOB-APPNAME"),
+        body.clone(),
+    ));
+    if !authorised(&req, GROUP_TOKEN, APP) {
+        return answer(500, BAD);
+    }
+    match path.as_str() {
+        "/api/registry" | "/api/registryRemove" => answer(200, "Success"),
+        "/api/callback" if body["callbackList"].is_array() => answer(200, "Success"),
+        "/api/callback" => HttpResponse::BadRequest().finish(),
+        other => answer(
+            500,
+            &format!("invalid request, uri-mapping({other}) not found."),
+        ),
+    }
+}
+
+/// Our executor against a stand-in 3.5 admin: it registers naming its app, serves `/trigger`
+/// (and still `/run`), refuses a call naming another app, calls back in the object shape the
+/// admin takes (learnt after one array it refuses), and reads a log request that names
+/// `logDateTime`.
+#[test]
+fn our_executor_works_with_a_3_5_admin() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let seen: Seen = Arc::default();
+        let state = web::Data::new(Admin { seen: seen.clone() });
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let admin = format!("http://{}/", l.local_addr().unwrap());
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .default_service(web::to(admin_call))
+        })
+        .workers(1)
+        .listen(l)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+
+        let mut c = Config::default();
+        c.executor.app_name = APP.into();
+        c.executor.admin_addresses = vec![admin.clone()];
+        c.executor.log_path = dir.path().join("exec-logs").display().to_string();
+        c.executor.callback_retry_secs = 1;
+        c.executor.access_token = GROUP_TOKEN.into();
+        c.registry.beat_secs = 1;
+        let exec = StandaloneExecutor::start(
+            &c,
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        let address = exec.address.clone();
+        eventually("registered", 10, || async {
+            seen.lock().iter().any(|s| s.0 == "/api/registry")
+        })
+        .await;
+        for (path, token, app, _) in seen.lock().iter() {
+            assert_eq!((token.as_str(), app.as_str()), (GROUP_TOKEN, APP), "{path}");
+        }
+
+        let trigger = |log_id: i64, path: &'static str, app: &'static str| {
+            let address = address.clone();
+            async move {
+                let param = json!({
+                    "jobId": 7, "executorHandler": "demoJobHandler", "executorParams": "from 3.5",
+                    "executorBlockStrategy": "SERIAL_EXECUTION", "executorTimeout": 0,
+                    "logId": log_id, "logDateTime": 1_795_269_600_000_i64, "glueType": "BEAN",
+                    "glueSource": "", "glueUpdatetime": 0, "broadcastIndex": 0, "broadcastTotal": 1
+                });
+                post(&format!("{address}{path}"), GROUP_TOKEN, app, param).await
+            }
+        };
+        let r = trigger(101, "trigger", "another-app").await;
+        assert_eq!(
+            (r["code"].as_i64(), r["msg"].as_str()),
+            (Some(500), Some(BAD)),
+            "{r}"
+        );
+        let r = trigger(101, "trigger", APP).await;
+        assert_eq!(r["code"], 200, "{r}");
+        let called_back = |log_id: i64| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().iter().any(|s| {
+                    s.0 == "/api/callback"
+                        && s.3["callbackList"].as_array().is_some_and(|l| {
+                            l.iter()
+                                .any(|i| i["logId"] == log_id && i["handleCode"] == 200)
+                        })
+                })
+            }
+        };
+        eventually("the result called back", 10, || called_back(101)).await;
+        let cb = seen
+            .lock()
+            .iter()
+            .rev()
+            .find(|s| s.0 == "/api/callback")
+            .cloned()
+            .unwrap();
+        let item = &cb.3["callbackList"][0];
+        assert_eq!(
+            item["logDateTime"], 1_795_269_600_000_i64,
+            "3.5's key: {item}"
+        );
+        let arrays = || {
+            seen.lock()
+                .iter()
+                .filter(|s| s.0 == "/api/callback" && s.3.is_array())
+                .count()
+        };
+        assert_eq!(arrays(), 1, "one array refused, then the object");
+
+        // a 2.x admin's `/run` (no app name) still works; the callback goes straight in the
+        // shape this admin takes
+        let r = trigger(102, "run", "").await;
+        assert_eq!(r["code"], 200, "{r}");
+        eventually("the second result called back", 10, || called_back(102)).await;
+        assert_eq!(arrays(), 1, "the admin's shape was remembered");
+
+        let mut r = awc::Client::default()
+            .post(format!("{address}log"))
+            .insert_header(("XXL-JOB-ACCESS-TOKEN", GROUP_TOKEN))
+            .insert_header(("XXL-JOB-APPNAME", APP))
+            .send_json(
+                &json!({ "logDateTime": 1_795_269_600_000_i64, "logId": 101, "fromLineNum": 1 }),
+            )
+            .await
+            .unwrap();
+        let log: Value = serde_json::from_slice(&r.body().await.unwrap()).unwrap();
+        assert_eq!(log["code"], 200, "{log}");
+        assert!(
+            log["data"]["logContent"]
+                .as_str()
+                .unwrap()
+                .contains("from 3.5"),
+            "the run's log, found by logDateTime: {log}"
+        );
+        exec.stop().await;
+        handle.stop(false).await;
+    });
+}
