@@ -125,6 +125,8 @@ pub struct SecurityConfig {
     pub login_window_secs: u64,
     /// Mark the login cookie `Secure` (set when the console is served over HTTPS).
     pub secure_cookie: bool,
+    /// Calls of XXL-JOB's job API (`/api/addJob`, …) allowed per client address per minute.
+    pub job_api_per_minute: u32,
 }
 
 impl Default for SecurityConfig {
@@ -138,6 +140,7 @@ impl Default for SecurityConfig {
             login_max_failures_per_client: 20,
             login_window_secs: 15 * 60,
             secure_cookie: false,
+            job_api_per_minute: 600,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The admin API executors call (spec §4): `POST /api/registry`, `/api/registryRemove`,
-//! `/api/callback`, also under the 2.x base path `/xxl-job-admin/api/…`.
+//! `/api/callback`, also under the 2.x base path `/xxl-job-admin/api/…`; XXL-JOB 3.5's job API
+//! (`/api/addJob`, …) goes to [`super::xxl::job_api`].
 //!
 //! Lenient where real clients need it: unknown keys (such as 2.2's `executeResult`), a
 //! `handleMsg` that is null, a number or an object, the old token header. Always HTTP 200 with
@@ -175,6 +176,9 @@ async fn handle(
             Ok(c) => callback(&req, &api, &tokens, c).await,
             Err(e) => reply(ReturnT::fail(e)),
         },
+        other if super::xxl::job_api::is_job_api(other) => {
+            super::xxl::job_api::handle(&req, other, &body).await
+        }
         other => reply(ReturnT::fail(format!(
             "invalid request, uri-mapping({other}) not found."
         ))),

@@ -54,12 +54,16 @@ pub fn center(
     access_token: Option<String>,
 ) -> impl Fn(&mut actix_web::web::ServiceConfig) + Clone {
     let node = node(console.engine().clone(), access_token);
+    // one rate limit for every worker
+    let job_api = actix_web::web::Data::new(xxl::job_api::Limiter::new(
+        console.engine().config().security.job_api_per_minute,
+    ));
     move |cfg| {
         node(cfg);
         metrics::config(cfg);
         openapi::config(cfg);
         v1::config(cfg, console.clone());
-        xxl::config(cfg);
+        xxl::config(cfg, job_api.clone());
         web::config(cfg);
     }
 }

@@ -1,6 +1,7 @@
 //! XXL-JOB's own admin endpoints, for the tools written against them (spec §10, §13): the
 //! console's form endpoints of 2.x and 3.x ([`console`]), under the 2.x base path
-//! `/xxl-job-admin` and at `/` (3.4.1's default).
+//! `/xxl-job-admin` and at `/` (3.4.1's default), and the job API of its next version
+//! (`job_api`: `/api/addJob`, …, for one group with its own token).
 //!
 //! A thin translation: each endpoint reads Spring MVC style parameters (query string and form
 //! body, `ids[]` lists), calls the same [`Console`](crate::console::Console) operation as `/v1`
@@ -13,6 +14,7 @@
 //! (302), as XXL-JOB does.
 
 pub mod console;
+pub(crate) mod job_api;
 
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -31,8 +33,10 @@ pub(crate) const TOKEN_COOKIE: &str = "xxl_job_login_token";
 /// The cookies a session token is read from (besides `Authorization: Bearer`).
 const COOKIES: &[&str] = &[IDENTITY_COOKIE, TOKEN_COOKIE, crate::console::auth::COOKIE];
 
-/// Mounts XXL-JOB's console endpoints under both [`BASES`].
-pub fn config(cfg: &mut web::ServiceConfig) {
+/// Mounts XXL-JOB's console endpoints under both [`BASES`], and gives the job API (served by
+/// the admin API's `/api/{uri}` route) its rate limit, `limiter` (one per app, made once).
+pub(crate) fn config(cfg: &mut web::ServiceConfig, limiter: web::Data<job_api::Limiter>) {
+    cfg.app_data(limiter);
     console::config(cfg);
 }
 
