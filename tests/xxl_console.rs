@@ -833,3 +833,109 @@ fn the_job_api_is_rate_limited() {
         app.close().await;
     });
 }
+
+/// `/joblog/logKill` stops a running run and `/joblog/clearLog` deletes runs by XXL-JOB's modes;
+/// `/joblog/getJobsByGroup` lists a group's jobs for the run filter.
+#[test]
+fn runs_are_killed_and_cleared_through_the_2x_endpoints() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, svc) = center(dir.path()).await;
+        let login = form(
+            &svc,
+            "/xxl-job-admin/login",
+            None,
+            &format!("userName=admin&password={ADMIN_PW}"),
+        )
+        .await;
+        let c = login.cookie.unwrap();
+        let c = Some(c.as_str());
+        form(
+            &svc,
+            "/xxl-job-admin/jobgroup/save",
+            c,
+            &format!("appname={APP}&title=Sample"),
+        )
+        .await;
+        let r = form(
+            &svc,
+            "/xxl-job-admin/jobgroup/pageList",
+            c,
+            &format!("appname={APP}"),
+        )
+        .await;
+        let group = r.json["data"][0]["id"].as_i64().unwrap();
+        let add = format!(
+            "jobGroup={group}&jobDesc=slow&author=ops&scheduleType=NONE&executorHandler=sleepJobHandler\
+             &executorRouteStrategy=FIRST&executorBlockStrategy=SERIAL_EXECUTION&misfireStrategy=DO_NOTHING&glueType=BEAN"
+        );
+        let r = form(&svc, "/xxl-job-admin/jobinfo/add", c, &add).await;
+        let id: i64 = r.json["content"].as_str().unwrap().parse().unwrap();
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/getJobsByGroup",
+            c,
+            &format!("jobGroup={group}"),
+        )
+        .await;
+        assert_eq!(r.json["content"][0]["id"], id, "{}", r.json);
+        let r = form(
+            &svc,
+            "/xxl-job-admin/jobinfo/trigger",
+            c,
+            &format!("id={id}&executorParam=600"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        app.advance(1_000).await;
+        let running = format!("jobGroup={group}&jobId={id}&logStatus=3&start=0&length=10");
+        let r = form(&svc, "/xxl-job-admin/joblog/pageList", c, &running).await;
+        assert_eq!(r.json["recordsTotal"], 1, "{}", r.json);
+        let run = r.json["data"][0]["id"].as_i64().unwrap();
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/logKill",
+            c,
+            &format!("id={run}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(&svc, "/xxl-job-admin/joblog/pageList", c, &running).await;
+        assert_eq!(r.json["recordsTotal"], 0, "killed: {}", r.json);
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/logKill",
+            c,
+            &format!("id={run}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "not running any more: {}", r.json);
+
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/clearLog",
+            c,
+            &format!("jobGroup={group}&jobId={id}&type=9"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        assert_eq!(r.json["content"]["deleted"], 1, "{}", r.json);
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/clearLog",
+            c,
+            &format!("jobGroup={group}&type=42"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 500, "an unknown mode: {}", r.json);
+        let r = form(
+            &svc,
+            "/xxl-job-admin/joblog/pageList",
+            c,
+            &format!("jobGroup={group}&jobId={id}"),
+        )
+        .await;
+        assert_eq!(r.json["recordsTotal"], 0, "{}", r.json);
+        app.close().await;
+    });
+}
