@@ -132,6 +132,7 @@ pub mod demo;
 pub mod executor;
 pub mod model;
 pub mod routes;
+pub mod workflow;
 
 // the engine's inside, crate-private (tests reach a few items through `testing`)
 mod activity;

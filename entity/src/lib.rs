@@ -17,10 +17,13 @@
 //! - table `xjob_session`: console login sessions (SHA-256 of the token, user, expiry).
 //! - table `xjob_api_key`: named API keys (SHA-256 of the key, user, role, groups, expiry).
 //! - table `xjob_audit`: the console's audit log (time, user, client, action, target, detail).
+//! - tables `xjob_workflow` and `xjob_workflow_version`: workflows and every saved version's DAG.
 
 pub mod xjob_api_key;
 pub mod xjob_audit;
 pub mod xjob_session;
+pub mod xjob_workflow;
+pub mod xjob_workflow_version;
 pub mod xxl_job_group;
 pub mod xxl_job_info;
 pub mod xxl_job_lock;

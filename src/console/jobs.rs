@@ -233,7 +233,7 @@ impl Console {
         Ok(Some(s.join(",")))
     }
 
-    async fn check_group(&self, who: &Principal, group: i32) -> Result<()> {
+    pub(super) async fn check_group(&self, who: &Principal, group: i32) -> Result<()> {
         who.require_group(group, "jobGroup")?;
         // a single node's directory holds every group (this node's group edits refresh it)
         if self.engine.single_node() && self.engine.knows_group(group) {
@@ -353,6 +353,13 @@ impl Console {
     /// Deletes a job with its run logs (pending fires included) and GLUE history.
     pub async fn delete_job(&self, who: &Principal, id: i32) -> Result<()> {
         let job = self.visible_job(who, id).await?;
+        let used = crate::store::workflows::using_job(self.db(), job.job_group, id).await?;
+        if !used.is_empty() {
+            let ids: Vec<String> = used.iter().map(i32::to_string).collect();
+            return Err(Error::Conflict {
+                reason: format!("job {id} runs in workflow(s) {}", ids.join(", ")),
+            });
+        }
         let txn = self.db().begin().await?;
         jobs::delete(&txn, id).await?;
         log_pages::delete_for_job(&txn, id).await?;

@@ -4,7 +4,7 @@
 //! answers plain view structs that serialise with XXL-JOB's camelCase field names.
 //!
 //! One file per resource: [`auth`] (passwords, sessions, login rate limit, the first admin),
-//! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`].
+//! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`], [`workflows`].
 
 pub mod api_keys;
 pub mod audit;
@@ -14,6 +14,7 @@ pub mod groups;
 pub mod jobs;
 pub mod logs;
 pub mod users;
+pub mod workflows;
 
 use std::sync::Arc;
 

@@ -283,6 +283,35 @@ fn schemas() -> Value {
                 ("expiresInDays", json!({ "minimum": 1, "maximum": crate::console::api_keys::MAX_DAYS })),
             ],
         ),
+        "WorkflowInput": constrain(
+            props(&[
+                ("jobGroup", "integer"), ("name", "string"), ("description", "string?"),
+                ("definition", "object"), ("version", "integer?"),
+            ]),
+            &["jobGroup", "name", "definition"],
+            &[
+                ("name", json!({ "minLength": 1, "maxLength": crate::console::workflows::MAX_NAME })),
+                ("definition", json!({ "properties": {
+                    "nodes": { "type": "array", "items": { "type": "object" } },
+                    "edges": { "type": "array", "items": { "type": "object" } },
+                } })),
+            ],
+        ),
+        // validation reports a bad name or DAG as problems (200), not as a refused request
+        "WorkflowDraft": constrain(
+            props(&[
+                ("jobGroup", "integer"), ("name", "string"), ("description", "string?"),
+                ("definition", "object"), ("version", "integer?"),
+            ]),
+            &["jobGroup", "name", "definition"],
+            &[],
+        ),
+        "Workflow": props(&[
+            ("id", "integer"), ("jobGroup", "integer"), ("name", "string"),
+            ("description", "string?"), ("author", "string"), ("version", "integer"),
+            ("definition", "object"), ("createdAt", "string?"), ("updatedAt", "string?"),
+        ]),
+        "Validation": props(&[("valid", "boolean"), ("problems", "array")]),
         "ApiKey": props(&[
             ("id", "integer"), ("name", "string"), ("prefix", "string"), ("userId", "integer"),
             ("role", "integer"), ("permission", "integer[]"), ("createdAt", "string?"),
@@ -404,6 +433,16 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
             ],
             page("AuditEntry"),
         ),
+        ("get", "/v1/workflows") => (
+            None,
+            &["jobGroup", "name", "offset", "limit"],
+            page("Workflow"),
+        ),
+        ("post", "/v1/workflows") | ("put", "/v1/workflows/{id}") => {
+            (Some("WorkflowInput"), &[], r("Workflow"))
+        }
+        ("post", "/v1/workflows/validate") => (Some("WorkflowDraft"), &[], r("Validation")),
+        ("get", "/v1/workflows/{id}") => (None, &["version"], r("Workflow")),
         ("get", "/v1/dashboard") => (None, &[], r("Dashboard")),
         ("get", "/v1/dashboard/chart") => (None, &["from", "to"], r("Chart")),
         _ => (None, &[], json!(null)),
@@ -419,7 +458,7 @@ fn query_schema(name: &str) -> Value {
                            "maximum": crate::console::MAX_LIMIT, "default": crate::console::DEFAULT_LIMIT }),
         // 0 or less: every group / job
         "jobGroup" | "jobId" => int32(i32::MIN as i64),
-        "fromLine" => int32(1),
+        "fromLine" | "version" => int32(1),
         "count" => json!({ "type": "integer", "minimum": 1,
                            "maximum": crate::console::jobs::MAX_NEXT_TIMES }),
         "triggerStatus" => json!({ "type": "integer", "enum": [-1, 0, 1] }),
@@ -461,7 +500,7 @@ pub(crate) fn document() -> Value {
         let created = *method == "post"
             && matches!(
                 *path,
-                "/v1/groups" | "/v1/jobs" | "/v1/users" | "/v1/api-keys"
+                "/v1/groups" | "/v1/jobs" | "/v1/users" | "/v1/api-keys" | "/v1/workflows"
             );
         let ok = if answer.is_null() {
             json!({ "204": { "description": "Done" } })

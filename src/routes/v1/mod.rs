@@ -14,6 +14,7 @@ pub mod groups;
 pub mod jobs;
 pub mod logs;
 pub mod users;
+pub mod workflows;
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
@@ -132,6 +133,36 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "Job, run, success and executor counts",
     ),
     ("get", "/v1/dashboard/chart", "Runs per day over a range"),
+    (
+        "get",
+        "/v1/workflows",
+        "List workflows (DAGs of jobs) of the groups you may see",
+    ),
+    (
+        "post",
+        "/v1/workflows",
+        "Create a workflow (version 1); every problem of its DAG names its node",
+    ),
+    (
+        "post",
+        "/v1/workflows/validate",
+        "Check a workflow without saving it: every problem, each naming its node",
+    ),
+    (
+        "get",
+        "/v1/workflows/{id}",
+        "One workflow: its current version, or `version`",
+    ),
+    (
+        "put",
+        "/v1/workflows/{id}",
+        "Save a new version of a workflow (`version`: the one the edit was made from)",
+    ),
+    (
+        "delete",
+        "/v1/workflows/{id}",
+        "Delete a workflow and its versions",
+    ),
 ];
 
 /// Mounts `/v1` for `console`.
@@ -164,6 +195,7 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
             .configure(jobs::config)
             .configure(logs::config)
             .configure(users::config)
+            .configure(workflows::config)
             .configure(dashboard::config),
     );
 }
@@ -305,6 +337,10 @@ const KNOWN_FIELDS: &[&str] = &[
     "role",
     "permission",
     "fromLine",
+    "name",
+    "description",
+    "definition",
+    "version",
 ];
 
 /// An [`Error`] answered over HTTP.

@@ -1,0 +1,413 @@
+//! Workflows (issue 29): create, edit (each save a new version, refused when someone saved in
+//! between), validate, list, read one version, delete — confined to the user's groups. A DAG is
+//! checked as a whole and every problem names its node: the structure ([`Graph::build`]), each
+//! job node's job (it exists and is in a group the user may use), each nested workflow (it
+//! exists, the user may see it, and no chain of nested workflows leads back to this one).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::audit::shown;
+use super::{Console, Page, Principal};
+use crate::clock::ms_to_naive;
+use crate::error::{Error, Result};
+use crate::store::{jobs, workflows};
+use crate::workflow::{Definition, Graph, NodeKind, Problem};
+
+/// Longest workflow name.
+pub const MAX_NAME: usize = 255;
+/// Longest description.
+pub const MAX_DESCRIPTION: usize = 1024;
+/// Deepest chain of nested workflows followed when looking for one that contains itself.
+const MAX_NESTING: usize = 16;
+
+/// A workflow as a user writes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowInput {
+    /// The executor group it belongs to.
+    pub job_group: i32,
+    /// Its name (1 to 255 characters).
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The DAG.
+    pub definition: Definition,
+    /// On an edit: the version the edit was made from (the save is refused if another was
+    /// saved since).
+    #[serde(default)]
+    pub version: Option<i32>,
+}
+
+/// A workflow as the console shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowView {
+    /// Id.
+    pub id: i32,
+    /// Its group.
+    pub job_group: i32,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Who saved this version.
+    pub author: String,
+    /// This version.
+    pub version: i32,
+    /// This version's DAG.
+    pub definition: Definition,
+    /// Created (RFC 3339).
+    pub created_at: Option<String>,
+    /// This version saved (RFC 3339).
+    pub updated_at: Option<String>,
+}
+
+/// What a validation found.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validation {
+    /// No problem found.
+    pub valid: bool,
+    /// Every problem, each naming its node when it concerns one.
+    pub problems: Vec<Problem>,
+}
+
+/// Filters of the workflow list.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkflowQuery {
+    /// Only this group (0 or absent: every group the user may see).
+    pub job_group: Option<i32>,
+    /// Name contains.
+    pub name: Option<String>,
+    /// First item.
+    pub offset: Option<u64>,
+    /// Page size.
+    pub limit: Option<u64>,
+}
+
+fn view(w: entity::xjob_workflow::Model) -> WorkflowView {
+    WorkflowView {
+        id: w.id,
+        job_group: w.job_group,
+        name: w.name,
+        description: w.description,
+        author: w.author,
+        version: w.version,
+        // stored only after validation; an unreadable one shows empty rather than failing
+        definition: serde_json::from_str(&w.definition).unwrap_or_default(),
+        created_at: super::rfc3339(Some(ms_to_naive(w.created_at))),
+        updated_at: super::rfc3339(Some(ms_to_naive(w.updated_at))),
+    }
+}
+
+fn problem(node: &str, message: String) -> Problem {
+    Problem {
+        node: Some(node.to_string()),
+        message,
+    }
+}
+
+impl Console {
+    async fn visible_workflow(
+        &self,
+        who: &Principal,
+        id: i32,
+    ) -> Result<entity::xjob_workflow::Model> {
+        let w = workflows::get(self.db(), id).await?;
+        who.require_group(w.job_group, "id")?;
+        Ok(w)
+    }
+
+    /// Every problem of `input` (for workflow `this` on an edit).
+    async fn problems(
+        &self,
+        who: &Principal,
+        this: Option<i32>,
+        input: &WorkflowInput,
+    ) -> Result<Vec<Problem>> {
+        let mut found = Vec::new();
+        let name = input.name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME {
+            found.push(Problem {
+                node: None,
+                message: format!("name: must be 1 to {MAX_NAME} characters"),
+            });
+        }
+        if input
+            .description
+            .as_deref()
+            .is_some_and(|d| d.chars().count() > MAX_DESCRIPTION)
+        {
+            found.push(Problem {
+                node: None,
+                message: format!("description: at most {MAX_DESCRIPTION} characters"),
+            });
+        }
+        if let Err(p) = Graph::build(&input.definition) {
+            found.extend(p);
+        }
+        let job_ids: Vec<i32> = input
+            .definition
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind {
+                NodeKind::Job { job_id } => Some(job_id),
+                _ => None,
+            })
+            .collect();
+        let groups = jobs::groups_of(self.db(), &job_ids).await?;
+        for n in &input.definition.nodes {
+            match n.kind {
+                NodeKind::Job { job_id } => match groups.iter().find(|(j, _)| *j == job_id) {
+                    None => found.push(problem(&n.key, format!("job {job_id} does not exist"))),
+                    Some((_, g)) if who.require_group(*g, "jobId").is_err() => found.push(problem(
+                        &n.key,
+                        format!("no permission for job {job_id}'s group {g}"),
+                    )),
+                    _ => {}
+                },
+                NodeKind::Workflow { workflow_id } => {
+                    if Some(workflow_id) == this {
+                        found.push(problem(&n.key, "a workflow cannot run itself".into()));
+                        continue;
+                    }
+                    match workflows::get(self.db(), workflow_id).await {
+                        Ok(w) if who.require_group(w.job_group, "workflowId").is_err() => found
+                            .push(problem(
+                                &n.key,
+                                format!("no permission for workflow {workflow_id}"),
+                            )),
+                        Ok(_) => {
+                            if let Some(this) = this
+                                && self.nests(workflow_id, this).await?
+                            {
+                                found.push(problem(
+                                    &n.key,
+                                    format!("workflow {workflow_id} runs this one in turn"),
+                                ));
+                            }
+                        }
+                        Err(Error::NotFound { .. }) => found.push(problem(
+                            &n.key,
+                            format!("workflow {workflow_id} does not exist"),
+                        )),
+                        Err(e) => return Err(e),
+                    }
+                }
+                NodeKind::Decision { .. } => {}
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether workflow `from` runs `target`, directly or through nested workflows.
+    async fn nests(&self, from: i32, target: i32) -> Result<bool> {
+        let mut seen = HashSet::new();
+        let mut frontier = vec![from];
+        for _ in 0..MAX_NESTING {
+            let mut next = Vec::new();
+            for id in frontier {
+                if id == target {
+                    return Ok(true);
+                }
+                if !seen.insert(id) {
+                    continue;
+                }
+                let Ok(w) = workflows::get(self.db(), id).await else {
+                    continue;
+                };
+                let d: Definition = serde_json::from_str(&w.definition).unwrap_or_default();
+                next.extend(d.nodes.iter().filter_map(|n| match n.kind {
+                    NodeKind::Workflow { workflow_id } => Some(workflow_id),
+                    _ => None,
+                }));
+            }
+            if next.is_empty() {
+                return Ok(false);
+            }
+            frontier = next;
+        }
+        Ok(false)
+    }
+
+    /// Checks `input` (for workflow `id` when given) without saving anything.
+    pub async fn validate_workflow(
+        &self,
+        who: &Principal,
+        id: Option<i32>,
+        input: &WorkflowInput,
+    ) -> Result<Validation> {
+        who.require_group(input.job_group, "jobGroup")?;
+        let problems = self.problems(who, id, input).await?;
+        Ok(Validation {
+            valid: problems.is_empty(),
+            problems,
+        })
+    }
+
+    async fn checked(
+        &self,
+        who: &Principal,
+        id: Option<i32>,
+        input: &WorkflowInput,
+    ) -> Result<String> {
+        self.check_group(who, input.job_group).await?;
+        let problems = self.problems(who, id, input).await?;
+        if let Some(first) = problems.first() {
+            let mut reason = first.to_string();
+            if problems.len() > 1 {
+                reason.push_str(&format!(" (and {} more problem(s))", problems.len() - 1));
+            }
+            return Err(Error::Invalid {
+                field: "definition",
+                reason,
+            });
+        }
+        serde_json::to_string(&input.definition).map_err(|e| Error::Invalid {
+            field: "definition",
+            reason: e.to_string(),
+        })
+    }
+
+    /// Creates a workflow (version 1).
+    pub async fn create_workflow(
+        &self,
+        who: &Principal,
+        input: WorkflowInput,
+    ) -> Result<WorkflowView> {
+        let definition = self.checked(who, None, &input).await?;
+        let now = self.engine.clock().now_ms();
+        let w = workflows::insert(
+            self.db(),
+            entity::xjob_workflow::Model {
+                id: 0,
+                job_group: input.job_group,
+                name: input.name.trim().to_string(),
+                description: input.description.filter(|d| !d.trim().is_empty()),
+                author: who.username.clone(),
+                version: 1,
+                definition,
+                created_at: now,
+                updated_at: now,
+            },
+        )
+        .await?;
+        self.audit(
+            who,
+            "workflow.create",
+            "workflow",
+            w.id,
+            format!(
+                "`{}`, {} node(s)",
+                shown(&w.name),
+                input.definition.nodes.len()
+            ),
+        )
+        .await;
+        Ok(view(w))
+    }
+
+    /// Saves a new version of a workflow; `input.version` must be its current version.
+    pub async fn update_workflow(
+        &self,
+        who: &Principal,
+        id: i32,
+        input: WorkflowInput,
+    ) -> Result<WorkflowView> {
+        let current = self.visible_workflow(who, id).await?;
+        let Some(expected) = input.version else {
+            return Err(Error::Invalid {
+                field: "version",
+                reason: "the version the edit was made from is required".into(),
+            });
+        };
+        let definition = self.checked(who, Some(id), &input).await?;
+        let w = workflows::update(
+            self.db(),
+            entity::xjob_workflow::Model {
+                id,
+                job_group: current.job_group,
+                name: input.name.trim().to_string(),
+                description: input.description.filter(|d| !d.trim().is_empty()),
+                author: who.username.clone(),
+                version: expected,
+                definition,
+                created_at: current.created_at,
+                updated_at: self.engine.clock().now_ms(),
+            },
+            expected,
+        )
+        .await?;
+        self.audit(
+            who,
+            "workflow.update",
+            "workflow",
+            id,
+            format!("version {}", w.version),
+        )
+        .await;
+        Ok(view(w))
+    }
+
+    /// A workflow: its current version, or `version` when given.
+    pub async fn get_workflow(
+        &self,
+        who: &Principal,
+        id: i32,
+        version: Option<i32>,
+    ) -> Result<WorkflowView> {
+        let w = self.visible_workflow(who, id).await?;
+        let Some(v) = version.filter(|v| *v != w.version) else {
+            return Ok(view(w));
+        };
+        let old = workflows::version(self.db(), id, v).await?;
+        Ok(view(entity::xjob_workflow::Model {
+            version: old.version,
+            definition: old.definition,
+            author: old.author,
+            updated_at: old.created_at,
+            ..w
+        }))
+    }
+
+    /// Workflows the user may see, newest first.
+    pub async fn list_workflows(
+        &self,
+        who: &Principal,
+        q: &WorkflowQuery,
+    ) -> Result<Page<WorkflowView>> {
+        let (offset, limit) = super::page_bounds(q.offset, q.limit)?;
+        let groups = match q.job_group.filter(|g| *g > 0) {
+            Some(g) => {
+                who.require_group(g, "jobGroup")?;
+                Some(vec![g])
+            }
+            None => who.visible_groups(),
+        };
+        let (total, rows) = workflows::page(
+            self.db(),
+            groups.as_deref(),
+            q.name.as_deref(),
+            offset,
+            limit,
+        )
+        .await?;
+        Ok(Page {
+            total,
+            items: rows.into_iter().map(view).collect(),
+        })
+    }
+
+    /// Deletes a workflow and its versions.
+    pub async fn delete_workflow(&self, who: &Principal, id: i32) -> Result<()> {
+        let w = self.visible_workflow(who, id).await?;
+        workflows::delete(self.db(), id).await?;
+        self.audit(who, "workflow.delete", "workflow", id, shown(&w.name))
+            .await;
+        Ok(())
+    }
+}

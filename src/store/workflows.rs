@@ -1,0 +1,158 @@
+//! `xjob_workflow` and `xjob_workflow_version`: workflows and every saved version of their DAG.
+
+use entity::xjob_workflow::{ActiveModel, Column, Entity, Model};
+use entity::xjob_workflow_version as versions;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
+
+use crate::error::{Error, Result};
+
+fn not_found(id: i32) -> Error {
+    Error::NotFound {
+        what: "workflow",
+        id: id.into(),
+    }
+}
+
+/// Stores a new workflow (version 1) and its first version row; answers it as stored.
+pub(crate) async fn insert(c: &impl ConnectionTrait, w: Model) -> Result<Model> {
+    let mut am: ActiveModel = w.into();
+    am.id = ActiveValue::NotSet;
+    let w = am.insert(c).await?;
+    add_version(c, &w).await?;
+    Ok(w)
+}
+
+async fn add_version(c: &impl ConnectionTrait, w: &Model) -> Result<()> {
+    versions::ActiveModel {
+        id: ActiveValue::NotSet,
+        workflow_id: ActiveValue::Set(w.id),
+        version: ActiveValue::Set(w.version),
+        definition: ActiveValue::Set(w.definition.clone()),
+        author: ActiveValue::Set(w.author.clone()),
+        created_at: ActiveValue::Set(w.updated_at),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+/// Saves `w` as the next version of its workflow if its current version is still
+/// `expected_version` (else a conflict: someone saved in between); answers it as stored.
+pub(crate) async fn update(
+    c: &impl ConnectionTrait,
+    mut w: Model,
+    expected_version: i32,
+) -> Result<Model> {
+    w.version = expected_version + 1;
+    let r = Entity::update_many()
+        .col_expr(Column::Name, w.name.clone().into())
+        .col_expr(Column::Description, w.description.clone().into())
+        .col_expr(Column::Author, w.author.clone().into())
+        .col_expr(Column::Version, w.version.into())
+        .col_expr(Column::Definition, w.definition.clone().into())
+        .col_expr(Column::UpdatedAt, w.updated_at.into())
+        .filter(Column::Id.eq(w.id))
+        .filter(Column::Version.eq(expected_version))
+        .exec(c)
+        .await?;
+    if r.rows_affected == 0 {
+        get(c, w.id).await?;
+        return Err(Error::Conflict {
+            reason: format!(
+                "workflow {} was saved by someone else since version {expected_version}",
+                w.id
+            ),
+        });
+    }
+    add_version(c, &w).await?;
+    Ok(w)
+}
+
+/// One workflow.
+pub(crate) async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
+    Entity::find_by_id(id)
+        .one(c)
+        .await?
+        .ok_or_else(|| not_found(id))
+}
+
+/// A page of workflows in `groups` (None: all), newest first, whose name contains `name`.
+pub(crate) async fn page(
+    c: &impl ConnectionTrait,
+    groups: Option<&[i32]>,
+    name: Option<&str>,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<Model>)> {
+    let mut q = Entity::find();
+    if let Some(g) = groups {
+        q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
+    }
+    if let Some(n) = name.filter(|n| !n.is_empty()) {
+        q = q.filter(Column::Name.contains(n));
+    }
+    let total = q.clone().count(c).await?;
+    let rows = q
+        .order_by_desc(Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(c)
+        .await?;
+    Ok((total, rows))
+}
+
+/// One saved version of a workflow.
+pub(crate) async fn version(
+    c: &impl ConnectionTrait,
+    id: i32,
+    version: i32,
+) -> Result<versions::Model> {
+    versions::Entity::find()
+        .filter(versions::Column::WorkflowId.eq(id))
+        .filter(versions::Column::Version.eq(version))
+        .one(c)
+        .await?
+        .ok_or(Error::NotFound {
+            what: "workflow version",
+            id: version.into(),
+        })
+}
+
+/// Deletes a workflow and its versions.
+pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
+    let r = Entity::delete_by_id(id).exec(c).await?;
+    if r.rows_affected == 0 {
+        return Err(not_found(id));
+    }
+    versions::Entity::delete_many()
+        .filter(versions::Column::WorkflowId.eq(id))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// The ids of workflows whose current DAG runs job `job_id` (a job in use cannot be deleted).
+pub(crate) async fn using_job(
+    c: &impl ConnectionTrait,
+    group: i32,
+    job_id: i32,
+) -> Result<Vec<i32>> {
+    let rows = Entity::find()
+        .filter(Column::JobGroup.eq(group))
+        .all(c)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|w| {
+            serde_json::from_str::<crate::workflow::Definition>(&w.definition).is_ok_and(|d| {
+                d.nodes.iter().any(|n| {
+                    matches!(n.kind, crate::workflow::NodeKind::Job { job_id: j } if j == job_id)
+                })
+            })
+        })
+        .map(|w| w.id)
+        .collect())
+}
