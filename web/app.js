@@ -32,6 +32,30 @@ let LANG = (() => {
 /** Simplified Chinese for every text of the console (English is the key). */
 const ZH = {
 "API keys": "API 密钥",
+"Workflows": "工作流",
+"Workflow": "工作流",
+"workflow": "工作流",
+"A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. Running workflows is not available yet.": "工作流是由任务、判断和嵌套工作流组成的有向无环图。保存时检查整个图；每次保存都是一个新版本。运行工作流尚不可用。",
+"New workflow": "新建工作流",
+"Version": "版本",
+"Nodes": "节点数",
+"Saved": "保存时间",
+"Delete the workflow {name} and its versions?": "删除工作流 {name} 及其所有版本？",
+"Definition (JSON: nodes and edges)": "定义（JSON：节点和边）",
+"Check": "检查",
+"No problems found.": "未发现问题。",
+"Node {node}: {msg}": "节点 {node}：{msg}",
+"Workflow graph": "工作流图",
+"Version {n}": "版本 {n}",
+"saved by {who}, {when}": "{who} 保存于 {when}",
+"Node": "节点",
+"Type": "类型",
+"Does": "内容",
+"Rule": "触发规则",
+"job {id}": "任务 {id}",
+"workflow {id}": "工作流 {id}",
+"disabled": "已禁用",
+"may fail": "允许失败",
 "Keys for scripts and CI pipelines, sent as \"Authorization: Bearer <key>\". A key acts for you, within the role and groups you give it, until it expires or is revoked.": "供脚本和 CI 流水线使用的密钥，以 \"Authorization: Bearer <密钥>\" 发送。密钥代表您行事，权限限于您给它的角色和执行器，直到过期或被吊销。",
 "New key": "新建密钥",
 "Name": "名称",
@@ -262,7 +286,8 @@ const FIELDS_ZH = { appName: 'AppName', title: '名称', addressType: '注册方
   executorTimeout: '任务超时时间', executorFailRetryCount: '失败重试次数', glueType: '运行模式', glueSource: '脚本源码',
   glueRemark: '修改说明', childJobId: '子任务 ID', timeZone: '时区', retryInterval: '重试间隔', alarmWebhook: '告警 Webhook',
   username: '用户名', password: '密码', oldPassword: '当前密码', role: '角色', permission: '执行器权限',
-  from: '开始时间', to: '结束时间', limit: '每页条数', offset: '起始位置', id: 'ID', logId: '日志 ID', jobId: '任务 ID' };
+  from: '开始时间', to: '结束时间', limit: '每页条数', offset: '起始位置', id: 'ID', logId: '日志 ID', jobId: '任务 ID',
+  name: '名称', definition: '定义', version: '版本' };
 
 /** Server reasons (after `invalid <field>: `, `conflict: `, `forbidden: `) in Chinese. */
 const REASONS_ZH = [
@@ -1058,10 +1083,149 @@ function apiKeyForm(groups) {
   });
 }
 
+// ---------- workflows ----------
+
+const WORKFLOW_EXAMPLE = {
+  nodes: [
+    { key: 'first', type: 'JOB', jobId: 1 },
+    { key: 'second', type: 'JOB', jobId: 1, triggerRule: 'ALL_SUCCESS' },
+  ],
+  edges: [{ from: 'first', to: 'second', condition: 'ON_SUCCESS' }],
+};
+
+async function workflowsPage() {
+  const [data, groups] = await Promise.all([api('GET', '/workflows?limit=1000'), groupsList()]);
+  const gname = (id) => (groups.find((g) => g.id === id) || {}).title || `#${id}`;
+  const rows = data.items.map((w) => h('tr', { 'data-workflow': w.name },
+    h('td', {}, w.id), h('td', {}, h('a', { href: `#/workflow/${w.id}` }, w.name)), h('td', {}, gname(w.jobGroup)),
+    h('td', {}, w.version), h('td', {}, w.definition.nodes.length), h('td', {}, fmtTime(w.updatedAt)),
+    h('td', { class: 'actions' },
+      h('button', { type: 'button', onclick: () => workflowForm(w, groups) }, t('Edit')),
+      h('button', { type: 'button', class: 'danger', onclick: async () => {
+        if (!(await confirmDialog(t('Delete the workflow {name} and its versions?', { name: w.name })))) return;
+        try { await api('DELETE', `/workflows/${w.id}`); workflowsPage(); } catch (e) { showError(e); }
+      } }, t('Delete')))));
+  page(t('Workflows'),
+    h('p', { class: 'wide' }, t('A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. Running workflows is not available yet.')),
+    h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
+      h('button', { type: 'button', class: 'primary', onclick: () => workflowForm(null, groups) }, t('New workflow'))),
+    table([t('ID'), t('Name'), t('Executor'), t('Version'), t('Nodes'), t('Saved'), ''], rows));
+}
+
+/** The body of a workflow form, or an error naming the definition field. */
+function workflowBody(v, w) {
+  let definition;
+  try { definition = JSON.parse(v.definition); } catch (e) {
+    throw Object.assign(new Error(`invalid definition: ${e.message}`), { status: 400, field: 'definition' });
+  }
+  return { jobGroup: Number(v.jobGroup), name: v.name, description: v.description || null, definition,
+    version: w ? w.version : null };
+}
+
+function workflowForm(w, groups) {
+  const problems = h('ul', { class: 'problems wide', 'aria-live': 'polite' });
+  const content = h('div', { class: 'grid' },
+    field(t('Name'), 'name', w ? w.name : ''),
+    field(t('Executor'), 'jobGroup', w ? w.jobGroup : (groups[0] || {}).id, 'select', { choices: groups.map((g) => [g.id, g.title]) }),
+    field(t('Description'), 'description', w ? w.description : '', 'text', { wide: true }),
+    field(t('Definition (JSON: nodes and edges)'), 'definition', JSON.stringify(w ? w.definition : WORKFLOW_EXAMPLE, null, 2), 'textarea', { rows: 16, wide: true }),
+    h('div', { class: 'wide' }, h('button', { type: 'button', onclick: async () => {
+      problems.replaceChildren();
+      try {
+        const r = await api('POST', '/workflows/validate', workflowBody(formValues(form), w));
+        problems.append(...(r.valid ? [h('li', { class: 'ok' }, t('No problems found.'))]
+          : r.problems.map((p) => h('li', { 'data-node': p.node || '' }, p.node ? t('Node {node}: {msg}', { node: p.node, msg: p.message }) : p.message))));
+      } catch (e) { showError(e, form); }
+    } }, t('Check')), problems));
+  const form = formDialog(w ? t('Edit {name}', { name: w.name }) : t('New workflow'), content, t('Save'), async (f) => {
+    const body = workflowBody(formValues(f), w);
+    await api(w ? 'PUT' : 'POST', w ? `/workflows/${w.id}` : '/workflows', body);
+    toast('Saved.', 'info');
+    workflowsPage();
+  });
+}
+
+/** The DAG drawn left to right, one column per depth. */
+function dagView(def) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const depth = {};
+  const ups = {};
+  for (const n of def.nodes) ups[n.key] = [];
+  for (const e of def.edges) if (ups[e.to]) ups[e.to].push(e.from);
+  const d = (k, seen = new Set()) => {
+    if (k in depth) return depth[k];
+    if (seen.has(k)) return 0;
+    seen.add(k);
+    depth[k] = ups[k].length ? Math.max(...ups[k].map((u) => d(u, seen))) + 1 : 0;
+    return depth[k];
+  };
+  def.nodes.forEach((n) => d(n.key));
+  const cols = {};
+  const pos = {};
+  for (const n of def.nodes) {
+    const c = depth[n.key];
+    cols[c] = (cols[c] || 0) + 1;
+    pos[n.key] = [c, cols[c] - 1];
+  }
+  const BW = 150; const BH = 40; const GX = 60; const GY = 20;
+  const width = (Math.max(0, ...Object.values(depth)) + 1) * (BW + GX);
+  const height = Math.max(1, ...Object.values(cols)) * (BH + GY);
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('class', 'dag');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', t('Workflow graph'));
+  const at = (k) => [pos[k][0] * (BW + GX) + 5, pos[k][1] * (BH + GY) + 5];
+  for (const e of def.edges) {
+    if (!pos[e.from] || !pos[e.to]) continue;
+    const [x1, y1] = at(e.from); const [x2, y2] = at(e.to);
+    const line = document.createElementNS(NS, 'line');
+    line.setAttribute('x1', x1 + BW); line.setAttribute('y1', y1 + BH / 2);
+    line.setAttribute('x2', x2); line.setAttribute('y2', y2 + BH / 2);
+    line.setAttribute('class', `edge ${(e.condition || 'ALWAYS').toLowerCase()}`);
+    const title = document.createElementNS(NS, 'title');
+    title.textContent = e.condition || 'ALWAYS';
+    line.append(title);
+    svg.append(line);
+  }
+  for (const n of def.nodes) {
+    const [x, y] = at(n.key);
+    const g = document.createElementNS(NS, 'g');
+    g.setAttribute('class', `node ${n.type.toLowerCase()}`);
+    g.setAttribute('data-node', n.key);
+    const r = document.createElementNS(NS, 'rect');
+    r.setAttribute('x', x); r.setAttribute('y', y); r.setAttribute('width', BW); r.setAttribute('height', BH); r.setAttribute('rx', 6);
+    const label = document.createElementNS(NS, 'text');
+    label.setAttribute('x', x + 8); label.setAttribute('y', y + BH / 2 + 4);
+    label.textContent = n.name || n.key;
+    g.append(r, label);
+    svg.append(g);
+  }
+  return svg;
+}
+
+async function workflowPage(id, params) {
+  const version = params.get('version');
+  const w = await api('GET', `/workflows/${id}` + qs({ version: version || '' }));
+  const versions = [];
+  for (let v = w.version; v >= 1 && versions.length < 50; v -= 1) versions.push(v);
+  const pick = h('select', { onchange: (ev) => { location.hash = `#/workflow/${id}` + qs({ version: ev.target.value }); } },
+    versions.map((v) => h('option', { value: v, selected: String(v) === String(version || w.version) }, t('Version {n}', { n: v }))));
+  page(w.name,
+    h('p', {}, w.description || ''),
+    h('div', { class: 'toolbar' }, h('label', {}, t('Version'), pick), h('span', { class: 'muted' }, t('saved by {who}, {when}', { who: w.author, when: fmtTime(w.updatedAt) }))),
+    dagView(w.definition),
+    table([t('Node'), t('Type'), t('Does'), t('Rule')], w.definition.nodes.map((n) => h('tr', {},
+      h('td', {}, n.key), h('td', {}, n.type),
+      h('td', {}, n.type === 'JOB' ? t('job {id}', { id: n.jobId }) : n.type === 'DECISION' ? n.expression : t('workflow {id}', { id: n.workflowId })),
+      h('td', {}, (n.triggerRule || 'ALL_SUCCESS') + (n.disabled ? ` · ${t('disabled')}` : '') + (n.allowFailure ? ` · ${t('may fail')}` : ''))))));
+}
+
 const AUDIT_ACTIONS = ['auth.login', 'auth.login_failed', 'auth.logout', 'auth.password',
   'job.create', 'job.update', 'job.delete', 'job.start', 'job.stop', 'job.trigger', 'job.glue',
   'group.create', 'group.update', 'group.delete', 'user.create', 'user.update', 'user.delete',
-  'apikey.create', 'apikey.delete', 'log.clear', 'log.kill'];
+  'apikey.create', 'apikey.delete', 'log.clear', 'log.kill', 'workflow.create', 'workflow.update',
+  'workflow.delete'];
 
 async function auditPage(params) {
   const f = { username: params.get('username') || '', action: params.get('action') || '',
@@ -1072,7 +1236,7 @@ async function auditPage(params) {
     h('label', {}, t('Action'), h('select', { name: 'action' }, h('option', { value: '' }, t('All')),
       AUDIT_ACTIONS.map((a) => h('option', { value: a, selected: a === f.action }, a)))),
     h('label', {}, t('Target'), h('select', { name: 'targetType' },
-      [['', t('All')], ['job', t('job')], ['group', t('group')], ['user', t('user')], ['log', t('log')]].map(([v, label]) => h('option', { value: v, selected: v === f.targetType }, label)))),
+      [['', t('All')], ['job', t('job')], ['group', t('group')], ['user', t('user')], ['log', t('log')], ['workflow', t('workflow')]].map(([v, label]) => h('option', { value: v, selected: v === f.targetType }, label)))),
     h('label', {}, t('Target id'), h('input', { name: 'targetId', value: f.targetId, size: 8 })),
     h('label', {}, t('From'), h('input', { type: 'datetime-local', name: 'from', value: f.from })),
     h('label', {}, t('To'), h('input', { type: 'datetime-local', name: 'to', value: f.to })),
@@ -1123,7 +1287,8 @@ async function route() {
   const parts = path.split('/').filter(Boolean);
   const section = parts[0] || 'dashboard';
   document.querySelectorAll('[data-nav]').forEach((a) => {
-    if (a.dataset.nav === (section === 'log' ? 'logs' : section === 'glue' ? 'jobs' : section)) a.setAttribute('aria-current', 'page');
+    const nav = { log: 'logs', glue: 'jobs', workflow: 'workflows' }[section] || section;
+    if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   });
   try {
@@ -1136,6 +1301,8 @@ async function route() {
       case 'log': await runLogPage(Number(parts[1])); break;
       case 'users': await usersPage(); break;
       case 'keys': await apiKeysPage(); break;
+      case 'workflows': await workflowsPage(); break;
+      case 'workflow': await workflowPage(Number(parts[1]), params); break;
       case 'audit': await auditPage(params); break;
       default: page(t('Not found'), h('p', {}, t('No such page.')));
     }

@@ -225,6 +225,39 @@ e2e('an API key is shown once, works from a script and is refused once revoked',
   assert.equal((await jobs()).status, 401);
 });
 
+e2e('a workflow is checked node by node, saved as a version and drawn as a graph', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  // the first test's job, in its group
+  const jobs = await page.evaluate(async () => (await (await fetch('/v1/jobs?limit=100')).json()).items);
+  const job = jobs.find((j) => j.jobDesc === 'hello-e2e');
+  assert.ok(job, 'the job hello-e2e');
+  await nav(page, 'Workflows');
+  await page.getByRole('button', { name: 'New workflow' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Name').fill('e2e-flow');
+  await d.getByLabel('Executor').selectOption(String(job.jobGroup));
+  const def = (expression) => JSON.stringify({
+    nodes: [{ key: 'extract', type: 'JOB', jobId: job.id }, { key: 'decide', type: 'DECISION', expression },
+      { key: 'load', type: 'JOB', jobId: job.id }],
+    edges: [{ from: 'extract', to: 'decide' }, { from: 'decide', to: 'load', condition: 'TRUE' }],
+  });
+  await d.getByLabel('Definition (JSON: nodes and edges)').fill(def('rows >'));
+  await d.getByRole('button', { name: 'Check' }).click();
+  await d.locator('ul.problems li[data-node="decide"]', { hasText: 'does not parse' }).waitFor();
+  await d.getByLabel('Definition (JSON: nodes and edges)').fill(def('rows > 1000'));
+  await d.getByRole('button', { name: 'Check' }).click();
+  await d.getByText('No problems found.').waitFor();
+  await d.getByRole('button', { name: 'Save' }).click();
+  const row = page.locator('tr[data-workflow="e2e-flow"]');
+  await row.getByRole('cell', { name: '1', exact: true }).first().waitFor();
+  await row.getByRole('link', { name: 'e2e-flow' }).click();
+  await page.getByRole('heading', { name: 'e2e-flow' }).waitFor();
+  for (const key of ['extract', 'decide', 'load']) {
+    await page.locator(`svg.dag g[data-node="${key}"]`).waitFor();
+  }
+  assert.equal(await page.locator('svg.dag line').count(), 2);
+});
+
 e2e('the console in Chinese: chosen from the browser, a job created with a translated error, switched to English', async (page) => {
   await page.goto(`${BASE}/#/login`);
   assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');
