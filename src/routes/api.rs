@@ -1,6 +1,6 @@
 //! The admin API executors call (spec §4): `POST /api/registry`, `/api/registryRemove`,
 //! `/api/callback`, also under the 2.x base path `/xxl-job-admin/api/…`; XXL-JOB 3.5's job API
-//! (`/api/addJob`, …) goes to [`super::xxl::job_api`].
+//! (`/api/addJob`, …) goes to `routes::xxl::job_api`.
 //!
 //! Lenient where real clients need it: unknown keys (such as 2.2's `executeResult`), a
 //! `handleMsg` that is null, a number or an object, the old token header. Always HTTP 200 with
