@@ -58,6 +58,21 @@ impl Clock {
         }
     }
 
+    /// Microseconds since the Unix epoch (for timers that must land on a whole second).
+    fn now_us(&self) -> i64 {
+        match &*self.0 {
+            Source::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64),
+            Source::Tokio { base_ms, base } => {
+                base_ms * 1000
+                    + tokio::time::Instant::now()
+                        .duration_since(*base)
+                        .as_micros() as i64
+            }
+        }
+    }
+
     /// Now as a UTC date-time (the unit stored in DATETIME columns).
     pub fn now_naive(&self) -> chrono::NaiveDateTime {
         ms_to_naive(self.now_ms())
@@ -65,8 +80,10 @@ impl Clock {
 
     /// How long until the next whole second (never zero: a full second when exactly on one).
     pub fn until_next_second(&self) -> Duration {
-        let rem = self.now_ms().rem_euclid(1000);
-        Duration::from_millis((1000 - rem) as u64)
+        // to the microsecond: counted in whole milliseconds, the wait ended up to 1 ms past
+        // the second (plus the timer's own rounding up), and every fire of the second with it
+        let rem = self.now_us().rem_euclid(1_000_000);
+        Duration::from_micros((1_000_000 - rem) as u64)
     }
 
     /// How long until the clock next reads `phase_ms` past a whole second (0 ≤ phase < 1000;

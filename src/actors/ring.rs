@@ -148,6 +148,44 @@ pub struct RingActor {
     draining: bool,
     /// [`DispatchDue`] callers: answered once the ring has processed their second.
     waiters: Vec<(i64, tokio::sync::oneshot::Sender<()>)>,
+    /// Whether the tick thread runs (it outlives a supervised restart).
+    ticker: bool,
+}
+
+/// The tick of a second, from the tick thread.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+struct Tick;
+
+/// Microseconds since the Unix epoch, from the system clock.
+fn system_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Starts the thread that ticks `ring` on every whole second of the system clock. A tokio timer
+/// wakes up to a millisecond after its deadline (its wheel counts whole milliseconds and rounds
+/// up), and every fire of the second waited with it; the thread's sleep ends within tens of
+/// microseconds of the second, and never before it. It ends once the ring has stopped.
+fn spawn_ticker(ring: Addr<RingActor>) -> bool {
+    std::thread::Builder::new()
+        .name("xjob-tick".into())
+        .spawn(move || {
+            while ring.connected() {
+                let target = (system_us().div_euclid(1_000_000) + 1) * 1_000_000;
+                // never early: a tick before the second would leave its fires to the next one
+                loop {
+                    let left = target - system_us();
+                    if left <= 0 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(left as u64));
+                }
+                ring.do_send(Tick);
+            }
+        })
+        .is_ok()
 }
 
 impl RingActor {
@@ -160,6 +198,7 @@ impl RingActor {
             ring,
             draining: false,
             waiters: Vec::new(),
+            ticker: false,
         }
     }
 
@@ -171,14 +210,30 @@ impl RingActor {
         self.out.do_send(FireBatch(fires));
     }
 
+    /// A tick on a tokio timer (a test's clock), rescheduling itself.
     fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.draining {
+            return;
+        }
+        self.take_due();
+        ctx.run_later(self.clock.until_next_second(), |a, ctx| a.tick(ctx));
+    }
+
+    fn take_due(&mut self) {
         if self.draining {
             return;
         }
         let due = self.ring.take_due(self.clock.now_ms());
         self.send(due);
         self.answer_waiters();
-        ctx.run_later(self.clock.until_next_second(), |a, ctx| a.tick(ctx));
+    }
+}
+
+impl Handler<Tick> for RingActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, _ctx: &mut Self::Context) {
+        self.take_due();
     }
 }
 
@@ -220,6 +275,12 @@ impl Actor for RingActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        // the system clock: ticks from a thread of their own, on the second; a test's clock
+        // (paused tokio time): tokio timers, which that time drives
+        if self.ticker || (self.clock.is_system() && spawn_ticker(ctx.address())) {
+            self.ticker = true;
+            return;
+        }
         ctx.run_later(self.clock.until_next_second(), |a, ctx| a.tick(ctx));
     }
 }
@@ -291,5 +352,41 @@ mod tests {
         assert!(r.take_due(t0 + 4_000).is_empty());
         assert_eq!(r.drain(), vec![fire(4, t0 + 61_000)]);
         assert!(r.is_empty());
+    }
+
+    /// Collects the batches a ring sends, with the system time each arrived at.
+    struct Sink(tokio::sync::mpsc::UnboundedSender<(i64, Vec<i64>)>);
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<FireBatch> for Sink {
+        type Result = ();
+        fn handle(&mut self, msg: FireBatch, _: &mut Self::Context) {
+            let ids = msg.0.iter().map(|f| f.log_id).collect();
+            let _ = self.0.send((system_us() / 1000, ids));
+        }
+    }
+
+    /// On the system clock the ring ticks from its own thread: a fire goes out on its second,
+    /// never before it, and within a few milliseconds after (real time, about two seconds).
+    #[actix_rt::test]
+    async fn on_the_system_clock_fires_go_out_on_their_second() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Sink(tx).start();
+        let clock = Clock::system();
+        let ring = RingActor::new(clock.clone(), sink.recipient()).start();
+        // two seconds ahead: the push itself cannot straddle the first
+        let at = (clock.now_ms() / 1000 + 2) * 1000;
+        ring.send(PushRing(vec![fire(7, at)])).await.unwrap();
+        let (got_at, ids) = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the fire went out")
+            .unwrap();
+        assert_eq!(ids, vec![7]);
+        assert!(got_at >= at, "not before its second: {got_at} < {at}");
+        // a loaded test machine may be late, but never by a whole tick
+        assert!(got_at - at < 500, "on its second: {} ms late", got_at - at);
     }
 }
