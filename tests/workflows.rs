@@ -335,6 +335,22 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
             "{e}"
         );
 
+        let (s, e) = call(
+            &svc,
+            Method::DELETE,
+            &format!("/v1/workflows/{id}"),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT, "another workflow runs it: {e}");
+        assert!(
+            e["error"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("workflow(s) {outer_id}")),
+            "{e}"
+        );
         let (s, _) = call(
             &svc,
             Method::DELETE,

@@ -1,5 +1,6 @@
 //! Workflows (issue 29): create, edit (each save a new version, refused when someone saved in
-//! between), validate, list, read one version, delete — confined to the user's groups. A DAG is
+//! between), validate, list, read one version, delete (not while another workflow runs it) —
+//! confined to the user's groups. A DAG is
 //! checked as a whole and every problem names its node: the structure ([`Graph::build`]), each
 //! job node's job (it exists and is in a group the user may use), each nested workflow (it
 //! exists, the user may see it, and no chain of nested workflows leads back to this one).
@@ -405,6 +406,13 @@ impl Console {
     /// Deletes a workflow and its versions.
     pub async fn delete_workflow(&self, who: &Principal, id: i32) -> Result<()> {
         let w = self.visible_workflow(who, id).await?;
+        let nesting = workflows::nesting(self.db(), id).await?;
+        if !nesting.is_empty() {
+            let ids: Vec<String> = nesting.iter().map(i32::to_string).collect();
+            return Err(Error::Conflict {
+                reason: format!("workflow {id} runs in workflow(s) {}", ids.join(", ")),
+            });
+        }
         workflows::delete(self.db(), id).await?;
         self.audit(who, "workflow.delete", "workflow", id, shown(&w.name))
             .await;

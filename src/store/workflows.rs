@@ -156,3 +156,24 @@ pub(crate) async fn using_job(
         .map(|w| w.id)
         .collect())
 }
+
+/// The ids of workflows whose current DAG runs workflow `id` as a node (it cannot be deleted
+/// while they do).
+pub(crate) async fn nesting(c: &impl ConnectionTrait, id: i32) -> Result<Vec<i32>> {
+    let rows = Entity::find()
+        .filter(Column::Id.ne(id))
+        .filter(Column::Definition.contains("WORKFLOW"))
+        .all(c)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|w| {
+            serde_json::from_str::<crate::workflow::Definition>(&w.definition).is_ok_and(|d| {
+                d.nodes.iter().any(|n| {
+                    matches!(n.kind, crate::workflow::NodeKind::Workflow { workflow_id } if workflow_id == id)
+                })
+            })
+        })
+        .map(|w| w.id)
+        .collect())
+}
