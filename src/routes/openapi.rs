@@ -30,7 +30,8 @@ fn props(fields: &[(&str, &str)]) -> Value {
     json!({ "type": "object", "properties": m })
 }
 
-const JOB_INPUT: &[(&str, &str)] = &[
+/// A job's input fields and their JSON types (also the form fields XXL-JOB's `/jobinfo/add` takes).
+pub(crate) const JOB_INPUT: &[(&str, &str)] = &[
     ("jobGroup", "integer"),
     ("jobDesc", "string"),
     ("author", "string"),

@@ -105,38 +105,6 @@ pub(super) fn config(cfg: &mut web::ServiceConfig) {
     }
 }
 
-/// Job fields whose form values are numbers.
-const NUMBER_FIELDS: &[&str] = &[
-    "jobGroup",
-    "executorTimeout",
-    "executorFailRetryCount",
-    "retryInterval",
-];
-
-/// Job fields a form may set (XXL-JOB's `XxlJobInfo` form, plus xjob's own).
-const JOB_FIELDS: &[&str] = &[
-    "jobGroup",
-    "jobDesc",
-    "author",
-    "alarmEmail",
-    "scheduleType",
-    "scheduleConf",
-    "misfireStrategy",
-    "executorRouteStrategy",
-    "executorHandler",
-    "executorParam",
-    "executorBlockStrategy",
-    "executorTimeout",
-    "executorFailRetryCount",
-    "glueType",
-    "glueSource",
-    "glueRemark",
-    "childJobId",
-    "timeZone",
-    "retryInterval",
-    "alarmWebhook",
-];
-
 /// Time fields of the views, shown in the center's zone.
 const TIME_FIELDS: &[&str] = &[
     "addTime",
@@ -370,14 +338,15 @@ fn job_spec(base: Option<Value>, p: &Params) -> Result<JobSpec, Error> {
         Some(Value::Object(o)) => o.into_iter().filter(|(_, v)| !v.is_null()).collect(),
         _ => Map::new(),
     };
-    for key in JOB_FIELDS {
+    // XXL-JOB's `XxlJobInfo` form fields are the job's input fields, plus xjob's own
+    for (key, ty) in crate::routes::openapi::JOB_INPUT {
         // XXL-JOB's next version names the description `name`
         let value = p.get(key).or_else(|| match *key {
             "jobDesc" => p.get("name"),
             _ => None,
         });
         let Some(value) = value else { continue };
-        if NUMBER_FIELDS.contains(key) {
+        if *ty == "integer" {
             let field = known_field(key).unwrap_or("body");
             if let Some(n) = p.number::<i64>(key, field)? {
                 fields.insert((*key).to_string(), Value::from(n));
