@@ -300,6 +300,24 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
         )
         .await;
         let other = groups["items"][0]["id"].as_i64().unwrap();
+        // a workflow of another group that runs `load` keeps it too
+        let elsewhere = json!({ "jobGroup": other, "name": "elsewhere",
+            "definition": { "nodes": [node("only", load)], "edges": [] } });
+        let (s, ew) = call(&svc, Method::POST, "/v1/workflows", &admin, Some(elsewhere)).await;
+        assert_eq!(s, StatusCode::CREATED, "{ew}");
+        let (s, e) = call(
+            &svc,
+            Method::DELETE,
+            &format!("/v1/jobs/{load}"),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{e}");
+        assert!(
+            e["error"].as_str().unwrap().contains(&ew["id"].to_string()),
+            "{e}"
+        );
         let (s, _) = call(&svc, Method::POST, "/v1/users", &admin, Some(json!({ "username": "bobby", "password": "bob-password-1", "role": 0, "permission": [other] }))).await;
         assert_eq!(s, StatusCode::CREATED);
         let (_, bl) = call(
@@ -312,7 +330,9 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
         .await;
         let bob = bl["token"].as_str().unwrap().to_string();
         let (_, list) = call(&svc, Method::GET, "/v1/workflows", &bob, None).await;
-        assert_eq!(list["total"], 0, "{list}");
+        // only the workflow of bobby's own group
+        assert_eq!(list["total"], 1, "{list}");
+        assert_eq!(list["items"][0]["name"], "elsewhere");
         let (s, _) = call(
             &svc,
             Method::GET,
@@ -397,6 +417,7 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
             [
                 "workflow.delete",
                 "workflow.delete",
+                "workflow.create",
                 "workflow.create",
                 "workflow.update",
                 "workflow.create"

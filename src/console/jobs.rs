@@ -353,7 +353,7 @@ impl Console {
     /// Deletes a job with its run logs (pending fires included) and GLUE history.
     pub async fn delete_job(&self, who: &Principal, id: i32) -> Result<()> {
         let job = self.visible_job(who, id).await?;
-        let used = crate::store::workflows::using_job(self.db(), job.job_group, id).await?;
+        let used = crate::store::workflows::using_job(self.db(), id).await?;
         if !used.is_empty() {
             let ids: Vec<String> = used.iter().map(i32::to_string).collect();
             return Err(Error::Conflict {

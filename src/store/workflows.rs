@@ -134,46 +134,47 @@ pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     Ok(())
 }
 
-/// The ids of workflows whose current DAG runs job `job_id` (a job in use cannot be deleted).
-pub(crate) async fn using_job(
+/// The ids of workflows whose current DAG has a node `runs` accepts; `hint` is text every
+/// such DAG's JSON holds (the database narrows the rows by it, the DAG decides).
+async fn running(
     c: &impl ConnectionTrait,
-    group: i32,
-    job_id: i32,
+    hint: String,
+    runs: impl Fn(&crate::workflow::NodeKind) -> bool,
 ) -> Result<Vec<i32>> {
     let rows = Entity::find()
-        .filter(Column::JobGroup.eq(group))
+        .filter(Column::Definition.contains(hint))
         .all(c)
         .await?;
     Ok(rows
         .into_iter()
         .filter(|w| {
-            serde_json::from_str::<crate::workflow::Definition>(&w.definition).is_ok_and(|d| {
-                d.nodes.iter().any(|n| {
-                    matches!(n.kind, crate::workflow::NodeKind::Job { job_id: j } if j == job_id)
-                })
-            })
+            serde_json::from_str::<crate::workflow::Definition>(&w.definition)
+                .is_ok_and(|d| d.nodes.iter().any(|n| runs(&n.kind)))
         })
         .map(|w| w.id)
         .collect())
 }
 
+/// The ids of workflows (of any group) whose current DAG runs job `job_id` (a job in use
+/// cannot be deleted).
+pub(crate) async fn using_job(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<i32>> {
+    use crate::workflow::NodeKind;
+    running(
+        c,
+        format!("\"jobId\":{job_id}"),
+        |k| matches!(k, NodeKind::Job { job_id: j } if *j == job_id),
+    )
+    .await
+}
+
 /// The ids of workflows whose current DAG runs workflow `id` as a node (it cannot be deleted
 /// while they do).
 pub(crate) async fn nesting(c: &impl ConnectionTrait, id: i32) -> Result<Vec<i32>> {
-    let rows = Entity::find()
-        .filter(Column::Id.ne(id))
-        .filter(Column::Definition.contains("WORKFLOW"))
-        .all(c)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .filter(|w| {
-            serde_json::from_str::<crate::workflow::Definition>(&w.definition).is_ok_and(|d| {
-                d.nodes.iter().any(|n| {
-                    matches!(n.kind, crate::workflow::NodeKind::Workflow { workflow_id } if workflow_id == id)
-                })
-            })
-        })
-        .map(|w| w.id)
-        .collect())
+    use crate::workflow::NodeKind;
+    running(
+        c,
+        format!("\"workflowId\":{id}"),
+        |k| matches!(k, NodeKind::Workflow { workflow_id } if *workflow_id == id),
+    )
+    .await
 }
