@@ -83,6 +83,12 @@ struct Inner {
     leases_lost: AtomicU64,
     /// Buckets this node holds now.
     buckets_owned: AtomicU64,
+    /// Workflow runs started.
+    workflow_runs: AtomicU64,
+    /// Workflow runs ended: [succeeded, failed].
+    workflow_ended: [AtomicU64; 2],
+    /// Node-run results applied to workflow runs.
+    workflow_transitions: AtomicU64,
     lateness: Histogram,
     dispatch: Histogram,
     scan: Histogram,
@@ -105,6 +111,9 @@ impl Default for Metrics {
             lease_renewals: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
             buckets_owned: AtomicU64::new(0),
+            workflow_runs: AtomicU64::new(0),
+            workflow_ended: [AtomicU64::new(0), AtomicU64::new(0)],
+            workflow_transitions: AtomicU64::new(0),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
             scan: Histogram::new(&SCAN_BOUNDS),
@@ -218,6 +227,23 @@ impl Metrics {
     }
 
     /// `n` leases lapsed before their renewal (the node stalled or lost the database).
+    /// Counts a workflow run started.
+    pub(crate) fn workflow_started(&self) {
+        self.0.workflow_runs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a workflow run ended.
+    pub(crate) fn workflow_ended(&self, ok: bool) {
+        self.0.workflow_ended[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts node-run results applied to workflow runs.
+    pub(crate) fn workflow_transitions(&self, n: usize) {
+        self.0
+            .workflow_transitions
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn leases_lost(&self, n: usize) {
         self.0.leases_lost.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -262,6 +288,24 @@ impl Metrics {
             "# HELP xjob_triggers_total Triggers sent to executors, by result.\n# TYPE xjob_triggers_total counter\nxjob_triggers_total{{result=\"success\"}} {}\nxjob_triggers_total{{result=\"failure\"}} {}",
             i.triggers_ok.load(Ordering::Relaxed),
             i.triggers_failed.load(Ordering::Relaxed)
+        );
+        counter(
+            &mut out,
+            "xjob_workflow_runs_total",
+            "Workflow runs started.",
+            i.workflow_runs.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_workflow_runs_ended_total Workflow runs ended, by result.\n# TYPE xjob_workflow_runs_ended_total counter\nxjob_workflow_runs_ended_total{{result=\"success\"}} {}\nxjob_workflow_runs_ended_total{{result=\"failure\"}} {}",
+            i.workflow_ended[0].load(Ordering::Relaxed),
+            i.workflow_ended[1].load(Ordering::Relaxed)
+        );
+        counter(
+            &mut out,
+            "xjob_workflow_node_results_total",
+            "Results of workflow node runs applied to their runs.",
+            i.workflow_transitions.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

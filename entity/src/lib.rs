@@ -18,11 +18,17 @@
 //! - table `xjob_api_key`: named API keys (SHA-256 of the key, user, role, groups, expiry).
 //! - table `xjob_audit`: the console's audit log (time, user, client, action, target, detail).
 //! - tables `xjob_workflow` and `xjob_workflow_version`: workflows and every saved version's DAG.
+//! - tables `xjob_workflow_run`, `xjob_workflow_node_run` and `xjob_workflow_node_log`: workflow
+//!   runs, their node runs (unique per run, node and attempt) and each node run's run rows.
+//! - `xxl_job_log.trigger_type` also WORKFLOW (a workflow's node run).
 
 pub mod xjob_api_key;
 pub mod xjob_audit;
 pub mod xjob_session;
 pub mod xjob_workflow;
+pub mod xjob_workflow_node_log;
+pub mod xjob_workflow_node_run;
+pub mod xjob_workflow_run;
 pub mod xjob_workflow_version;
 pub mod xxl_job_group;
 pub mod xxl_job_info;

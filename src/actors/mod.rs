@@ -8,3 +8,4 @@ pub(crate) mod registry;
 pub(crate) mod ring;
 pub(crate) mod scan;
 pub(crate) mod trigger_pool;
+pub(crate) mod workflow;

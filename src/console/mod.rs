@@ -14,6 +14,7 @@ pub mod groups;
 pub mod jobs;
 pub mod logs;
 pub mod users;
+pub mod workflow_runs;
 pub mod workflows;
 
 use std::sync::Arc;

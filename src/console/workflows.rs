@@ -413,6 +413,11 @@ impl Console {
                 reason: format!("workflow {id} runs in workflow(s) {}", ids.join(", ")),
             });
         }
+        if crate::store::workflow_runs::any_running(self.db(), id).await? {
+            return Err(Error::Conflict {
+                reason: format!("a run of workflow {id} is running; stop it first"),
+            });
+        }
         workflows::delete(self.db(), id).await?;
         self.audit(who, "workflow.delete", "workflow", id, shown(&w.name))
             .await;

@@ -6,6 +6,8 @@ use super::Engine;
 use crate::console::groups::{GroupInput, GroupView};
 use crate::console::jobs::{JobQuery, JobView};
 use crate::console::logs::{LogQuery, LogView};
+use crate::console::workflow_runs::{RunQuery, RunView};
+use crate::console::workflows::{WorkflowInput, WorkflowView};
 use crate::console::{Console, Page, Paging, Principal};
 use crate::error::Result;
 use crate::jobs::JobSpec;
@@ -97,5 +99,68 @@ impl Engine {
     pub async fn remove_group(&self, group_id: i32) -> Result<()> {
         let (console, me) = self.console();
         console.delete_group(&me, group_id).await
+    }
+
+    /// Creates a workflow (version 1), validated as `/v1/workflows` does (every problem of its
+    /// DAG named by node).
+    ///
+    /// ```no_run
+    /// # async fn demo(engine: xjob::Engine, group: i32, extract: i32, load: i32) -> xjob::Result<()> {
+    /// use xjob::console::workflows::WorkflowInput;
+    /// use xjob::model::TriggerType;
+    /// let definition = serde_json::from_value(serde_json::json!({
+    ///     "nodes": [
+    ///         { "key": "extract", "type": "JOB", "jobId": extract },
+    ///         { "key": "load", "type": "JOB", "jobId": load, "param": "day=${day}" }
+    ///     ],
+    ///     "edges": [{ "from": "extract", "to": "load" }]
+    /// }))?;
+    /// let w = engine
+    ///     .add_workflow(WorkflowInput {
+    ///         job_group: group,
+    ///         name: "nightly".into(),
+    ///         definition,
+    ///         ..WorkflowInput::default()
+    ///     })
+    ///     .await?;
+    /// let run = engine
+    ///     .trigger_workflow(w.id, TriggerType::Api, Some(r#"{"day":"2026-11-26"}"#.into()))
+    ///     .await?;
+    /// println!("{}", engine.workflow_run(run).await?.status);
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_workflow(&self, input: WorkflowInput) -> Result<WorkflowView> {
+        let (console, me) = self.console();
+        console.create_workflow(&me, input).await
+    }
+
+    /// Saves a new version of a workflow (`input.version`: the version it was edited from).
+    pub async fn update_workflow(&self, id: i32, input: WorkflowInput) -> Result<WorkflowView> {
+        let (console, me) = self.console();
+        console.update_workflow(&me, id, input).await
+    }
+
+    /// One workflow's current version.
+    pub async fn workflow(&self, id: i32) -> Result<WorkflowView> {
+        let (console, me) = self.console();
+        console.get_workflow(&me, id, None).await
+    }
+
+    /// Deletes a workflow (not while one of its runs is running or another workflow runs it).
+    pub async fn remove_workflow(&self, id: i32) -> Result<()> {
+        let (console, me) = self.console();
+        console.delete_workflow(&me, id).await
+    }
+
+    /// One workflow run with every node run.
+    pub async fn workflow_run(&self, run_id: i64) -> Result<RunView> {
+        let (console, me) = self.console();
+        console.get_workflow_run(&me, run_id).await
+    }
+
+    /// Workflow runs matching `query`, newest first.
+    pub async fn workflow_runs(&self, query: &RunQuery) -> Result<Page<RunView>> {
+        let (console, me) = self.console();
+        console.list_workflow_runs(&me, query).await
     }
 }

@@ -33,6 +33,7 @@ use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
+use crate::actors::workflow::{PollNow, StartRun, WorkflowActor};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -113,6 +114,8 @@ pub struct Engine {
     scan_store: ScanStore,
     /// The lease keeper on a shared database.
     leases: Option<Addr<LeaseActor>>,
+    /// Runs workflows.
+    workflows: Addr<WorkflowActor>,
 }
 
 impl EngineBuilder {
@@ -298,6 +301,19 @@ impl EngineBuilder {
             .with_local(local_runs),
         );
         let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
+        let workflows = supervised(WorkflowActor::new(
+            db.clone(),
+            crate::store::workflow_runs::Runs::default(),
+            pool.clone(),
+            clock.clone(),
+            activity.clone(),
+            metrics.clone(),
+            crate::actors::workflow::Recovery {
+                single_node,
+                recover_after_ms: cfg.scheduler.recover_after_ms,
+                claim_timeout_ms: cfg.scheduler.claim_timeout_ms,
+            },
+        ));
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
         // back into the ring; on a shared database the claim at dispatch makes sure each runs
@@ -402,6 +418,7 @@ impl EngineBuilder {
             writer,
             scan_store,
             leases,
+            workflows,
         })
     }
 }
@@ -568,6 +585,52 @@ impl Engine {
         req.executor_param = executor_param;
         req.address_list = address_list.filter(|a| !a.trim().is_empty());
         self.pool.send(TriggerJob(req)).await?
+    }
+
+    /// Starts a run of workflow `workflow_id`'s current version (`trigger_type` MANUAL, API or
+    /// CRON) with `params` as its first context (a JSON object; other text goes under
+    /// `params`); answers the run's id. Its start nodes are recorded and dispatched before this
+    /// answers.
+    pub async fn trigger_workflow(
+        &self,
+        workflow_id: i32,
+        trigger_type: TriggerType,
+        params: Option<String>,
+    ) -> Result<i64> {
+        self.workflows
+            .send(StartRun {
+                workflow_id,
+                trigger_type,
+                params,
+            })
+            .await?
+    }
+
+    /// Stops workflow run `run_id` and its nested runs: node runs not yet sent are cancelled,
+    /// running ones are killed at their executors. Answers `false` when the run was not
+    /// running.
+    pub async fn stop_workflow_run(&self, run_id: i64, who: &str) -> Result<bool> {
+        let runs = crate::store::workflow_runs::Runs::default();
+        let Some(kill) = runs
+            .stop(&self.db, run_id, who, self.clock.now_ms())
+            .await?
+        else {
+            return Ok(false);
+        };
+        for log_id in kill {
+            // a row not yet dispatched, or finished meanwhile, has nothing to kill
+            if let Err(e) = self.kill_run(log_id).await {
+                tracing::debug!(log_id, error = %e, "workflow node run not killed");
+            }
+        }
+        Ok(true)
+    }
+
+    /// Applies the workflow node results written so far now (the actor does every 200 ms).
+    #[doc(hidden)]
+    pub async fn poll_workflows(&self) -> Result<()> {
+        self.workflows.send(PollNow).await?;
+        Ok(())
     }
 
     /// Reads a run's log from `from_line` at the executor recorded on its row (the only address

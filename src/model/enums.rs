@@ -149,6 +149,8 @@ str_enum!(
         Api => "API",
         /// Misfire compensation.
         Misfire => "MISFIRE",
+        /// A node of a workflow run.
+        Workflow => "WORKFLOW",
     }
 );
 
@@ -198,6 +200,7 @@ impl TriggerType {
             TriggerType::Parent => "Parent job trigger",
             TriggerType::Api => "Api trigger",
             TriggerType::Misfire => "Misfire compensation trigger",
+            TriggerType::Workflow => "Workflow trigger",
         }
     }
 }

@@ -313,6 +313,24 @@ fn schemas() -> Value {
             ("definition", "object"), ("createdAt", "string?"), ("updatedAt", "string?"),
         ]),
         "Validation": props(&[("valid", "boolean"), ("problems", "array")]),
+        "RunInput": constrain(
+            json!({ "type": "object", "properties": {
+                "workflowId": { "type": "integer" },
+                "params": { "type": ["object", "string", "null"] },
+            } }),
+            &["workflowId"],
+            &[
+                ("workflowId", json!({ "minimum": 1, "maximum": i32::MAX })),
+                ("params", json!({ "maxLength": crate::console::workflow_runs::MAX_PARAMS })),
+            ],
+        ),
+        "WorkflowRun": props(&[
+            ("id", "integer"), ("workflowId", "integer"), ("version", "integer"),
+            ("jobGroup", "integer"), ("status", "string"), ("triggerType", "string"),
+            ("params", "string?"), ("context", "object"), ("parentNodeRun", "integer?"),
+            ("startTime", "string?"), ("endTime", "string?"), ("message", "string?"),
+            ("nodes", "array"),
+        ]),
         "ApiKey": props(&[
             ("id", "integer"), ("name", "string"), ("prefix", "string"), ("userId", "integer"),
             ("role", "integer"), ("permission", "integer[]"), ("createdAt", "string?"),
@@ -444,6 +462,15 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         }
         ("post", "/v1/workflows/validate") => (Some("WorkflowDraft"), &[], r("Validation")),
         ("get", "/v1/workflows/{id}") => (None, &["version"], r("Workflow")),
+        ("get", "/v1/workflow-runs") => (
+            None,
+            &["workflowId", "jobGroup", "status", "offset", "limit"],
+            page("WorkflowRun"),
+        ),
+        ("post", "/v1/workflow-runs") => (Some("RunInput"), &[], r("WorkflowRun")),
+        ("get", "/v1/workflow-runs/{id}") | ("post", "/v1/workflow-runs/{id}/stop") => {
+            (None, &[], r("WorkflowRun"))
+        }
         ("get", "/v1/dashboard") => (None, &[], r("Dashboard")),
         ("get", "/v1/dashboard/chart") => (None, &["from", "to"], r("Chart")),
         _ => (None, &[], json!(null)),
@@ -458,7 +485,7 @@ fn query_schema(name: &str) -> Value {
         "limit" => json!({ "type": "integer", "minimum": 1,
                            "maximum": crate::console::MAX_LIMIT, "default": crate::console::DEFAULT_LIMIT }),
         // 0 or less: every group / job
-        "jobGroup" | "jobId" => int32(i32::MIN as i64),
+        "jobGroup" | "jobId" | "workflowId" => int32(i32::MIN as i64),
         "fromLine" | "version" => int32(1),
         "count" => json!({ "type": "integer", "minimum": 1,
                            "maximum": crate::console::jobs::MAX_NEXT_TIMES }),
@@ -486,11 +513,19 @@ pub(crate) fn document() -> Value {
         let (body, query, answer) = shape(method, path);
         let mut params: Vec<Value> = query
             .iter()
-            .map(|q| json!({ "name": q, "in": "query", "required": *q == "scheduleType", "schema": query_schema(q) }))
+            .map(|q| {
+                // a workflow run's status is its own set
+                let schema = if *q == "status" && path.starts_with("/v1/workflow-runs") {
+                    json!({ "type": "string", "enum": ["RUNNING", "SUCCEEDED", "FAILED", "STOPPED"] })
+                } else {
+                    query_schema(q)
+                };
+                json!({ "name": q, "in": "query", "required": *q == "scheduleType", "schema": schema })
+            })
             .collect();
         if path.contains("{id}") {
             // run ids are 64-bit, every other id a positive 32-bit number
-            let max = if path.starts_with("/v1/logs") {
+            let max = if path.starts_with("/v1/logs") || path.starts_with("/v1/workflow-runs") {
                 i64::MAX
             } else {
                 i32::MAX as i64
@@ -501,7 +536,12 @@ pub(crate) fn document() -> Value {
         let created = *method == "post"
             && matches!(
                 *path,
-                "/v1/groups" | "/v1/jobs" | "/v1/users" | "/v1/api-keys" | "/v1/workflows"
+                "/v1/groups"
+                    | "/v1/jobs"
+                    | "/v1/users"
+                    | "/v1/api-keys"
+                    | "/v1/workflows"
+                    | "/v1/workflow-runs"
             );
         let ok = if answer.is_null() {
             json!({ "204": { "description": "Done" } })

@@ -18,6 +18,7 @@ pub(crate) mod run_rows;
 pub(crate) mod scan;
 pub(crate) mod sqlite_sync;
 pub(crate) mod users;
+pub(crate) mod workflow_runs;
 pub(crate) mod workflows;
 pub(crate) mod writer;
 

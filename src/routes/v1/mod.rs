@@ -14,6 +14,7 @@ pub mod groups;
 pub mod jobs;
 pub mod logs;
 pub mod users;
+pub mod workflow_runs;
 pub mod workflows;
 
 use actix_web::dev::Payload;
@@ -161,7 +162,27 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "delete",
         "/v1/workflows/{id}",
-        "Delete a workflow and its versions",
+        "Delete a workflow and its versions (not while a run of it is running)",
+    ),
+    (
+        "get",
+        "/v1/workflow-runs",
+        "List workflow runs (filters: workflowId, jobGroup, status), newest first",
+    ),
+    (
+        "post",
+        "/v1/workflow-runs",
+        "Trigger a workflow: params (a JSON object, or text kept under `params`) are the run's first context",
+    ),
+    (
+        "get",
+        "/v1/workflow-runs/{id}",
+        "One workflow run with every node run (each attempt: state, shards, log ids)",
+    ),
+    (
+        "post",
+        "/v1/workflow-runs/{id}/stop",
+        "Stop a workflow run: node runs not yet sent are cancelled, running ones killed",
     ),
 ];
 
@@ -196,6 +217,7 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
             .configure(logs::config)
             .configure(users::config)
             .configure(workflows::config)
+            .configure(workflow_runs::config)
             .configure(dashboard::config),
     );
 }

@@ -1,0 +1,286 @@
+//! WorkflowActor: runs workflows ([`crate::store::workflow_runs`]).
+//!
+//! Every [`POLL`] it applies the results of node runs' run rows (written by the run-row writer
+//! like any run's) in one transaction per batch, which starts the node runs they make due; it
+//! then claims each new pending run row and hands it to the trigger pool, the path of a
+//! scheduled fire. Every [`RECOVER_EVERY`] polls (and at start) it recovers what a stopped node
+//! left: pending rows nobody claimed are claimed and dispatched, rows claimed by a node that
+//! died mid-dispatch are recorded as failed triggers (never sent twice), rows deleted before
+//! their result count as failed. On a shared database every node does this: the run's row lock,
+//! the once-only `done` of each row's link and the claim make each step happen once.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use sea_orm::DatabaseConnection;
+
+use crate::activity::Activity;
+use crate::actors::trigger_pool::{TriggerJob, TriggerPool};
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::model::TriggerType;
+use crate::store::logs;
+use crate::store::workflow_runs::{Changes, Dispatch, Runs};
+use crate::trigger::TriggerRequest;
+
+/// How often results are looked for.
+pub(crate) const POLL: Duration = Duration::from_millis(200);
+/// Polls between two recovery passes.
+const RECOVER_EVERY: u64 = 25;
+/// Most run-row results one transaction applies.
+const BATCH: u64 = 1000;
+
+/// Starts a run of a workflow; answers the run's id.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<i64>")]
+pub(crate) struct StartRun {
+    /// The workflow.
+    pub(crate) workflow_id: i32,
+    /// Why it runs.
+    pub(crate) trigger_type: TriggerType,
+    /// The trigger's params (the run's first context).
+    pub(crate) params: Option<String>,
+}
+
+/// Applies the results there are now (tests, and a node that just wrote some).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct PollNow;
+
+/// How the actor recovers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recovery {
+    /// A single-node database: everything an earlier process left is stale at start.
+    pub(crate) single_node: bool,
+    /// Pending rows older than this (ms) are recovered.
+    pub(crate) recover_after_ms: i64,
+    /// Claims older than this (ms) are orphaned.
+    pub(crate) claim_timeout_ms: i64,
+}
+
+/// Runs workflows.
+pub(crate) struct WorkflowActor {
+    db: DatabaseConnection,
+    runs: Runs,
+    pool: Addr<TriggerPool>,
+    clock: Clock,
+    activity: Activity,
+    metrics: Metrics,
+    recovery: Recovery,
+    /// When this actor started (epoch ms): a single node's earlier rows are older.
+    started_ms: i64,
+    polls: u64,
+    busy: bool,
+}
+
+impl WorkflowActor {
+    /// A workflow actor dispatching through `pool`.
+    pub(crate) fn new(
+        db: DatabaseConnection,
+        runs: Runs,
+        pool: Addr<TriggerPool>,
+        clock: Clock,
+        activity: Activity,
+        metrics: Metrics,
+        recovery: Recovery,
+    ) -> Self {
+        let started_ms = clock.now_ms();
+        WorkflowActor {
+            db,
+            runs,
+            pool,
+            clock,
+            activity,
+            metrics,
+            recovery,
+            started_ms,
+            polls: 0,
+            busy: false,
+        }
+    }
+
+    fn poll(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            return;
+        }
+        self.busy = true;
+        let recover = self.polls.is_multiple_of(RECOVER_EVERY);
+        let first = self.polls == 0;
+        self.polls += 1;
+        let (db, runs, pool, clock, metrics, r) = (
+            self.db.clone(),
+            self.runs.clone(),
+            self.pool.clone(),
+            self.clock.clone(),
+            self.metrics.clone(),
+            self.recovery,
+        );
+        let started_ms = self.started_ms;
+        let guard = self.activity.enter();
+        let fut = async move {
+            if recover {
+                let now = clock.now_ms();
+                // a single node's earlier process left everything older than this one
+                let (pending_before, claims_before) = if first && r.single_node {
+                    (started_ms, started_ms)
+                } else {
+                    (now - r.recover_after_ms, now - r.claim_timeout_ms)
+                };
+                recover_pass(&db, &runs, &pool, pending_before, claims_before, now).await?;
+            }
+            loop {
+                let items = runs.finished(&db, BATCH).await?;
+                let n = items.len() as u64;
+                if n == 0 {
+                    break;
+                }
+                let ch = runs.apply(&db, items, clock.now_ms()).await?;
+                done(&metrics, &ch);
+                dispatch(&db, &pool, ch.dispatch).await;
+                if n < BATCH {
+                    break;
+                }
+            }
+            Ok::<_, crate::Error>(())
+        };
+        ctx.spawn(fut.into_actor(self).map(move |res, act, _| {
+            drop(guard);
+            act.busy = false;
+            if let Err(e) = res {
+                tracing::warn!(error = %e, "workflow pass failed; the next one retries");
+            }
+        }));
+    }
+}
+
+fn done(metrics: &Metrics, ch: &Changes) {
+    metrics.workflow_transitions(ch.applied);
+    for &(run, workflow, ok) in &ch.ended {
+        metrics.workflow_ended(ok);
+        if ok {
+            tracing::info!(run, workflow, "workflow run succeeded");
+        } else {
+            tracing::warn!(run, workflow, "workflow run failed");
+        }
+    }
+}
+
+async fn recover_pass(
+    db: &DatabaseConnection,
+    runs: &Runs,
+    pool: &Addr<TriggerPool>,
+    pending_before: i64,
+    claims_before: i64,
+    now: i64,
+) -> Result<()> {
+    let orphans = runs.fail_orphaned_claims(db, claims_before, now).await?;
+    if orphans > 0 {
+        tracing::warn!(
+            rows = orphans,
+            "workflow node runs claimed by a node that stopped mid-dispatch recorded as failed"
+        );
+    }
+    let stale = runs.stale_pending(db, pending_before, BATCH).await?;
+    if !stale.is_empty() {
+        tracing::info!(
+            rows = stale.len(),
+            "dispatching workflow node runs an earlier node recorded but did not send"
+        );
+        dispatch(db, pool, stale).await;
+    }
+    let gone = runs.vanished(db, BATCH).await?;
+    if !gone.is_empty() {
+        let ch = runs.apply(db, gone, now).await?;
+        dispatch(db, pool, ch.dispatch).await;
+    }
+    Ok(())
+}
+
+/// Claims `list`'s pending rows and hands the ones this node won to the trigger pool.
+pub(crate) async fn dispatch(
+    db: &DatabaseConnection,
+    pool: &Addr<TriggerPool>,
+    list: Vec<Dispatch>,
+) {
+    if list.is_empty() {
+        return;
+    }
+    let ids: Vec<i64> = list.iter().map(|d| d.log_id).collect();
+    let claimed = match logs::claim(db, &ids).await {
+        Ok(c) => c,
+        Err(e) => {
+            // left pending: the recovery pass claims them
+            tracing::warn!(error = %e, rows = ids.len(), "cannot claim workflow node runs; recovery sends them");
+            return;
+        }
+    };
+    let claimed: std::collections::HashSet<i64> = claimed.into_iter().collect();
+    for d in list.into_iter().filter(|d| claimed.contains(&d.log_id)) {
+        let mut req = TriggerRequest::new(d.job_id, TriggerType::Workflow);
+        req.log_id = Some(d.log_id);
+        // a node's attempts are the workflow's: the run row itself is not retried
+        req.fail_retry_count = Some(0);
+        req.executor_param = d.param;
+        req.sharding_param = d.shard.map(|(i, n)| format!("{i}/{n}"));
+        if let Err(e) = pool.send(TriggerJob(req)).await {
+            tracing::error!(log_id = d.log_id, error = %e, "workflow node run not handed to the trigger pool");
+        }
+    }
+}
+
+impl actix::Supervised for WorkflowActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        tracing::warn!(actor = "workflow", "actor stopped; restarting it");
+        self.busy = false;
+    }
+}
+
+impl Actor for WorkflowActor {
+    type Context = Context<Self>;
+
+    /// A recovery pass at start, then a poll every [`POLL`].
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.poll(ctx);
+        ctx.run_interval(POLL, |a, ctx| a.poll(ctx));
+    }
+}
+
+impl Handler<StartRun> for WorkflowActor {
+    type Result = ResponseFuture<Result<i64>>;
+
+    fn handle(&mut self, msg: StartRun, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, runs, pool, clock, metrics) = (
+            self.db.clone(),
+            self.runs.clone(),
+            self.pool.clone(),
+            self.clock.clone(),
+            self.metrics.clone(),
+        );
+        let guard = self.activity.enter();
+        Box::pin(async move {
+            let (id, ch) = runs
+                .start(
+                    &db,
+                    msg.workflow_id,
+                    msg.trigger_type,
+                    msg.params,
+                    clock.now_ms(),
+                )
+                .await?;
+            metrics.workflow_started();
+            done(&metrics, &ch);
+            dispatch(&db, &pool, ch.dispatch).await;
+            drop(guard);
+            Ok(id)
+        })
+    }
+}
+
+impl Handler<PollNow> for WorkflowActor {
+    type Result = ();
+
+    fn handle(&mut self, _: PollNow, ctx: &mut Self::Context) {
+        self.poll(ctx);
+    }
+}

@@ -1,0 +1,1199 @@
+//! Running workflows, durably: `xjob_workflow_run`, `xjob_workflow_node_run` and
+//! `xjob_workflow_node_log`.
+//!
+//! Every change of a run happens in one transaction that first takes the run's row lock (its
+//! `seq` is bumped), so two nodes of a cluster — or two results of one run — never decide the
+//! same run at once:
+//! - [`Runs::start`] records the run and the node runs its start nodes answer;
+//! - [`Runs::apply`] records results of node runs' run rows (each row's result once: its link's
+//!   `done` moves 0 → 1 under the lock), completes a node run when every shard has a result (or
+//!   starts its next attempt), then moves the run on by [`rules::advance`] and ends it by
+//!   [`rules::outcome`] (a nested run's end completes its parent's node, and so on up).
+//!
+//! A job node's run rows are inserted *pending* (`fire_state` 1, no `fire_time`, trigger type
+//! WORKFLOW) in that same transaction, with one link row each; the caller then claims and
+//! dispatches them through the trigger pool as any recorded fire. So a crash before the commit
+//! leaves nothing, and after it a pending row that [`Runs::stale_pending`] hands to whichever
+//! node recovers it (the claim makes it one): no node run twice, none forgotten.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use entity::xjob_workflow_node_log as links;
+use entity::xjob_workflow_node_run as nodes;
+use entity::xjob_workflow_run as runs;
+use parking_lot::Mutex;
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    Statement, TransactionTrait,
+};
+use serde_json::Value;
+
+use crate::clock::ms_to_naive;
+use crate::error::{Error, Result};
+use crate::model::wire::SUCCESS_CODE;
+use crate::model::{AlarmStatus, RouteStrategy, TriggerType, fire_state};
+use crate::store::{groups, jobs, workflows};
+use crate::workflow::rules::{self, NodeRules, State};
+use crate::workflow::{Definition, Graph, NodeKind, expr};
+
+/// Largest context a run may hold (its JSON text), bytes.
+pub(crate) const MAX_CONTEXT: usize = 64 * 1024;
+/// Deepest nesting of workflow nodes a run follows (a deeper one fails its node).
+pub(crate) const MAX_DEPTH: i16 = 8;
+/// Most attempts of one node (its job's fail retries + 1, capped).
+const MAX_ATTEMPTS: i32 = 10;
+/// Longest message kept on a node run or run.
+const MESSAGE_MAX: usize = 1000;
+
+/// A run's status.
+pub(crate) mod status {
+    /// Nodes are running or due.
+    pub(crate) const RUNNING: &str = "RUNNING";
+    /// Ended, every failure handled.
+    pub(crate) const SUCCEEDED: &str = "SUCCEEDED";
+    /// Ended with an unhandled failure.
+    pub(crate) const FAILED: &str = "FAILED";
+    /// Stopped by a user.
+    pub(crate) const STOPPED: &str = "STOPPED";
+    /// Skipped (a node run only: its rule can no longer hold).
+    pub(crate) const SKIPPED: &str = "SKIPPED";
+}
+
+/// A run row of a job node to dispatch (pending until claimed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Dispatch {
+    /// Its `xxl_job_log` id.
+    pub(crate) log_id: i64,
+    /// The job.
+    pub(crate) job_id: i32,
+    /// The param it runs with (`None`: the job's own).
+    pub(crate) param: Option<String>,
+    /// `(index, total)` of a sharding broadcast.
+    pub(crate) shard: Option<(i32, i32)>,
+}
+
+/// A node run's run row that has a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    /// Its `xxl_job_log` id.
+    pub(crate) log_id: i64,
+    /// The node run.
+    pub(crate) node_run_id: i64,
+    /// The workflow run.
+    pub(crate) run_id: i64,
+    /// Whether it succeeded.
+    pub(crate) ok: bool,
+    /// Its handle (or trigger) message.
+    pub(crate) msg: Option<String>,
+}
+
+/// A version's DAG, checked and indexed (versions never change, so it is kept).
+pub(crate) struct Compiled {
+    def: Definition,
+    graph: Graph,
+    rules: Vec<NodeRules>,
+    index: HashMap<String, usize>,
+}
+
+impl Compiled {
+    fn new(def: Definition) -> Result<Compiled> {
+        let graph = Graph::build(&def).map_err(|p| Error::Invalid {
+            field: "definition",
+            reason: p
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        })?;
+        let rules = def
+            .nodes
+            .iter()
+            .map(|n| NodeRules {
+                rule: n.trigger_rule,
+                disabled: n.disabled,
+                allow_failure: n.allow_failure,
+            })
+            .collect();
+        let index = def
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.key.clone(), i))
+            .collect();
+        Ok(Compiled {
+            def,
+            graph,
+            rules,
+            index,
+        })
+    }
+}
+
+fn cap(s: &str) -> String {
+    match s.char_indices().nth(MESSAGE_MAX) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// A run's first context: a JSON object given as params is the context; any other JSON value,
+/// or text, is put under `params`; none is `{}`.
+pub(crate) fn initial_context(params: Option<&str>) -> Result<Value> {
+    let ctx = match params.map(str::trim).filter(|p| !p.is_empty()) {
+        None => Value::Object(Default::default()),
+        Some(p) => match serde_json::from_str::<Value>(p) {
+            Ok(Value::Object(m)) => Value::Object(m),
+            Ok(v) => serde_json::json!({ "params": v }),
+            Err(_) => serde_json::json!({ "params": p }),
+        },
+    };
+    let size = ctx.to_string().len();
+    if size > MAX_CONTEXT {
+        return Err(Error::Invalid {
+            field: "params",
+            reason: format!("the context would be {size} bytes; at most {MAX_CONTEXT}"),
+        });
+    }
+    Ok(ctx)
+}
+
+/// `param` with each `${path}` replaced by the context's value there (text as is, other values
+/// as JSON, nothing for a missing key).
+pub(crate) fn render_param(param: &str, ctx: &Value) -> String {
+    let mut out = String::with_capacity(param.len());
+    let mut rest = param;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let path = rest[start + 2..start + 2 + len].trim();
+        let mut v = Some(ctx);
+        for step in path.split('.').filter(|s| !s.is_empty()) {
+            v = v.and_then(|x| match x {
+                Value::Object(m) => m.get(step),
+                Value::Array(a) => step.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            });
+        }
+        match v {
+            Some(Value::String(s)) => out.push_str(s),
+            Some(Value::Null) | None => {}
+            Some(other) => out.push_str(&other.to_string()),
+        }
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn state_of(n: &nodes::Model) -> State {
+    match n.state.as_str() {
+        status::RUNNING => State::Running,
+        status::SUCCEEDED => State::Done {
+            succeeded: true,
+            decision: n.decision.map(|d| d != 0),
+        },
+        status::SKIPPED => State::Skipped,
+        // FAILED and STOPPED
+        _ => State::Done {
+            succeeded: false,
+            decision: n.decision.map(|d| d != 0),
+        },
+    }
+}
+
+/// Compiled DAGs by (workflow, version).
+type Versions = HashMap<(i32, i32), Arc<Compiled>>;
+
+/// The runs' store: starts runs, applies node results, and keeps every version's DAG it read.
+#[derive(Clone, Default)]
+pub(crate) struct Runs {
+    compiled: Arc<Mutex<Versions>>,
+}
+
+/// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    /// Pending run rows to claim and dispatch.
+    pub(crate) dispatch: Vec<Dispatch>,
+    /// Runs that ended: (run id, workflow id, succeeded).
+    pub(crate) ended: Vec<(i64, i32, bool)>,
+    /// Node-run results applied.
+    pub(crate) applied: usize,
+}
+
+type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+impl Runs {
+    async fn compiled(
+        &self,
+        c: &impl ConnectionTrait,
+        workflow_id: i32,
+        version: i32,
+    ) -> Result<Arc<Compiled>> {
+        if let Some(x) = self.compiled.lock().get(&(workflow_id, version)) {
+            return Ok(x.clone());
+        }
+        let v = workflows::version(c, workflow_id, version).await?;
+        let def: Definition = serde_json::from_str(&v.definition).map_err(|e| Error::Invalid {
+            field: "definition",
+            reason: e.to_string(),
+        })?;
+        let x = Arc::new(Compiled::new(def)?);
+        let mut cache = self.compiled.lock();
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert((workflow_id, version), x.clone());
+        Ok(x)
+    }
+
+    /// Starts a run of workflow `workflow_id`'s current version with `params`: records it and
+    /// the node runs of its start nodes in one transaction.
+    pub(crate) async fn start(
+        &self,
+        db: &DatabaseConnection,
+        workflow_id: i32,
+        trigger_type: TriggerType,
+        params: Option<String>,
+        now: i64,
+    ) -> Result<(i64, Changes)> {
+        let ctx = initial_context(params.as_deref())?;
+        let txn = db.begin().await?;
+        let w = workflows::get(&txn, workflow_id).await?;
+        let mut ch = Changes::default();
+        let (id, _) = self
+            .start_in(&txn, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
+            .await?;
+        txn.commit().await?;
+        Ok((id, ch))
+    }
+
+    /// Records a run of `w` and moves it on; answers its id and, when it ended at once, how.
+    #[allow(clippy::too_many_arguments)]
+    fn start_in<'a>(
+        &'a self,
+        txn: &'a DatabaseTransaction,
+        w: &'a entity::xjob_workflow::Model,
+        trigger_type: TriggerType,
+        params: Option<String>,
+        ctx: Value,
+        parent: Option<i64>,
+        depth: i16,
+        now: i64,
+        ch: &'a mut Changes,
+    ) -> BoxFut<'a, Result<(i64, Option<bool>)>> {
+        Box::pin(async move {
+            let run = runs::ActiveModel {
+                workflow_id: Set(w.id),
+                version: Set(w.version),
+                job_group: Set(w.job_group),
+                status: Set(status::RUNNING.into()),
+                trigger_type: Set(trigger_type.as_str().into()),
+                params: Set(params),
+                context: Set(ctx.to_string()),
+                parent_node_run: Set(parent),
+                depth: Set(depth),
+                seq: Set(0),
+                start_time: Set(now),
+                end_time: Set(None),
+                message: Set(None),
+                ..Default::default()
+            }
+            .insert(txn)
+            .await?;
+            let id = run.id;
+            let outcome = self.advance(txn, &run, now, ch).await?;
+            Ok((id, outcome))
+        })
+    }
+
+    /// Moves `run` on from its node runs' states: records skipped and disabled nodes, decides
+    /// decisions, starts job and workflow nodes; ends the run when every node is final.
+    /// Answers the run's outcome when it ended.
+    fn advance<'a>(
+        &'a self,
+        txn: &'a DatabaseTransaction,
+        run: &'a runs::Model,
+        now: i64,
+        ch: &'a mut Changes,
+    ) -> BoxFut<'a, Result<Option<bool>>> {
+        Box::pin(async move {
+            let c = self.compiled(txn, run.workflow_id, run.version).await?;
+            let rows = nodes::Entity::find()
+                .filter(nodes::Column::RunId.eq(run.id))
+                .all(txn)
+                .await?;
+            let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
+            for r in &rows {
+                match latest.get(r.node_key.as_str()) {
+                    Some(l) if l.attempt >= r.attempt => {}
+                    _ => {
+                        latest.insert(r.node_key.as_str(), r);
+                    }
+                }
+            }
+            let mut states: Vec<State> = c
+                .def
+                .nodes
+                .iter()
+                .map(|n| {
+                    latest
+                        .get(n.key.as_str())
+                        .map_or(State::Pending, |r| state_of(r))
+                })
+                .collect();
+            let ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+            loop {
+                let before = states.clone();
+                let due = rules::advance(&c.graph, &c.rules, &mut states);
+                for i in 0..states.len() {
+                    if before[i] != State::Pending {
+                        continue;
+                    }
+                    let (st, msg) = match states[i] {
+                        State::Skipped => (status::SKIPPED, None),
+                        State::Done { .. } => (status::SUCCEEDED, Some("disabled")),
+                        _ => continue,
+                    };
+                    insert_node(txn, run.id, &c.def.nodes[i].key, 1, 1, st, now, msg).await?;
+                }
+                let mut moved = false;
+                for i in due {
+                    let node = &c.def.nodes[i];
+                    match &node.kind {
+                        NodeKind::Job { job_id } => {
+                            if let Some(done) = self
+                                .start_job(
+                                    txn,
+                                    run,
+                                    &node.key,
+                                    *job_id,
+                                    node.param.as_deref(),
+                                    &ctx,
+                                    1,
+                                    now,
+                                    ch,
+                                )
+                                .await?
+                            {
+                                states[i] = State::Done {
+                                    succeeded: done,
+                                    decision: None,
+                                };
+                                moved = true;
+                            }
+                        }
+                        NodeKind::Decision { expression } => {
+                            let (st, decision, msg) = match expr::decide(expression, &ctx) {
+                                Ok(d) => (status::SUCCEEDED, Some(d), format!("{d}")),
+                                Err(e) => (status::FAILED, None, cap(&e)),
+                            };
+                            let n = nodes::ActiveModel {
+                                decision: Set(decision.map(i16::from)),
+                                end_time: Set(Some(now)),
+                                ..node_row(run.id, &node.key, 1, 1, st, now, Some(&msg))
+                            };
+                            n.insert(txn).await?;
+                            states[i] = State::Done {
+                                succeeded: decision.is_some(),
+                                decision,
+                            };
+                            moved = true;
+                        }
+                        NodeKind::Workflow { workflow_id } => {
+                            if let Some(ok) = self
+                                .start_nested(txn, run, &node.key, *workflow_id, &ctx, now, ch)
+                                .await?
+                            {
+                                states[i] = State::Done {
+                                    succeeded: ok,
+                                    decision: None,
+                                };
+                                moved = true;
+                            }
+                        }
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+            let Some(ok) = rules::outcome(&c.graph, &c.rules, &states) else {
+                return Ok(None);
+            };
+            let st = if ok {
+                status::SUCCEEDED
+            } else {
+                status::FAILED
+            };
+            let failed: Vec<&str> = c
+                .def
+                .nodes
+                .iter()
+                .zip(&states)
+                .filter(|(n, s)| {
+                    !n.allow_failure
+                        && matches!(
+                            s,
+                            State::Done {
+                                succeeded: false,
+                                ..
+                            }
+                        )
+                })
+                .map(|(n, _)| n.key.as_str())
+                .collect();
+            let msg = (!failed.is_empty()).then(|| cap(&format!("failed: {}", failed.join(", "))));
+            runs::Entity::update_many()
+                .col_expr(runs::Column::Status, Expr::value(st))
+                .col_expr(runs::Column::EndTime, Expr::value(now))
+                .col_expr(runs::Column::Message, Expr::value(msg))
+                .filter(runs::Column::Id.eq(run.id))
+                .filter(runs::Column::Status.eq(status::RUNNING))
+                .exec(txn)
+                .await?;
+            ch.ended.push((run.id, run.workflow_id, ok));
+            Ok(Some(ok))
+        })
+    }
+
+    /// Records attempt `attempt` of job node `key` with its pending run rows (one per shard of
+    /// a sharding broadcast); answers the node's outcome when it cannot run (its job is gone).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_job(
+        &self,
+        txn: &DatabaseTransaction,
+        run: &runs::Model,
+        key: &str,
+        job_id: i32,
+        param: Option<&str>,
+        ctx: &Value,
+        attempt: i32,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<Option<bool>> {
+        let job = match jobs::get(txn, job_id).await {
+            Ok(j) => j,
+            Err(Error::JobNotFound { .. }) => {
+                let msg = format!("job {job_id} not found");
+                insert_node(
+                    txn,
+                    run.id,
+                    key,
+                    attempt,
+                    attempt,
+                    status::FAILED,
+                    now,
+                    Some(&msg),
+                )
+                .await?;
+                return Ok(Some(false));
+            }
+            Err(e) => return Err(e),
+        };
+        let broadcast = job
+            .executor_route_strategy
+            .as_deref()
+            .and_then(|r| r.parse::<RouteStrategy>().ok())
+            == Some(RouteStrategy::ShardingBroadcast);
+        let total = if broadcast {
+            match groups::get(txn, job.job_group).await {
+                Ok(g) => g
+                    .address_list
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|a| !a.trim().is_empty())
+                    .count()
+                    .max(1) as i32,
+                Err(_) => 1,
+            }
+        } else {
+            1
+        };
+        let max_attempts = Ord::min(Ord::max(job.executor_fail_retry_count, 0) + 1, MAX_ATTEMPTS);
+        let node = nodes::ActiveModel {
+            shards_total: Set(total),
+            ..node_row(
+                run.id,
+                key,
+                attempt,
+                max_attempts,
+                status::RUNNING,
+                now,
+                None,
+            )
+        }
+        .insert(txn)
+        .await?;
+        let param = param.map(|p| render_param(p, ctx));
+        for shard in 0..total {
+            let sharding = broadcast.then(|| format!("{shard}/{total}"));
+            let log = entity::xxl_job_log::ActiveModel {
+                job_group: Set(job.job_group),
+                job_id: Set(job.id),
+                trigger_time: Set(Some(ms_to_naive(now))),
+                trigger_code: Set(0),
+                handle_code: Set(0),
+                executor_param: Set(param.clone()),
+                executor_sharding_param: Set(sharding),
+                executor_fail_retry_count: Set(0),
+                alarm_status: Set(AlarmStatus::Unchecked.code()),
+                fire_time: Set(None),
+                fire_state: Set(fire_state::PENDING),
+                trigger_type: Set(Some(TriggerType::Workflow.as_str().into())),
+                chain_depth: Set(0),
+                ..Default::default()
+            }
+            .insert(txn)
+            .await?;
+            links::ActiveModel {
+                log_id: Set(log.id),
+                node_run_id: Set(node.id),
+                run_id: Set(run.id),
+                shard: Set(shard),
+                done: Set(0),
+            }
+            .insert(txn)
+            .await?;
+            ch.dispatch.push(Dispatch {
+                log_id: log.id,
+                job_id: job.id,
+                param: param.clone(),
+                shard: broadcast.then_some((shard, total)),
+            });
+        }
+        Ok(None)
+    }
+
+    /// Records workflow node `key` and starts its nested run; answers the node's outcome when
+    /// it ended at once (or cannot run).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_nested(
+        &self,
+        txn: &DatabaseTransaction,
+        run: &runs::Model,
+        key: &str,
+        workflow_id: i32,
+        ctx: &Value,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<Option<bool>> {
+        let fail = |msg: String| async move {
+            insert_node(txn, run.id, key, 1, 1, status::FAILED, now, Some(&msg)).await?;
+            Ok::<_, Error>(Some(false))
+        };
+        if run.depth + 1 > MAX_DEPTH {
+            return fail(format!("workflows nested deeper than {MAX_DEPTH}")).await;
+        }
+        let w = match workflows::get(txn, workflow_id).await {
+            Ok(w) => w,
+            Err(Error::NotFound { .. }) => {
+                return fail(format!("workflow {workflow_id} not found")).await;
+            }
+            Err(e) => return Err(e),
+        };
+        let node = node_row(run.id, key, 1, 1, status::RUNNING, now, None)
+            .insert(txn)
+            .await?;
+        let (child, ended) = self
+            .start_in(
+                txn,
+                &w,
+                TriggerType::Workflow,
+                None,
+                ctx.clone(),
+                Some(node.id),
+                run.depth + 1,
+                now,
+                ch,
+            )
+            .await?;
+        let mut upd = nodes::Entity::update_many()
+            .col_expr(nodes::Column::ChildRun, Expr::value(child))
+            .filter(nodes::Column::Id.eq(node.id));
+        if let Some(ok) = ended {
+            upd = upd
+                .col_expr(
+                    nodes::Column::State,
+                    Expr::value(if ok {
+                        status::SUCCEEDED
+                    } else {
+                        status::FAILED
+                    }),
+                )
+                .col_expr(nodes::Column::EndTime, Expr::value(now));
+        }
+        upd.exec(txn).await?;
+        Ok(ended)
+    }
+
+    /// Run rows of node runs that have a result not yet applied (at most `limit`).
+    pub(crate) async fn finished(
+        &self,
+        c: &impl ConnectionTrait,
+        limit: u64,
+    ) -> Result<Vec<Finished>> {
+        let sql = format!(
+            "SELECT nl.log_id, nl.node_run_id, nl.run_id, l.trigger_code, l.handle_code, \
+             l.handle_msg, l.trigger_msg \
+             FROM xjob_workflow_node_log nl JOIN xxl_job_log l ON l.id = nl.log_id \
+             WHERE nl.done = 0 AND (l.handle_code <> 0 OR (l.fire_state = {} \
+             AND l.trigger_code <> 0 AND l.trigger_code <> {SUCCESS_CODE})) \
+             ORDER BY nl.log_id LIMIT {limit}",
+            fire_state::DISPATCHED
+        );
+        let rows = c
+            .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let handle: i32 = r.try_get("", "handle_code")?;
+            let msg: Option<String> = if handle != 0 {
+                r.try_get("", "handle_msg")?
+            } else {
+                r.try_get("", "trigger_msg")?
+            };
+            out.push(Finished {
+                log_id: r.try_get("", "log_id")?,
+                node_run_id: r.try_get("", "node_run_id")?,
+                run_id: r.try_get("", "run_id")?,
+                ok: handle == SUCCESS_CODE,
+                msg: msg.map(|m| cap(&m)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Run rows of node runs whose row was deleted before it had a result (log cleanup): they
+    /// are applied as failed.
+    pub(crate) async fn vanished(
+        &self,
+        c: &impl ConnectionTrait,
+        limit: u64,
+    ) -> Result<Vec<Finished>> {
+        let sql = format!(
+            "SELECT nl.log_id, nl.node_run_id, nl.run_id \
+             FROM xjob_workflow_node_log nl LEFT JOIN xxl_job_log l ON l.id = nl.log_id \
+             WHERE nl.done = 0 AND l.id IS NULL ORDER BY nl.log_id LIMIT {limit}"
+        );
+        let rows = c
+            .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(Finished {
+                log_id: r.try_get("", "log_id")?,
+                node_run_id: r.try_get("", "node_run_id")?,
+                run_id: r.try_get("", "run_id")?,
+                ok: false,
+                msg: Some("the run row was deleted before its result".into()),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Pending run rows of node runs started before `before` (epoch ms) that no node has
+    /// claimed: their dispatch was lost with the node that recorded them.
+    pub(crate) async fn stale_pending(
+        &self,
+        c: &impl ConnectionTrait,
+        before: i64,
+        limit: u64,
+    ) -> Result<Vec<Dispatch>> {
+        let sql = format!(
+            "SELECT nl.log_id, nl.shard, l.job_id, l.executor_param, l.executor_sharding_param \
+             FROM xjob_workflow_node_log nl \
+             JOIN xxl_job_log l ON l.id = nl.log_id \
+             JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id \
+             WHERE nl.done = 0 AND l.fire_state = {} AND nr.start_time < {before} \
+             ORDER BY nl.log_id LIMIT {limit}",
+            fire_state::PENDING
+        );
+        let rows = c
+            .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let sharding: Option<String> = r.try_get("", "executor_sharding_param")?;
+            out.push(Dispatch {
+                log_id: r.try_get("", "log_id")?,
+                job_id: r.try_get("", "job_id")?,
+                param: r.try_get("", "executor_param")?,
+                shard: sharding.and_then(|s| {
+                    let (i, n) = s.split_once('/')?;
+                    Some((i.parse().ok()?, n.parse().ok()?))
+                }),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Run rows of node runs claimed for dispatch before `before` (epoch ms) whose trigger was
+    /// never recorded (the claiming node died mid-dispatch): recorded as failed triggers, never
+    /// sent again — as scheduled fires. Answers how many.
+    pub(crate) async fn fail_orphaned_claims(
+        &self,
+        c: &impl ConnectionTrait,
+        before: i64,
+        now: i64,
+    ) -> Result<u64> {
+        let ids: Vec<i64> = {
+            let sql = format!(
+                "SELECT nl.log_id FROM xjob_workflow_node_log nl \
+                 JOIN xxl_job_log l ON l.id = nl.log_id \
+                 JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id \
+                 WHERE nl.done = 0 AND l.fire_state > {} AND l.trigger_code = 0 \
+                 AND nr.start_time < {before} LIMIT 1000",
+                fire_state::PENDING
+            );
+            let rows = c
+                .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
+                .await?;
+            rows.iter()
+                .map(|r| r.try_get("", "log_id"))
+                .collect::<std::result::Result<_, _>>()?
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        use entity::xxl_job_log as l;
+        let r = l::Entity::update_many()
+            .col_expr(l::Column::FireState, Expr::value(fire_state::DISPATCHED))
+            .col_expr(
+                l::Column::TriggerCode,
+                Expr::value(crate::model::wire::FAIL_CODE),
+            )
+            .col_expr(l::Column::TriggerTime, Expr::value(ms_to_naive(now)))
+            .col_expr(
+                l::Column::TriggerMsg,
+                Expr::value(crate::store::logs::ORPHANED_MSG),
+            )
+            .filter(l::Column::Id.is_in(ids))
+            .filter(l::Column::FireState.gt(fire_state::PENDING))
+            .filter(l::Column::TriggerCode.eq(0))
+            .exec(c)
+            .await?;
+        Ok(r.rows_affected)
+    }
+
+    /// Applies `items` (results of node runs' run rows) in one transaction: each row's result
+    /// once, each node run completed when all its shards have a result (or its next attempt
+    /// started), each run moved on and ended when it is over (and its parent's node with it).
+    pub(crate) async fn apply(
+        &self,
+        db: &DatabaseConnection,
+        items: Vec<Finished>,
+        now: i64,
+    ) -> Result<Changes> {
+        let mut by_run: BTreeMap<i64, Vec<Finished>> = BTreeMap::new();
+        for f in items {
+            by_run.entry(f.run_id).or_default().push(f);
+        }
+        let txn = db.begin().await?;
+        let mut ch = Changes::default();
+        for (run_id, items) in by_run {
+            let Some(run) = lock_run(&txn, run_id).await? else {
+                // ended or stopped: its rows' results change nothing
+                links::Entity::update_many()
+                    .col_expr(links::Column::Done, Expr::value(1))
+                    .filter(links::Column::LogId.is_in(items.iter().map(|f| f.log_id)))
+                    .exec(&txn)
+                    .await?;
+                continue;
+            };
+            let mut changed = false;
+            for f in items {
+                changed |= self.apply_one(&txn, &run, &f, now, &mut ch).await?;
+            }
+            if changed {
+                self.moved(&txn, run, now, &mut ch).await?;
+            }
+        }
+        txn.commit().await?;
+        Ok(ch)
+    }
+
+    /// Moves `run` on; when it ends, completes its parent's node and moves the parent on, and so
+    /// on up.
+    async fn moved(
+        &self,
+        txn: &DatabaseTransaction,
+        mut run: runs::Model,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<()> {
+        loop {
+            let Some(ok) = self.advance(txn, &run, now, ch).await? else {
+                return Ok(());
+            };
+            let Some(parent_node) = run.parent_node_run else {
+                return Ok(());
+            };
+            let Some(node) = nodes::Entity::find_by_id(parent_node).one(txn).await? else {
+                return Ok(());
+            };
+            let Some(parent) = lock_run(txn, node.run_id).await? else {
+                return Ok(());
+            };
+            let r = nodes::Entity::update_many()
+                .col_expr(
+                    nodes::Column::State,
+                    Expr::value(if ok {
+                        status::SUCCEEDED
+                    } else {
+                        status::FAILED
+                    }),
+                )
+                .col_expr(nodes::Column::EndTime, Expr::value(now))
+                .filter(nodes::Column::Id.eq(parent_node))
+                .filter(nodes::Column::State.eq(status::RUNNING))
+                .exec(txn)
+                .await?;
+            if r.rows_affected == 0 {
+                return Ok(());
+            }
+            run = parent;
+        }
+    }
+
+    /// Applies one run row's result to its node run; answers whether the node run is now final
+    /// (or a new attempt started).
+    async fn apply_one(
+        &self,
+        txn: &DatabaseTransaction,
+        run: &runs::Model,
+        f: &Finished,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<bool> {
+        let r = links::Entity::update_many()
+            .col_expr(links::Column::Done, Expr::value(1))
+            .filter(links::Column::LogId.eq(f.log_id))
+            .filter(links::Column::Done.eq(0))
+            .exec(txn)
+            .await?;
+        if r.rows_affected == 0 {
+            return Ok(false);
+        }
+        ch.applied += 1;
+        let Some(node) = nodes::Entity::find_by_id(f.node_run_id).one(txn).await? else {
+            return Ok(false);
+        };
+        if node.state != status::RUNNING {
+            return Ok(false);
+        }
+        let done = node.shards_done + 1;
+        let failed = node.shards_failed + i32::from(!f.ok);
+        let message = if f.ok {
+            node.message.clone()
+        } else {
+            f.msg.clone().or(node.message.clone())
+        };
+        let mut upd = nodes::Entity::update_many()
+            .col_expr(nodes::Column::ShardsDone, Expr::value(done))
+            .col_expr(nodes::Column::ShardsFailed, Expr::value(failed))
+            .col_expr(nodes::Column::Message, Expr::value(message))
+            .filter(nodes::Column::Id.eq(node.id));
+        let complete = done >= node.shards_total;
+        if complete {
+            let st = if failed == 0 {
+                status::SUCCEEDED
+            } else {
+                status::FAILED
+            };
+            upd = upd
+                .col_expr(nodes::Column::State, Expr::value(st))
+                .col_expr(nodes::Column::EndTime, Expr::value(now));
+        }
+        upd.exec(txn).await?;
+        if complete && failed > 0 && node.attempt < node.max_attempts {
+            // the next attempt: the node stays running
+            let c = self.compiled(txn, run.workflow_id, run.version).await?;
+            if let Some(&i) = c.index.get(&node.node_key)
+                && let NodeKind::Job { job_id } = &c.def.nodes[i].kind
+            {
+                let ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+                let param = c.def.nodes[i].param.clone();
+                self.start_job(
+                    txn,
+                    run,
+                    &node.node_key,
+                    *job_id,
+                    param.as_deref(),
+                    &ctx,
+                    node.attempt + 1,
+                    now,
+                    ch,
+                )
+                .await?;
+            }
+        }
+        Ok(complete)
+    }
+
+    /// Stops run `run_id` (and its nested runs): running and due node runs are stopped, their
+    /// pending run rows recorded as not dispatched. Answers the run rows that were dispatched
+    /// and may still be running (to kill), or `None` when the run is not running.
+    pub(crate) async fn stop(
+        &self,
+        db: &DatabaseConnection,
+        run_id: i64,
+        who: &str,
+        now: i64,
+    ) -> Result<Option<Vec<i64>>> {
+        let txn = db.begin().await?;
+        if lock_run(&txn, run_id).await?.is_none() {
+            return Ok(None);
+        }
+        let mut kill = Vec::new();
+        let mut todo = vec![run_id];
+        let msg = format!("stopped by {who}");
+        while let Some(id) = todo.pop() {
+            if id != run_id && lock_run(&txn, id).await?.is_none() {
+                continue;
+            }
+            let running = nodes::Entity::find()
+                .filter(nodes::Column::RunId.eq(id))
+                .filter(nodes::Column::State.eq(status::RUNNING))
+                .all(&txn)
+                .await?;
+            todo.extend(running.iter().filter_map(|n| n.child_run));
+            let node_ids: Vec<i64> = running.iter().map(|n| n.id).collect();
+            nodes::Entity::update_many()
+                .col_expr(nodes::Column::State, Expr::value(status::STOPPED))
+                .col_expr(nodes::Column::EndTime, Expr::value(now))
+                .col_expr(nodes::Column::Message, Expr::value(msg.clone()))
+                .filter(nodes::Column::Id.is_in(node_ids.clone()))
+                .exec(&txn)
+                .await?;
+            let open: Vec<i64> = links::Entity::find()
+                .select_only()
+                .column(links::Column::LogId)
+                .filter(links::Column::NodeRunId.is_in(node_ids))
+                .filter(links::Column::Done.eq(0))
+                .into_tuple()
+                .all(&txn)
+                .await?;
+            links::Entity::update_many()
+                .col_expr(links::Column::Done, Expr::value(1))
+                .filter(links::Column::LogId.is_in(open.clone()))
+                .exec(&txn)
+                .await?;
+            use entity::xxl_job_log as l;
+            // rows not yet sent are never sent: recorded as not dispatched
+            l::Entity::update_many()
+                .col_expr(l::Column::FireState, Expr::value(fire_state::DISPATCHED))
+                .col_expr(
+                    l::Column::TriggerCode,
+                    Expr::value(crate::model::wire::FAIL_CODE),
+                )
+                .col_expr(l::Column::TriggerMsg, Expr::value(msg.clone()))
+                .col_expr(
+                    l::Column::AlarmStatus,
+                    Expr::value(AlarmStatus::NotNeeded.code()),
+                )
+                .filter(l::Column::Id.is_in(open.clone()))
+                .filter(l::Column::FireState.eq(fire_state::PENDING))
+                .exec(&txn)
+                .await?;
+            kill.extend(open);
+            runs::Entity::update_many()
+                .col_expr(runs::Column::Status, Expr::value(status::STOPPED))
+                .col_expr(runs::Column::EndTime, Expr::value(now))
+                .col_expr(runs::Column::Message, Expr::value(msg.clone()))
+                .filter(runs::Column::Id.eq(id))
+                .exec(&txn)
+                .await?;
+        }
+        txn.commit().await?;
+        Ok(Some(kill))
+    }
+}
+
+/// Takes run `run_id`'s row lock (bumps its `seq`) if it is running; answers the run.
+async fn lock_run(txn: &DatabaseTransaction, run_id: i64) -> Result<Option<runs::Model>> {
+    let r = runs::Entity::update_many()
+        .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
+        .filter(runs::Column::Id.eq(run_id))
+        .filter(runs::Column::Status.eq(status::RUNNING))
+        .exec(txn)
+        .await?;
+    if r.rows_affected == 0 {
+        return Ok(None);
+    }
+    Ok(runs::Entity::find_by_id(run_id).one(txn).await?)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn node_row(
+    run_id: i64,
+    key: &str,
+    attempt: i32,
+    max_attempts: i32,
+    state: &str,
+    now: i64,
+    msg: Option<&str>,
+) -> nodes::ActiveModel {
+    let final_ = state != status::RUNNING;
+    nodes::ActiveModel {
+        run_id: Set(run_id),
+        node_key: Set(key.to_string()),
+        attempt: Set(attempt),
+        max_attempts: Set(max_attempts),
+        state: Set(state.to_string()),
+        decision: Set(None),
+        shards_total: Set(0),
+        shards_done: Set(0),
+        shards_failed: Set(0),
+        child_run: Set(None),
+        start_time: Set(now),
+        end_time: Set(final_.then_some(now)),
+        message: Set(msg.map(cap)),
+        ..Default::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn insert_node(
+    txn: &DatabaseTransaction,
+    run_id: i64,
+    key: &str,
+    attempt: i32,
+    max_attempts: i32,
+    state: &str,
+    now: i64,
+    msg: Option<&str>,
+) -> Result<()> {
+    node_row(run_id, key, attempt, max_attempts, state, now, msg)
+        .insert(txn)
+        .await?;
+    Ok(())
+}
+
+/// A page of runs of `workflow_id` (None: of the workflows in `groups`, None: all), newest first.
+pub(crate) async fn page(
+    c: &impl ConnectionTrait,
+    workflow_id: Option<i32>,
+    groups: Option<&[i32]>,
+    status: Option<&str>,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<runs::Model>)> {
+    let mut q = runs::Entity::find();
+    if let Some(w) = workflow_id {
+        q = q.filter(runs::Column::WorkflowId.eq(w));
+    }
+    if let Some(g) = groups {
+        q = q.filter(runs::Column::JobGroup.is_in(g.iter().copied()));
+    }
+    if let Some(s) = status.filter(|s| !s.is_empty()) {
+        q = q.filter(runs::Column::Status.eq(s));
+    }
+    let total = q.clone().count(c).await?;
+    let rows = q
+        .order_by_desc(runs::Column::Id)
+        .offset(offset)
+        .limit(limit)
+        .all(c)
+        .await?;
+    Ok((total, rows))
+}
+
+/// One run.
+pub(crate) async fn get(c: &impl ConnectionTrait, id: i64) -> Result<runs::Model> {
+    runs::Entity::find_by_id(id)
+        .one(c)
+        .await?
+        .ok_or(Error::NotFound {
+            what: "workflow run",
+            id,
+        })
+}
+
+/// A run's node runs (every attempt) and each one's run rows.
+pub(crate) async fn node_runs(
+    c: &impl ConnectionTrait,
+    run_id: i64,
+) -> Result<Vec<(nodes::Model, Vec<i64>)>> {
+    let rows = nodes::Entity::find()
+        .filter(nodes::Column::RunId.eq(run_id))
+        .order_by_asc(nodes::Column::Id)
+        .all(c)
+        .await?;
+    let mut logs: HashMap<i64, Vec<i64>> = HashMap::new();
+    for l in links::Entity::find()
+        .filter(links::Column::RunId.eq(run_id))
+        .order_by_asc(links::Column::Shard)
+        .all(c)
+        .await?
+    {
+        logs.entry(l.node_run_id).or_default().push(l.log_id);
+    }
+    Ok(rows
+        .into_iter()
+        .map(|n| {
+            let l = logs.remove(&n.id).unwrap_or_default();
+            (n, l)
+        })
+        .collect())
+}
+
+/// Whether any run of workflow `id` is running.
+pub(crate) async fn any_running(c: &impl ConnectionTrait, id: i32) -> Result<bool> {
+    Ok(runs::Entity::find()
+        .filter(runs::Column::WorkflowId.eq(id))
+        .filter(runs::Column::Status.eq(status::RUNNING))
+        .count(c)
+        .await?
+        > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Params become the context: an object as is, anything else under `params`; too large is
+    /// refused.
+    #[test]
+    fn contexts_from_params() {
+        assert_eq!(
+            initial_context(Some(r#"{"a":1}"#)).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        assert_eq!(
+            initial_context(Some("x=1")).unwrap(),
+            serde_json::json!({"params": "x=1"})
+        );
+        assert_eq!(
+            initial_context(Some("[1]")).unwrap(),
+            serde_json::json!({"params": [1]})
+        );
+        assert_eq!(initial_context(None).unwrap(), serde_json::json!({}));
+        let big = format!("\"{}\"", "x".repeat(MAX_CONTEXT));
+        assert!(matches!(
+            initial_context(Some(&big)),
+            Err(Error::Invalid {
+                field: "params",
+                ..
+            })
+        ));
+    }
+
+    /// `${path}` takes the context's value; missing keys render empty; an unclosed one stays.
+    #[test]
+    fn params_render_context_values() {
+        let ctx = serde_json::json!({"day": "2026-11-26", "n": 3, "o": {"k": [true]}});
+        assert_eq!(
+            render_param("d=${day} n=${ n } k=${o.k.0} m=${missing}", &ctx),
+            "d=2026-11-26 n=3 k=true m="
+        );
+        assert_eq!(render_param("a ${b", &ctx), "a ${b");
+        assert_eq!(render_param("plain", &ctx), "plain");
+    }
+}

@@ -1,0 +1,407 @@
+//! Running workflows: trigger rules and branches (a failed branch leaves its sibling running),
+//! decisions on the context, params rendered from it, retries as attempts, a sharding broadcast
+//! completing once after its last shard, and stopping a run.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use xjob::console::workflow_runs::{RunQuery, RunView};
+use xjob::console::workflows::WorkflowInput;
+use xjob::model::TriggerType;
+use xjob::model::wire::{HandleCallbackParam, LogParam, LogResult, ReturnT, TriggerParam};
+use xjob::prelude::*;
+
+use common::{T0, TestApp, run_paused, settle};
+
+fn workflow(group: i32, name: &str, def: Value) -> WorkflowInput {
+    WorkflowInput {
+        job_group: group,
+        name: name.into(),
+        definition: serde_json::from_value(def).unwrap(),
+        ..WorkflowInput::default()
+    }
+}
+
+/// Steps time until run `id` ended (bounded); answers it.
+async fn until_ended(app: &TestApp, id: i64) -> RunView {
+    for _ in 0..300 {
+        let r = app.engine.workflow_run(id).await.unwrap();
+        if r.status != "RUNNING" {
+            return r;
+        }
+        app.advance(200).await;
+    }
+    panic!(
+        "run {id} did not end: {:?}",
+        app.engine.workflow_run(id).await.unwrap()
+    );
+}
+
+fn states(r: &RunView) -> HashMap<String, String> {
+    // the latest attempt of each node
+    let mut out = HashMap::new();
+    for n in r.nodes.as_ref().unwrap() {
+        out.insert(n.node_key.clone(), n.state.clone());
+    }
+    out
+}
+
+fn attempts(r: &RunView, key: &str) -> usize {
+    r.nodes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|n| n.node_key == key)
+        .count()
+}
+
+#[test]
+fn a_failed_branch_ends_only_what_depends_on_it_and_decisions_read_the_context() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let g = app.group;
+        let ok = app
+            .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let fail = app
+            .job(JobSpec::cron(g, "fail", "0 0 3 * * ?", "failJobHandler"))
+            .await;
+        let w = app
+            .engine
+            .add_workflow(workflow(
+                g,
+                "branches",
+                json!({
+                    "nodes": [
+                        { "key": "extract", "type": "JOB", "jobId": ok },
+                        { "key": "check", "type": "DECISION", "expression": "go == true" },
+                        { "key": "load", "type": "JOB", "jobId": ok, "param": "day=${day}" },
+                        { "key": "never", "type": "JOB", "jobId": ok },
+                        { "key": "bad", "type": "JOB", "jobId": fail },
+                        { "key": "after_bad", "type": "JOB", "jobId": ok },
+                        { "key": "on_bad", "type": "JOB", "jobId": ok },
+                        { "key": "off", "type": "JOB", "jobId": fail, "disabled": true },
+                        { "key": "final", "type": "JOB", "jobId": ok, "triggerRule": "ALL_DONE" }
+                    ],
+                    "edges": [
+                        { "from": "extract", "to": "check" },
+                        { "from": "check", "to": "load", "condition": "TRUE" },
+                        { "from": "check", "to": "never", "condition": "FALSE" },
+                        { "from": "bad", "to": "after_bad" },
+                        { "from": "bad", "to": "on_bad", "condition": "ON_FAILURE" },
+                        { "from": "load", "to": "final" },
+                        { "from": "on_bad", "to": "final" },
+                        { "from": "off", "to": "final" }
+                    ]
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = app
+            .engine
+            .trigger_workflow(
+                w.id,
+                TriggerType::Manual,
+                Some(r#"{"go": true, "day": "2026-11-26"}"#.into()),
+            )
+            .await
+            .unwrap();
+        let r = until_ended(&app, id).await;
+        // the failure of `bad` is handled by its ON_FAILURE edge: the run succeeds
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        let s = states(&r);
+        let want = [
+            ("extract", "SUCCEEDED"),
+            ("check", "SUCCEEDED"),
+            ("load", "SUCCEEDED"),
+            ("never", "SKIPPED"),
+            ("bad", "FAILED"),
+            ("after_bad", "SKIPPED"),
+            ("on_bad", "SUCCEEDED"),
+            ("off", "SUCCEEDED"),
+            ("final", "SUCCEEDED"),
+        ];
+        for (k, v) in want {
+            assert_eq!(s.get(k).map(String::as_str), Some(v), "node {k}: {r:?}");
+        }
+        let nodes = r.nodes.as_ref().unwrap();
+        let check = nodes.iter().find(|n| n.node_key == "check").unwrap();
+        assert_eq!(check.decision, Some(true));
+        // every job node that ran has exactly one run row, dispatched once
+        let mut rows = 0;
+        for n in nodes {
+            let ran = ["extract", "load", "bad", "on_bad", "final"].contains(&n.node_key.as_str());
+            assert_eq!(n.log_ids.len(), usize::from(ran), "{n:?}");
+            rows += n.log_ids.len();
+        }
+        let logs: Vec<_> = app
+            .dispatched(ok)
+            .await
+            .into_iter()
+            .chain(app.dispatched(fail).await)
+            .collect();
+        assert_eq!(logs.len(), rows, "no other run rows of the workflow's jobs");
+        assert!(
+            logs.iter()
+                .all(|l| l.trigger_type.as_deref() == Some("WORKFLOW"))
+        );
+        let load = nodes.iter().find(|n| n.node_key == "load").unwrap();
+        let row = app.engine.run(load.log_ids[0]).await.unwrap();
+        assert_eq!(row.executor_param.as_deref(), Some("day=2026-11-26"));
+        assert_eq!(r.context["day"], json!("2026-11-26"));
+
+        // the same workflow with `go` false takes the other branch
+        let id = app
+            .engine
+            .trigger_workflow(w.id, TriggerType::Api, Some(r#"{"go": false}"#.into()))
+            .await
+            .unwrap();
+        let r = until_ended(&app, id).await;
+        let s = states(&r);
+        assert_eq!(s["load"], "SKIPPED");
+        assert_eq!(s["never"], "SUCCEEDED");
+        // `final` waits for all its inputs and runs whatever they were
+        assert_eq!(s["final"], "SUCCEEDED");
+        assert_eq!(r.trigger_type, "API");
+        app.close().await;
+    });
+}
+
+#[test]
+fn a_failing_node_retries_as_attempts_and_fails_the_run_and_a_stop_cancels_what_is_left() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let g = app.group;
+        let mut spec = JobSpec::cron(g, "flaky", "0 0 3 * * ?", "failJobHandler");
+        spec.executor_fail_retry_count = 2;
+        let flaky = app.job(spec).await;
+        let ok = app
+            .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let w = app
+            .engine
+            .add_workflow(workflow(
+                g,
+                "retries",
+                json!({
+                    "nodes": [
+                        { "key": "flaky", "type": "JOB", "jobId": flaky },
+                        { "key": "next", "type": "JOB", "jobId": ok }
+                    ],
+                    "edges": [{ "from": "flaky", "to": "next" }]
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = app
+            .engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "FAILED");
+        assert_eq!(attempts(&r, "flaky"), 3, "{r:?}");
+        assert_eq!(states(&r)["next"], "SKIPPED");
+        assert_eq!(app.dispatched(flaky).await.len(), 3);
+        // the fail monitor does not retry a workflow's run rows on its own
+        app.advance(15_000).await;
+        assert_eq!(app.dispatched(flaky).await.len(), 3);
+        assert!(r.message.unwrap().contains("flaky"));
+
+        // a stop: the sleeping node is stopped, its successor never runs
+        let sleepy = app
+            .job(JobSpec::cron(g, "sleepy", "0 0 3 * * ?", "sleepJobHandler"))
+            .await;
+        let w = app
+            .engine
+            .add_workflow(workflow(
+                g,
+                "stoppable",
+                json!({
+                    "nodes": [
+                        { "key": "sleep", "type": "JOB", "jobId": sleepy, "param": "100" },
+                        { "key": "next", "type": "JOB", "jobId": ok }
+                    ],
+                    "edges": [{ "from": "sleep", "to": "next" }]
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = app
+            .engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        app.advance(2_000).await;
+        assert!(app.engine.stop_workflow_run(id, "tester").await.unwrap());
+        assert!(!app.engine.stop_workflow_run(id, "tester").await.unwrap());
+        app.advance(2_000).await;
+        let r = app.engine.workflow_run(id).await.unwrap();
+        assert_eq!(r.status, "STOPPED");
+        assert_eq!(states(&r)["sleep"], "STOPPED");
+        assert!(!states(&r).contains_key("next"));
+        let ok_runs = app.dispatched(ok).await.len();
+        app.advance(5_000).await;
+        assert_eq!(app.dispatched(ok).await.len(), ok_runs);
+        let listed = app
+            .engine
+            .workflow_runs(&RunQuery {
+                workflow_id: Some(w.id),
+                ..RunQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(listed.total, 1);
+        assert_eq!(listed.items[0].status, "STOPPED");
+        app.close().await;
+    });
+}
+
+/// Answers every `/run` at once and records (address, log id, shard) for the test to answer.
+#[derive(Clone, Default)]
+struct Recording(Arc<Mutex<Vec<(String, TriggerParam)>>>);
+
+impl ExecutorClient for Recording {
+    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        self.0.lock().push((address.to_string(), param));
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn beat(&self, _a: &str) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn idle_beat(&self, _a: &str, _j: i32) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn kill(&self, _a: &str, _j: i32) -> BoxFuture<'static, ReturnT> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+    fn log(&self, _a: &str, _p: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        futures::future::ready(ReturnT::success()).boxed()
+    }
+}
+
+#[test]
+fn a_sharding_broadcast_node_starts_its_downstream_once_after_the_last_shard() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let client = Recording::default();
+        let engine = Engine::builder(common::test_config(dir.path()))
+            .clock(Clock::tokio_at(T0))
+            .handlers(xjob::demo::handlers().unwrap())
+            .remote_client(Arc::new(client.clone()))
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let demo = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        let app = TestApp {
+            engine: engine.clone(),
+            group: demo,
+            dir: dir.path().to_path_buf(),
+        };
+        settle(engine.activity()).await;
+        let fleet = engine
+            .add_group(xjob::console::groups::GroupInput {
+                app_name: "fleet".into(),
+                title: "fleet".into(),
+                address_type: 1,
+                address_list: Some(
+                    "http://10.0.0.1:9999/,http://10.0.0.2:9999/,http://10.0.0.3:9999/".into(),
+                ),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .id;
+        let mut spec = JobSpec::cron(fleet, "shards", "0 0 3 * * ?", "shardingJobHandler");
+        spec.executor_route_strategy = "SHARDING_BROADCAST".into();
+        let shards = app.job(spec).await;
+        let after = app
+            .job(JobSpec::cron(
+                demo,
+                "after",
+                "0 0 3 * * ?",
+                "demoJobHandler",
+            ))
+            .await;
+        let w = engine
+            .add_workflow(workflow(
+                demo,
+                "fan-in",
+                json!({
+                    "nodes": [
+                        { "key": "shards", "type": "JOB", "jobId": shards },
+                        { "key": "after", "type": "JOB", "jobId": after }
+                    ],
+                    "edges": [{ "from": "shards", "to": "after" }]
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        app.advance(1_000).await;
+        let calls = client.0.lock().clone();
+        assert_eq!(calls.len(), 3, "one call per executor");
+        let mut seen: Vec<(String, i32, i32)> = calls
+            .iter()
+            .map(|(a, p)| (a.clone(), p.broadcast_index, p.broadcast_total))
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                ("http://10.0.0.1:9999/".into(), 0, 3),
+                ("http://10.0.0.2:9999/".into(), 1, 3),
+                ("http://10.0.0.3:9999/".into(), 2, 3),
+            ]
+        );
+        let answer = |log_id: i64| {
+            engine
+                .complete()
+                .do_send(xjob::testing::executor::Callback(vec![
+                    HandleCallbackParam {
+                        log_id,
+                        log_date_tim: T0,
+                        handle_code: 200,
+                        handle_msg: None,
+                    },
+                ]))
+        };
+        for (_, p) in &calls[..2] {
+            answer(p.log_id);
+            app.advance(3_000).await;
+            assert!(
+                app.dispatched(after).await.is_empty(),
+                "downstream waits for every shard"
+            );
+        }
+        let r = engine.workflow_run(id).await.unwrap();
+        let node = &r.nodes.as_ref().unwrap()[0];
+        assert_eq!((node.shards_total, node.shards_done), (3, 2));
+        assert_eq!(node.state, "RUNNING");
+        answer(calls[2].1.log_id);
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        assert_eq!(app.dispatched(after).await.len(), 1, "downstream ran once");
+        // a repeated result changes nothing
+        answer(calls[2].1.log_id);
+        app.advance(3_000).await;
+        assert_eq!(app.dispatched(after).await.len(), 1);
+        app.close().await;
+    });
+}
