@@ -238,6 +238,10 @@ pub mod testing {
         pub mod users {
             pub use crate::store::users::by_name;
         }
+        /// Workflow runs (crash-point tests record what a node would have before it died).
+        pub mod workflow_runs {
+            pub use crate::store::workflow_runs::{Changes, Dispatch, Runs};
+        }
         /// The run-row writer.
         pub mod writer {
             pub use crate::store::writer::{LogWriter, Target};

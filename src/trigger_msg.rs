@@ -175,6 +175,22 @@ pub(crate) fn render(stored: &str) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
+/// The short reason of a failed trigger in a stored `trigger_msg`: its routing message, else
+/// the executor's answer; anything not a compact summary as stored.
+pub(crate) fn reason(stored: &str) -> String {
+    let Some(rest) = stored.strip_prefix(MARK) else {
+        return stored.to_string();
+    };
+    let f: Vec<&str> = rest.split(SEP).skip(1).collect();
+    if f.len() != FIELDS {
+        return stored.to_string();
+    }
+    if !f[9].is_empty() {
+        return f[9].to_string();
+    }
+    format!("trigger failed at {}: code {} {}", f[10], f[11], f[12])
+}
+
 /// [`render`] in place on an optional stored value.
 pub(crate) fn render_in_place(msg: &mut Option<String>) {
     if let Some(m) = msg

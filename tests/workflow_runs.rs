@@ -405,3 +405,90 @@ fn a_sharding_broadcast_node_starts_its_downstream_once_after_the_last_shard() {
         app.close().await;
     });
 }
+
+#[test]
+fn what_a_node_left_at_a_crash_point_is_recovered_once() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, left_pending, left_claimed);
+        {
+            let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+            let g = app.group;
+            let mut spec = JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler");
+            spec.executor_fail_retry_count = 1;
+            ok = app.job(spec).await;
+            let w = app
+                .engine
+                .add_workflow(workflow(
+                    g,
+                    "crash points",
+                    json!({
+                        "nodes": [
+                            { "key": "a", "type": "JOB", "jobId": ok },
+                            { "key": "b", "type": "JOB", "jobId": ok }
+                        ],
+                        "edges": [{ "from": "a", "to": "b" }]
+                    }),
+                ))
+                .await
+                .unwrap()
+                .id;
+            // what a node that died at two points had recorded: a run whose first node run is
+            // recorded but not claimed, and one whose first node run is claimed but not sent
+            let runs = xjob::testing::store::workflow_runs::Runs::default();
+            let db = app.engine.db();
+            let (p, ch) = runs
+                .start(db, w, TriggerType::Manual, None, T0)
+                .await
+                .unwrap();
+            assert_eq!(ch.dispatch.len(), 1);
+            let (c, ch) = runs
+                .start(db, w, TriggerType::Manual, None, T0)
+                .await
+                .unwrap();
+            let claimed = xjob::testing::store::logs::claim(db, &[ch.dispatch[0].log_id])
+                .await
+                .unwrap();
+            assert_eq!(claimed.len(), 1);
+            (left_pending, left_claimed) = (p, c);
+            let ticker = common::drive_clock(app.engine.activity().clone());
+            app.engine
+                .stop(std::time::Duration::from_millis(100))
+                .await
+                .unwrap();
+            ticker.abort();
+            app.close().await;
+        }
+        let app = TestApp::start_in(dir.path(), T0 + 10_000, |_| {}).await;
+        // recorded, never claimed: sent once by the restarted node
+        let r = until_ended(&app, left_pending).await;
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        assert_eq!((attempts(&r, "a"), attempts(&r, "b")), (1, 1));
+        // claimed, maybe sent: never sent again; recorded as failed, and the node's next
+        // attempt runs
+        let r = until_ended(&app, left_claimed).await;
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        let a: Vec<_> = r
+            .nodes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .filter(|n| n.node_key == "a")
+            .collect();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].state, "FAILED");
+        assert!(
+            a[0].message
+                .as_deref()
+                .unwrap()
+                .contains("stopped before recording"),
+            "{:?}",
+            a[0]
+        );
+        assert_eq!(a[1].state, "SUCCEEDED");
+        // 2 + 3 run rows in all, each dispatched once
+        let rows = app.dispatched(ok).await;
+        assert_eq!(rows.len(), 5);
+        app.close().await;
+    });
+}

@@ -64,15 +64,15 @@ pub(crate) mod status {
 
 /// A run row of a job node to dispatch (pending until claimed).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Dispatch {
+pub struct Dispatch {
     /// Its `xxl_job_log` id.
-    pub(crate) log_id: i64,
+    pub log_id: i64,
     /// The job.
-    pub(crate) job_id: i32,
+    pub job_id: i32,
     /// The param it runs with (`None`: the job's own).
-    pub(crate) param: Option<String>,
+    pub param: Option<String>,
     /// `(index, total)` of a sharding broadcast.
-    pub(crate) shard: Option<(i32, i32)>,
+    pub shard: Option<(i32, i32)>,
 }
 
 /// A node run's run row that has a result.
@@ -211,19 +211,19 @@ type Versions = HashMap<(i32, i32), Arc<Compiled>>;
 
 /// The runs' store: starts runs, applies node results, and keeps every version's DAG it read.
 #[derive(Clone, Default)]
-pub(crate) struct Runs {
+pub struct Runs {
     compiled: Arc<Mutex<Versions>>,
 }
 
 /// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
 #[derive(Debug, Default)]
-pub(crate) struct Changes {
+pub struct Changes {
     /// Pending run rows to claim and dispatch.
-    pub(crate) dispatch: Vec<Dispatch>,
+    pub dispatch: Vec<Dispatch>,
     /// Runs that ended: (run id, workflow id, succeeded).
-    pub(crate) ended: Vec<(i64, i32, bool)>,
+    pub ended: Vec<(i64, i32, bool)>,
     /// Node-run results applied.
-    pub(crate) applied: usize,
+    pub applied: usize,
 }
 
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -254,7 +254,7 @@ impl Runs {
 
     /// Starts a run of workflow `workflow_id`'s current version with `params`: records it and
     /// the node runs of its start nodes in one transaction.
-    pub(crate) async fn start(
+    pub async fn start(
         &self,
         db: &DatabaseConnection,
         workflow_id: i32,
@@ -657,7 +657,8 @@ impl Runs {
             let msg: Option<String> = if handle != 0 {
                 r.try_get("", "handle_msg")?
             } else {
-                r.try_get("", "trigger_msg")?
+                let m: Option<String> = r.try_get("", "trigger_msg")?;
+                m.map(|m| crate::trigger_msg::reason(&m))
             };
             out.push(Finished {
                 log_id: r.try_get("", "log_id")?,
