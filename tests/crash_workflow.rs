@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 const RUNS: usize = 40;
+
+/// A node run as read back: (run, node, attempt, state, shards_total, id).
+type NodeRow = (i64, String, i32, String, i32, i64);
 const PASSWORD: &str = "crash-admin-password";
 
 fn serve(dir: &std::path::Path, cfg: &std::path::Path) -> Child {
@@ -240,7 +243,7 @@ fn workflow_runs_survive_kill_9_with_each_node_run_once() {
         s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
     });
     // (run, node, attempt, state, shards_total, id)
-    let nodes: Vec<(i64, String, i32, String, i32, i64)> = read(&db_path, |c| {
+    let nodes: Vec<NodeRow> = read(&db_path, |c| {
         let mut s = c.prepare(
             "SELECT run_id, node_key, attempt, state, shards_total, id FROM xjob_workflow_node_run",
         )?;
@@ -282,8 +285,7 @@ fn workflow_runs_survive_kill_9_with_each_node_run_once() {
         });
         assert_eq!(status, "SUCCEEDED", "run {id}: {mine:?} {msgs:?}");
     }
-    let mut per_node: HashMap<(i64, &str), Vec<&(i64, String, i32, String, i32, i64)>> =
-        HashMap::new();
+    let mut per_node: HashMap<(i64, &str), Vec<&NodeRow>> = HashMap::new();
     for n in &nodes {
         per_node.entry((n.0, n.1.as_str())).or_default().push(n);
     }
@@ -354,7 +356,7 @@ fn workflow_runs_survive_kill_9_with_each_node_run_once() {
     assert_eq!(started_twice, 0);
 }
 
-fn per_node_len(nodes: &[(i64, String, i32, String, i32, i64)], run: i64) -> usize {
+fn per_node_len(nodes: &[NodeRow], run: i64) -> usize {
     let keys: std::collections::HashSet<&str> = nodes
         .iter()
         .filter(|n| n.0 == run)
