@@ -492,3 +492,130 @@ fn what_a_node_left_at_a_crash_point_is_recovered_once() {
         app.close().await;
     });
 }
+
+#[test]
+fn handlers_pass_values_downstream_and_nested_workflows_run_as_nodes() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let mut handlers = xjob::demo::handlers().unwrap();
+        let s = seen.clone();
+        handlers
+            .register_fn("produce", |ctx: JobContext| async move {
+                ctx.put("rows", 42);
+                ctx.put("name", "orders");
+                Ok(())
+            })
+            .unwrap()
+            .register_fn("bloat", |ctx: JobContext| async move {
+                ctx.put("blob", "x".repeat(xjob::executor::MAX_OUTPUTS));
+                Ok(())
+            })
+            .unwrap()
+            .register_fn("consume", move |ctx: JobContext| {
+                s.lock().push(ctx.param.clone());
+                async { Ok(()) }
+            })
+            .unwrap();
+        let engine = Engine::builder(common::test_config(dir.path()))
+            .clock(Clock::tokio_at(T0))
+            .handlers(handlers)
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let g = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        settle(engine.activity()).await;
+        let app = TestApp {
+            engine: engine.clone(),
+            group: g,
+            dir: dir.path().to_path_buf(),
+        };
+        let job = |h: &str| JobSpec::cron(g, h, "0 0 3 * * ?", h);
+        let produce = app.job(job("produce")).await;
+        let consume = app.job(job("consume")).await;
+        let bloat = app.job(job("bloat")).await;
+        let child = engine
+            .add_workflow(workflow(
+                g,
+                "child",
+                json!({
+                    "nodes": [{ "key": "c", "type": "JOB", "jobId": consume, "param": "child:${name}" }],
+                    "edges": []
+                }),
+            ))
+            .await
+            .unwrap();
+        let w = engine
+            .add_workflow(workflow(
+                g,
+                "parent",
+                json!({
+                    "nodes": [
+                        { "key": "produce", "type": "JOB", "jobId": produce },
+                        { "key": "big", "type": "DECISION", "expression": "rows > 10 && name == 'orders'" },
+                        { "key": "use", "type": "JOB", "jobId": consume, "param": "rows=${rows} name=${name}" },
+                        { "key": "nested", "type": "WORKFLOW", "workflowId": child.id },
+                        { "key": "after", "type": "JOB", "jobId": consume, "param": "after" }
+                    ],
+                    "edges": [
+                        { "from": "produce", "to": "big" },
+                        { "from": "big", "to": "use", "condition": "TRUE" },
+                        { "from": "use", "to": "nested" },
+                        { "from": "nested", "to": "after" }
+                    ]
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        assert_eq!(r.context, json!({"rows": 42, "name": "orders"}));
+        assert_eq!(
+            seen.lock().clone(),
+            vec!["rows=42 name=orders", "child:orders", "after"]
+        );
+        let nested = r
+            .nodes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|n| n.node_key == "nested")
+            .unwrap()
+            .clone();
+        assert_eq!(nested.state, "SUCCEEDED");
+        let sub = engine
+            .workflow_run(nested.child_run.unwrap())
+            .await
+            .unwrap();
+        assert_eq!(sub.status, "SUCCEEDED");
+        assert_eq!(sub.parent_node_run, Some(nested.id));
+        assert_eq!(sub.trigger_type, "WORKFLOW");
+
+        // values beyond the bound fail the run that put them, with the reason
+        let w = engine
+            .add_workflow(workflow(
+                g,
+                "too much",
+                json!({ "nodes": [{ "key": "b", "type": "JOB", "jobId": bloat }], "edges": [] }),
+            ))
+            .await
+            .unwrap();
+        let id = engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "FAILED");
+        let b = &r.nodes.as_ref().unwrap()[0];
+        assert!(b.message.as_deref().unwrap().contains("at most"), "{b:?}");
+        app.close().await;
+    });
+}

@@ -78,6 +78,53 @@ pub struct JobContext {
     /// When the center triggered this run, epoch ms.
     pub trigger_time_ms: i64,
     logger: JobLogger,
+    outputs: Outputs,
+}
+
+/// What a run adds to its workflow run's context ([`JobContext::put`]).
+pub(crate) type Outputs =
+    std::sync::Arc<parking_lot::Mutex<serde_json::Map<String, serde_json::Value>>>;
+
+/// Most bytes a run may add to its workflow's context (as JSON); more fails the run.
+pub const MAX_OUTPUTS: usize = 8 * 1024;
+
+/// How a result message carries the values a run adds to its workflow's context: its first line
+/// is this prefix and a JSON object (any executor may send it; XXL-JOB's ignore it).
+pub const OUTPUT_PREFIX: &str = "xjob.context=";
+
+/// `msg` with `outputs` on a first line of its own ([`OUTPUT_PREFIX`]); an error when they are
+/// larger than [`MAX_OUTPUTS`].
+pub(crate) fn with_outputs(
+    outputs: &serde_json::Map<String, serde_json::Value>,
+    msg: Option<String>,
+) -> Result<Option<String>, String> {
+    if outputs.is_empty() {
+        return Ok(msg);
+    }
+    let json = serde_json::Value::Object(outputs.clone()).to_string();
+    if json.len() > MAX_OUTPUTS {
+        return Err(format!(
+            "the values put for the workflow's context are {} bytes; at most {MAX_OUTPUTS}",
+            json.len()
+        ));
+    }
+    Ok(Some(match msg {
+        Some(m) if !m.is_empty() => format!("{OUTPUT_PREFIX}{json}\n{m}"),
+        _ => format!("{OUTPUT_PREFIX}{json}"),
+    }))
+}
+
+/// The values a result message carries for the workflow's context, and the message without
+/// them (a first line that does not parse is left as it is).
+pub fn split_outputs(msg: &str) -> (Option<serde_json::Map<String, serde_json::Value>>, &str) {
+    let Some(rest) = msg.strip_prefix(OUTPUT_PREFIX) else {
+        return (None, msg);
+    };
+    let (line, tail) = rest.split_once('\n').unwrap_or((rest, ""));
+    match serde_json::from_str::<serde_json::Value>(line.trim_end()) {
+        Ok(serde_json::Value::Object(m)) => (Some(m), tail),
+        _ => (None, msg),
+    }
 }
 
 impl JobContext {
@@ -98,7 +145,21 @@ impl JobContext {
             shard_total: shard.1,
             trigger_time_ms,
             logger,
+            outputs: Default::default(),
         }
+    }
+
+    /// Puts `value` under `key` in the context of the workflow run this run belongs to, for the
+    /// nodes downstream (decisions read it, params reference it as `${key}`). Sent with the
+    /// run's result; at most [`MAX_OUTPUTS`] bytes of JSON in all, or the run fails. Outside a
+    /// workflow the values are reported and ignored.
+    pub fn put(&self, key: impl Into<String>, value: impl Into<serde_json::Value>) {
+        self.outputs.lock().insert(key.into(), value.into());
+    }
+
+    /// The values put so far.
+    pub(crate) fn outputs(&self) -> Outputs {
+        self.outputs.clone()
     }
 
     /// Writes a line to this run's log.

@@ -274,6 +274,7 @@ impl JobThread {
                 job_ctx.param
             ));
         }
+        let outputs = job_ctx.outputs();
         let run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
         let timeout = p.executor_timeout;
         // one span per run (debug level: free unless asked for), so a fire reads as trigger →
@@ -303,6 +304,12 @@ impl JobThread {
                         Some(cap(format!("job handler panicked: {text}"))),
                     )
                 }
+            };
+            // what the run put for its workflow's context travels on its result's first line
+            let outputs = std::mem::take(&mut *outputs.lock());
+            let (code, msg) = match super::context::with_outputs(&outputs, msg) {
+                Ok(msg) => (code, msg),
+                Err(e) => (FAIL_CODE, Some(e)),
             };
             if logger.active() {
                 logger.log(&format!(

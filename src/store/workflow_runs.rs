@@ -88,6 +88,8 @@ pub(crate) struct Finished {
     pub(crate) ok: bool,
     /// Its handle (or trigger) message.
     pub(crate) msg: Option<String>,
+    /// What the run put for the workflow's context (its result message's first line).
+    pub(crate) outputs: Option<serde_json::Map<String, Value>>,
 }
 
 /// A version's DAG, checked and indexed (versions never change, so it is kept).
@@ -654,8 +656,15 @@ impl Runs {
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let handle: i32 = r.try_get("", "handle_code")?;
+            let mut outputs = None;
             let msg: Option<String> = if handle != 0 {
-                r.try_get("", "handle_msg")?
+                let m: Option<String> = r.try_get("", "handle_msg")?;
+                m.map(|m| {
+                    let (o, rest) = crate::executor::split_outputs(&m);
+                    outputs = o;
+                    rest.to_string()
+                })
+                .filter(|m| !m.is_empty())
             } else {
                 let m: Option<String> = r.try_get("", "trigger_msg")?;
                 m.map(|m| crate::trigger_msg::reason(&m))
@@ -666,6 +675,7 @@ impl Runs {
                 run_id: r.try_get("", "run_id")?,
                 ok: handle == SUCCESS_CODE,
                 msg: msg.map(|m| cap(&m)),
+                outputs,
             });
         }
         Ok(out)
@@ -694,6 +704,7 @@ impl Runs {
                 run_id: r.try_get("", "run_id")?,
                 ok: false,
                 msg: Some("the run row was deleted before its result".into()),
+                outputs: None,
             });
         }
         Ok(out)
@@ -808,9 +819,22 @@ impl Runs {
                     .await?;
                 continue;
             };
+            let mut run = run;
+            let mut ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+            let before = ctx.clone();
             let mut changed = false;
             for f in items {
-                changed |= self.apply_one(&txn, &run, &f, now, &mut ch).await?;
+                changed |= self
+                    .apply_one(&txn, &run, &mut ctx, f, now, &mut ch)
+                    .await?;
+            }
+            if ctx != before {
+                run.context = ctx.to_string();
+                runs::Entity::update_many()
+                    .col_expr(runs::Column::Context, Expr::value(run.context.clone()))
+                    .filter(runs::Column::Id.eq(run.id))
+                    .exec(&txn)
+                    .await?;
             }
             if changed {
                 self.moved(&txn, run, now, &mut ch).await?;
@@ -869,7 +893,8 @@ impl Runs {
         &self,
         txn: &DatabaseTransaction,
         run: &runs::Model,
-        f: &Finished,
+        ctx: &mut Value,
+        mut f: Finished,
         now: i64,
         ch: &mut Changes,
     ) -> Result<bool> {
@@ -888,6 +913,20 @@ impl Runs {
         };
         if node.state != status::RUNNING {
             return Ok(false);
+        }
+        // a success's values join the run's context, unless it would grow too large
+        if let (true, Some(out), Value::Object(map)) = (f.ok, f.outputs.take(), &mut *ctx) {
+            let mut merged = map.clone();
+            merged.extend(out);
+            let size = Value::Object(merged.clone()).to_string().len();
+            if size > MAX_CONTEXT {
+                f.ok = false;
+                f.msg = Some(format!(
+                    "the run's context would be {size} bytes with this node's values; at most {MAX_CONTEXT}"
+                ));
+            } else {
+                *map = merged;
+            }
         }
         let done = node.shards_done + 1;
         let failed = node.shards_failed + i32::from(!f.ok);
@@ -919,7 +958,6 @@ impl Runs {
             if let Some(&i) = c.index.get(&node.node_key)
                 && let NodeKind::Job { job_id } = &c.def.nodes[i].kind
             {
-                let ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
                 let param = c.def.nodes[i].param.clone();
                 self.start_job(
                     txn,
@@ -927,7 +965,7 @@ impl Runs {
                     &node.node_key,
                     *job_id,
                     param.as_deref(),
-                    &ctx,
+                    ctx,
                     node.attempt + 1,
                     now,
                     ch,
