@@ -619,3 +619,272 @@ fn handlers_pass_values_downstream_and_nested_workflows_run_as_nodes() {
         app.close().await;
     });
 }
+
+async fn call<S>(
+    svc: &S,
+    method: actix_web::http::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (actix_web::http::StatusCode, Value)
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse,
+            Error = actix_web::Error,
+        >,
+{
+    use actix_web::test::{TestRequest, call_service, read_body};
+    let mut req = TestRequest::default()
+        .method(method)
+        .uri(path)
+        .peer_addr("127.0.0.1:40000".parse().unwrap())
+        .insert_header(("Authorization", format!("Bearer {token}")));
+    if let Some(b) = body {
+        req = req.set_json(b);
+    }
+    let res = call_service(svc, req.to_request()).await;
+    let status = res.status();
+    let bytes = read_body(res).await;
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_marked() {
+    use actix_web::http::{Method, StatusCode};
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let healthy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut handlers = xjob::demo::handlers().unwrap();
+        let h = healthy.clone();
+        handlers
+            .register_fn("flaky", move |_ctx: JobContext| {
+                let ok = h.load(std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(anyhow::anyhow!("not yet"))
+                    }
+                }
+            })
+            .unwrap();
+        let mut cfg = common::test_config(dir.path());
+        cfg.security.admin_password = "admin-secret-1".into();
+        let engine = Engine::builder(cfg)
+            .clock(Clock::tokio_at(T0))
+            .handlers(handlers)
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let g = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        settle(engine.activity()).await;
+        let app = TestApp {
+            engine: engine.clone(),
+            group: g,
+            dir: dir.path().to_path_buf(),
+        };
+        let console = xjob::console::Console::new(engine.clone());
+        console.bootstrap_admin().await.unwrap();
+        let svc = actix_web::test::init_service(
+            actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
+        )
+        .await;
+        let (_, login) = {
+            use actix_web::test::{TestRequest, call_service, read_body};
+            let req = TestRequest::post()
+                .uri("/v1/auth/login")
+                .peer_addr("127.0.0.1:40000".parse().unwrap())
+                .set_json(json!({"username": "admin", "password": "admin-secret-1"}))
+                .to_request();
+            let res = call_service(&svc, req).await;
+            let s = res.status();
+            (
+                s,
+                serde_json::from_slice::<Value>(&read_body(res).await).unwrap(),
+            )
+        };
+        let tok = login["token"].as_str().unwrap().to_string();
+        let ok = app
+            .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let flaky = app
+            .job(JobSpec::cron(g, "flaky", "0 0 3 * * ?", "flaky"))
+            .await;
+        let w = engine
+            .add_workflow(workflow(
+                g,
+                "rerun",
+                json!({
+                    "nodes": [
+                        { "key": "a", "type": "JOB", "jobId": ok },
+                        { "key": "bad", "type": "JOB", "jobId": flaky },
+                        { "key": "c", "type": "JOB", "jobId": ok },
+                        { "key": "s", "type": "JOB", "jobId": ok }
+                    ],
+                    "edges": [{ "from": "a", "to": "bad" }, { "from": "bad", "to": "c" }]
+                }),
+            ))
+            .await
+            .unwrap();
+        let (s, r) = call(
+            &svc,
+            Method::POST,
+            "/v1/workflow-runs",
+            &tok,
+            Some(json!({ "workflowId": w.id, "params": { "day": 1 } })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        let id = r["id"].as_i64().unwrap();
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "FAILED");
+        let st = states(&r);
+        assert_eq!(
+            (
+                st["a"].as_str(),
+                st["bad"].as_str(),
+                st["c"].as_str(),
+                st["s"].as_str()
+            ),
+            ("SUCCEEDED", "FAILED", "SKIPPED", "SUCCEEDED")
+        );
+        // refused: marking a node that succeeded, an unknown node, stopping an ended run
+        let path = format!("/v1/workflow-runs/{id}");
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            &format!("{path}/mark"),
+            &tok,
+            Some(json!({"node": "a"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CONFLICT);
+        let (s, e) = call(
+            &svc,
+            Method::POST,
+            &format!("{path}/rerun"),
+            &tok,
+            Some(json!({"from": "ghost"})),
+        )
+        .await;
+        assert_eq!(
+            (s, e["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("node"))
+        );
+        let (s, _) = call(&svc, Method::POST, &format!("{path}/stop"), &tok, None).await;
+        assert_eq!(s, StatusCode::CONFLICT);
+
+        // re-run from the failed node: `a` and `s` keep their results
+        healthy.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (s, v) = call(&svc, Method::POST, &format!("{path}/rerun"), &tok, None).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        assert_eq!(
+            (attempts(&r, "a"), attempts(&r, "bad"), attempts(&r, "c")),
+            (1, 2, 2)
+        );
+        assert_eq!(app.dispatched(ok).await.len(), 3, "a, s once; c once");
+        let cleared: Vec<_> = r
+            .nodes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .filter(|n| n.cleared)
+            .collect();
+        assert_eq!(
+            cleared.len(),
+            2,
+            "the failed attempt and the skip are history"
+        );
+
+        // re-run from a chosen node: it and its downstream run again, `s` does not
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            &format!("{path}/rerun"),
+            &tok,
+            Some(json!({"from": "bad"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "SUCCEEDED");
+        assert_eq!(
+            (attempts(&r, "a"), attempts(&r, "bad"), attempts(&r, "s")),
+            (1, 3, 1)
+        );
+        assert_eq!(app.dispatched(ok).await.len(), 4);
+
+        // a failed node marked succeeded: what is downstream runs
+        healthy.store(false, std::sync::atomic::Ordering::SeqCst);
+        let (_, r) = call(
+            &svc,
+            Method::POST,
+            "/v1/workflow-runs",
+            &tok,
+            Some(json!({ "workflowId": w.id })),
+        )
+        .await;
+        let id = r["id"].as_i64().unwrap();
+        assert_eq!(until_ended(&app, id).await.status, "FAILED");
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            &format!("/v1/workflow-runs/{id}/mark"),
+            &tok,
+            Some(json!({"node": "bad"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let r = until_ended(&app, id).await;
+        assert_eq!(r.status, "SUCCEEDED");
+        let bad = r
+            .nodes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .rfind(|n| n.node_key == "bad")
+            .unwrap();
+        assert_eq!(bad.message.as_deref(), Some("marked succeeded by admin"));
+        assert_eq!(states(&r)["c"], "SUCCEEDED");
+
+        // listed, with its filters, and audited
+        let (s, v) = call(
+            &svc,
+            Method::GET,
+            &format!("/v1/workflow-runs?workflowId={}&status=SUCCEEDED", w.id),
+            &tok,
+            None,
+        )
+        .await;
+        assert_eq!((s, v["total"].as_u64()), (StatusCode::OK, Some(2)));
+        let (s, _) = call(
+            &svc,
+            Method::GET,
+            "/v1/workflow-runs?status=DONE",
+            &tok,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        let (_, v) = call(
+            &svc,
+            Method::GET,
+            "/v1/audit?action=workflow.rerun",
+            &tok,
+            None,
+        )
+        .await;
+        assert_eq!(v["total"].as_u64(), Some(2), "{v}");
+        app.close().await;
+    });
+}

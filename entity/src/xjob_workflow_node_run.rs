@@ -33,6 +33,8 @@ pub struct Model {
     pub end_time: Option<i64>,
     #[sea_orm(column_type = "Text", nullable)]
     pub message: Option<String>,
+    /// 1 once a re-run cleared it (history; the node runs again as a later attempt).
+    pub cleared: i16,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

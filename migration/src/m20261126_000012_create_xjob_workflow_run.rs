@@ -53,6 +53,8 @@ impl MigrationTrait for Migration {
             .col(big_integer(t("start_time")))
             .col(big_integer_null(t("end_time")))
             .col(text_null(t("message")))
+            // 1 once a re-run cleared it (kept as history; the node runs again)
+            .col(small_integer(t("cleared")).default(0))
             .to_owned();
         let mut link = Table::create()
             .table(t("xjob_workflow_node_log"))

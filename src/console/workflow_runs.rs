@@ -26,6 +26,24 @@ pub struct RunInput {
     pub params: Option<Value>,
 }
 
+/// How a run is run again.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RerunInput {
+    /// Run again from this node (and everything downstream); absent: from the failed and
+    /// stopped nodes.
+    #[serde(default)]
+    pub from: Option<String>,
+}
+
+/// Which node to mark succeeded.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkInput {
+    /// The node's key.
+    pub node: String,
+}
+
 /// A node run as the console shows it.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,6 +76,8 @@ pub struct NodeRunView {
     pub end_time: Option<String>,
     /// Why it ended as it did.
     pub message: Option<String>,
+    /// A re-run cleared it: history, the node ran again as a later attempt.
+    pub cleared: bool,
 }
 
 /// A workflow run as the console shows it.
@@ -147,6 +167,7 @@ fn node_view((n, log_ids): (entity::xjob_workflow_node_run::Model, Vec<i64>)) ->
         start_time: time(Some(n.start_time)),
         end_time: time(n.end_time),
         message: n.message,
+        cleared: n.cleared != 0,
     }
 }
 
@@ -261,6 +282,57 @@ impl Console {
             "workflow-run",
             id,
             format!("workflow {}", r.workflow_id),
+        )
+        .await;
+        self.get_workflow_run(who, id).await
+    }
+
+    /// Runs an ended run again from its failed nodes, or from node `input.from`.
+    pub async fn rerun_workflow_run(
+        &self,
+        who: &Principal,
+        id: i64,
+        input: RerunInput,
+    ) -> Result<RunView> {
+        let r = workflow_runs::get(self.db(), id).await?;
+        who.require_group(r.job_group, "id")?;
+        let from = input.from.filter(|f| !f.trim().is_empty());
+        self.engine
+            .rerun_workflow_run(id, from.clone(), &who.username)
+            .await?;
+        let detail = match &from {
+            Some(f) => format!("from node `{}`", shown(f)),
+            None => "from its failed nodes".into(),
+        };
+        self.audit(who, "workflow.rerun", "workflow-run", id, detail)
+            .await;
+        self.get_workflow_run(who, id).await
+    }
+
+    /// Marks a failed, stopped or skipped node of a run succeeded; what is downstream runs.
+    pub async fn mark_workflow_node(
+        &self,
+        who: &Principal,
+        id: i64,
+        input: MarkInput,
+    ) -> Result<RunView> {
+        let r = workflow_runs::get(self.db(), id).await?;
+        who.require_group(r.job_group, "id")?;
+        if input.node.trim().is_empty() {
+            return Err(Error::Invalid {
+                field: "node",
+                reason: "the node's key is required".into(),
+            });
+        }
+        self.engine
+            .mark_workflow_node(id, &input.node, &who.username)
+            .await?;
+        self.audit(
+            who,
+            "workflow.mark",
+            "workflow-run",
+            id,
+            format!("node `{}` marked succeeded", shown(&input.node)),
         )
         .await;
         self.get_workflow_run(who, id).await

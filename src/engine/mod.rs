@@ -626,6 +626,41 @@ impl Engine {
         Ok(true)
     }
 
+    /// Runs workflow run `run_id` again: from its failed and stopped nodes (`from` None, a
+    /// failed or stopped run), or from node `from` (an ended run); the nodes upstream keep their
+    /// results, the ones run again are kept as earlier attempts.
+    pub async fn rerun_workflow_run(
+        &self,
+        run_id: i64,
+        from: Option<String>,
+        who: &str,
+    ) -> Result<()> {
+        use crate::store::workflow_runs::{Again, Runs};
+        let how = from.map_or(Again::Failed, Again::From);
+        let ch = Runs::default()
+            .again(&self.db, run_id, how, who, self.clock.now_ms())
+            .await?;
+        crate::actors::workflow::dispatch(&self.db, &self.pool, ch.dispatch).await;
+        Ok(())
+    }
+
+    /// Marks node `node` of workflow run `run_id` (failed, stopped or skipped) succeeded: what
+    /// is downstream of it runs (again), and an ended run is RUNNING again.
+    pub async fn mark_workflow_node(&self, run_id: i64, node: &str, who: &str) -> Result<()> {
+        use crate::store::workflow_runs::{Again, Runs};
+        let ch = Runs::default()
+            .again(
+                &self.db,
+                run_id,
+                Again::Mark(node.to_string()),
+                who,
+                self.clock.now_ms(),
+            )
+            .await?;
+        crate::actors::workflow::dispatch(&self.db, &self.pool, ch.dispatch).await;
+        Ok(())
+    }
+
     /// Applies the workflow node results written so far now (the actor does every 200 ms).
     #[doc(hidden)]
     pub async fn poll_workflows(&self) -> Result<()> {

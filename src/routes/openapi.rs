@@ -324,6 +324,8 @@ fn schemas() -> Value {
                 ("params", json!({ "maxLength": crate::console::workflow_runs::MAX_PARAMS })),
             ],
         ),
+        "RerunInput": props(&[("from", "string?")]),
+        "MarkInput": constrain(props(&[("node", "string")]), &["node"], &[]),
         "WorkflowRun": props(&[
             ("id", "integer"), ("workflowId", "integer"), ("version", "integer"),
             ("jobGroup", "integer"), ("status", "string"), ("triggerType", "string"),
@@ -471,6 +473,8 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         ("get", "/v1/workflow-runs/{id}") | ("post", "/v1/workflow-runs/{id}/stop") => {
             (None, &[], r("WorkflowRun"))
         }
+        ("post", "/v1/workflow-runs/{id}/rerun") => (Some("RerunInput"), &[], r("WorkflowRun")),
+        ("post", "/v1/workflow-runs/{id}/mark") => (Some("MarkInput"), &[], r("WorkflowRun")),
         ("get", "/v1/dashboard") => (None, &[], r("Dashboard")),
         ("get", "/v1/dashboard/chart") => (None, &["from", "to"], r("Chart")),
         _ => (None, &[], json!(null)),
@@ -573,8 +577,11 @@ pub(crate) fn document() -> Value {
             op["responses"]["429"] = e;
         }
         if let Some(b) = body {
-            // a trigger's body (param, addresses) is optional
-            let required = *path != "/v1/jobs/{id}/trigger";
+            // a trigger's body (param, addresses) and a re-run's (`from`) are optional
+            let required = !matches!(
+                *path,
+                "/v1/jobs/{id}/trigger" | "/v1/workflow-runs/{id}/rerun"
+            );
             op["requestBody"] = json!({ "required": required, "content": { "application/json": {
                 "schema": { "$ref": format!("#/components/schemas/{b}") } } } });
         }

@@ -62,6 +62,19 @@ pub(crate) mod status {
     pub(crate) const SKIPPED: &str = "SKIPPED";
 }
 
+/// How a run is run again ([`Runs::again`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// Its failed and stopped nodes, and everything downstream of them (a failed or stopped
+    /// run).
+    Failed,
+    /// This node and everything downstream of it (an ended run).
+    From(String),
+    /// This failed, stopped or skipped node counts as succeeded; what is downstream of it runs
+    /// again.
+    Mark(String),
+}
+
 /// A run row of a job node to dispatch (pending until claimed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dispatch {
@@ -330,8 +343,15 @@ impl Runs {
                 .filter(nodes::Column::RunId.eq(run.id))
                 .all(txn)
                 .await?;
-            let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
+            // each node's next attempt number, over every row (cleared ones too)
+            let mut next: HashMap<&str, i32> = HashMap::new();
             for r in &rows {
+                let n = next.entry(r.node_key.as_str()).or_insert(1);
+                *n = Ord::max(*n, r.attempt + 1);
+            }
+            let next = |k: &str| next.get(k).copied().unwrap_or(1);
+            let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
+            for r in rows.iter().filter(|r| r.cleared == 0) {
                 match latest.get(r.node_key.as_str()) {
                     Some(l) if l.attempt >= r.attempt => {}
                     _ => {
@@ -362,7 +382,9 @@ impl Runs {
                         State::Done { .. } => (status::SUCCEEDED, Some("disabled")),
                         _ => continue,
                     };
-                    insert_node(txn, run.id, &c.def.nodes[i].key, 1, 1, st, now, msg).await?;
+                    let key = &c.def.nodes[i].key;
+                    let a = next(key);
+                    insert_node(txn, run.id, key, a, a, st, now, msg).await?;
                 }
                 let mut moved = false;
                 for i in due {
@@ -377,7 +399,8 @@ impl Runs {
                                     *job_id,
                                     node.param.as_deref(),
                                     &ctx,
-                                    1,
+                                    next(&node.key),
+                                    None,
                                     now,
                                     ch,
                                 )
@@ -398,7 +421,15 @@ impl Runs {
                             let n = nodes::ActiveModel {
                                 decision: Set(decision.map(i16::from)),
                                 end_time: Set(Some(now)),
-                                ..node_row(run.id, &node.key, 1, 1, st, now, Some(&msg))
+                                ..node_row(
+                                    run.id,
+                                    &node.key,
+                                    next(&node.key),
+                                    next(&node.key),
+                                    st,
+                                    now,
+                                    Some(&msg),
+                                )
                             };
                             n.insert(txn).await?;
                             states[i] = State::Done {
@@ -409,7 +440,16 @@ impl Runs {
                         }
                         NodeKind::Workflow { workflow_id } => {
                             if let Some(ok) = self
-                                .start_nested(txn, run, &node.key, *workflow_id, &ctx, now, ch)
+                                .start_nested(
+                                    txn,
+                                    run,
+                                    &node.key,
+                                    next(&node.key),
+                                    *workflow_id,
+                                    &ctx,
+                                    now,
+                                    ch,
+                                )
                                 .await?
                             {
                                 states[i] = State::Done {
@@ -476,6 +516,7 @@ impl Runs {
         param: Option<&str>,
         ctx: &Value,
         attempt: i32,
+        max_attempts: Option<i32>,
         now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
@@ -518,7 +559,9 @@ impl Runs {
         } else {
             1
         };
-        let max_attempts = Ord::min(Ord::max(job.executor_fail_retry_count, 0) + 1, MAX_ATTEMPTS);
+        // the attempts of this round: the job's fail retries after this one (capped)
+        let retries = Ord::min(Ord::max(job.executor_fail_retry_count, 0), MAX_ATTEMPTS - 1);
+        let max_attempts = max_attempts.unwrap_or(attempt + retries);
         let node = nodes::ActiveModel {
             shards_total: Set(total),
             ..node_row(
@@ -581,13 +624,24 @@ impl Runs {
         txn: &DatabaseTransaction,
         run: &runs::Model,
         key: &str,
+        attempt: i32,
         workflow_id: i32,
         ctx: &Value,
         now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
         let fail = |msg: String| async move {
-            insert_node(txn, run.id, key, 1, 1, status::FAILED, now, Some(&msg)).await?;
+            insert_node(
+                txn,
+                run.id,
+                key,
+                attempt,
+                attempt,
+                status::FAILED,
+                now,
+                Some(&msg),
+            )
+            .await?;
             Ok::<_, Error>(Some(false))
         };
         if run.depth + 1 > MAX_DEPTH {
@@ -600,7 +654,7 @@ impl Runs {
             }
             Err(e) => return Err(e),
         };
-        let node = node_row(run.id, key, 1, 1, status::RUNNING, now, None)
+        let node = node_row(run.id, key, attempt, attempt, status::RUNNING, now, None)
             .insert(txn)
             .await?;
         let (child, ended) = self
@@ -967,6 +1021,7 @@ impl Runs {
                     param.as_deref(),
                     ctx,
                     node.attempt + 1,
+                    Some(node.max_attempts),
                     now,
                     ch,
                 )
@@ -974,6 +1029,171 @@ impl Runs {
             }
         }
         Ok(complete)
+    }
+
+    /// Runs a top-level run again ([`Again`]): the nodes it names and everything downstream of
+    /// them are cleared (kept as history) and run again as later attempts; the nodes it keeps
+    /// keep their results. The run is RUNNING again; answers what to dispatch.
+    pub(crate) async fn again(
+        &self,
+        db: &DatabaseConnection,
+        run_id: i64,
+        how: Again,
+        who: &str,
+        now: i64,
+    ) -> Result<Changes> {
+        let txn = db.begin().await?;
+        // the run's row lock, whatever its status
+        let locked = runs::Entity::update_many()
+            .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
+            .filter(runs::Column::Id.eq(run_id))
+            .exec(&txn)
+            .await?;
+        let not_found = || Error::NotFound {
+            what: "workflow run",
+            id: run_id,
+        };
+        if locked.rows_affected == 0 {
+            return Err(not_found());
+        }
+        let mut run = runs::Entity::find_by_id(run_id)
+            .one(&txn)
+            .await?
+            .ok_or_else(not_found)?;
+        let conflict = |reason: String| Err(Error::Conflict { reason });
+        if run.parent_node_run.is_some() {
+            return conflict(format!(
+                "run {run_id} is a nested workflow's run: run its parent's run again"
+            ));
+        }
+        let c = self.compiled(&txn, run.workflow_id, run.version).await?;
+        let rows = nodes::Entity::find()
+            .filter(nodes::Column::RunId.eq(run_id))
+            .all(&txn)
+            .await?;
+        let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
+        let mut next: HashMap<&str, i32> = HashMap::new();
+        for r in &rows {
+            let n = next.entry(r.node_key.as_str()).or_insert(1);
+            *n = Ord::max(*n, r.attempt + 1);
+            if r.cleared == 0
+                && latest
+                    .get(r.node_key.as_str())
+                    .is_none_or(|l| l.attempt < r.attempt)
+            {
+                latest.insert(r.node_key.as_str(), r);
+            }
+        }
+        let index = |key: &str| {
+            c.index.get(key).copied().ok_or_else(|| Error::Invalid {
+                field: "node",
+                reason: format!(
+                    "version {} of workflow {} has no node `{key}`",
+                    run.version, run.workflow_id
+                ),
+            })
+        };
+        let state = |key: &str| latest.get(key).map(|r| r.state.as_str());
+        let ended = run.status != status::RUNNING;
+        let (seeds, with_seeds) = match &how {
+            Again::Failed => {
+                if run.status != status::FAILED && run.status != status::STOPPED {
+                    return conflict(format!(
+                        "run {run_id} is {}: only a failed or stopped run is re-run from its failed nodes",
+                        run.status
+                    ));
+                }
+                let seeds: Vec<usize> = c
+                    .def
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| {
+                        matches!(state(&n.key), Some(status::FAILED | status::STOPPED))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                if seeds.is_empty() {
+                    return conflict(format!("run {run_id} has no failed or stopped node"));
+                }
+                (seeds, true)
+            }
+            Again::From(key) => {
+                let i = index(key)?;
+                if !ended {
+                    return conflict(format!(
+                        "run {run_id} is running: stop it before running it again from a node"
+                    ));
+                }
+                (vec![i], true)
+            }
+            Again::Mark(key) => {
+                let i = index(key)?;
+                if !matches!(
+                    state(key),
+                    Some(status::FAILED | status::STOPPED | status::SKIPPED)
+                ) {
+                    return conflict(format!(
+                        "node `{key}` is {}: only a failed, stopped or skipped node can be marked succeeded",
+                        state(key).unwrap_or("not started")
+                    ));
+                }
+                (vec![i], false)
+            }
+        };
+        // everything downstream of the seeds
+        let mut reset = vec![false; c.def.nodes.len()];
+        let mut stack = seeds.clone();
+        for &i in &seeds {
+            reset[i] = with_seeds;
+        }
+        while let Some(i) = stack.pop() {
+            for &(d, _) in &c.graph.down[i] {
+                if !reset[d] {
+                    reset[d] = true;
+                    stack.push(d);
+                }
+            }
+        }
+        let keys: Vec<String> = c
+            .def
+            .nodes
+            .iter()
+            .zip(&reset)
+            .filter(|(_, r)| **r)
+            .map(|(n, _)| n.key.clone())
+            .collect();
+        if let Some(k) = keys.iter().find(|k| state(k) == Some(status::RUNNING)) {
+            return conflict(format!(
+                "node `{k}` is running: wait for it or stop the run first"
+            ));
+        }
+        if let Again::Mark(key) = &how {
+            let a = next.get(key.as_str()).copied().unwrap_or(1);
+            let msg = format!("marked succeeded by {who}");
+            insert_node(&txn, run_id, key, a, a, status::SUCCEEDED, now, Some(&msg)).await?;
+        }
+        if !keys.is_empty() {
+            nodes::Entity::update_many()
+                .col_expr(nodes::Column::Cleared, Expr::value(1))
+                .filter(nodes::Column::RunId.eq(run_id))
+                .filter(nodes::Column::NodeKey.is_in(keys))
+                .filter(nodes::Column::Cleared.eq(0))
+                .exec(&txn)
+                .await?;
+        }
+        runs::Entity::update_many()
+            .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
+            .col_expr(runs::Column::EndTime, Expr::value(Option::<i64>::None))
+            .col_expr(runs::Column::Message, Expr::value(Option::<String>::None))
+            .filter(runs::Column::Id.eq(run_id))
+            .exec(&txn)
+            .await?;
+        run.status = status::RUNNING.into();
+        let mut ch = Changes::default();
+        self.advance(&txn, &run, now, &mut ch).await?;
+        txn.commit().await?;
+        Ok(ch)
     }
 
     /// Stops run `run_id` (and its nested runs): running and due node runs are stopped, their
@@ -1094,6 +1314,7 @@ fn node_row(
         start_time: Set(now),
         end_time: Set(final_.then_some(now)),
         message: Set(msg.map(cap)),
+        cleared: Set(0),
         ..Default::default()
     }
 }

@@ -184,6 +184,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/v1/workflow-runs/{id}/stop",
         "Stop a workflow run: node runs not yet sent are cancelled, running ones killed",
     ),
+    (
+        "post",
+        "/v1/workflow-runs/{id}/rerun",
+        "Run an ended run again: from its failed nodes, or `from` a node; upstream nodes keep their results",
+    ),
+    (
+        "post",
+        "/v1/workflow-runs/{id}/mark",
+        "Mark a failed, stopped or skipped node succeeded: what is downstream of it runs",
+    ),
 ];
 
 /// Mounts `/v1` for `console`.
