@@ -888,3 +888,198 @@ fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_
         app.close().await;
     });
 }
+
+#[test]
+fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_policies() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (skip_id, once_id, nothing_id);
+        {
+            let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+            let g = app.group;
+            let sleepy = app
+                .job(JobSpec::cron(g, "sleepy", "0 0 3 * * ?", "sleepJobHandler"))
+                .await;
+            let one = |name: &str, extra: Value| -> WorkflowInput {
+                let mut v = json!({
+                    "jobGroup": g, "name": name,
+                    "definition": {
+                        "nodes": [{ "key": "s", "type": "JOB", "jobId": sleepy, "param": "15" }],
+                        "edges": []
+                    }
+                });
+                v.as_object_mut()
+                    .unwrap()
+                    .extend(extra.as_object().unwrap().clone());
+                serde_json::from_value(v).unwrap()
+            };
+            // every 10 s, a run lasting 15 s: the fire while one runs is skipped
+            let w = app
+                .engine
+                .add_workflow(one(
+                    "skip",
+                    json!({ "scheduleType": "FIX_RATE", "scheduleConf": "10", "enabled": true, "concurrency": "SKIP" }),
+                ))
+                .await
+                .unwrap();
+            skip_id = w.id;
+            assert!(w.enabled && w.trigger_next_time.is_some());
+            // a schedule without a type is refused; so is an unknown policy
+            let bad = app
+                .engine
+                .add_workflow(one("bad", json!({ "enabled": true })))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    bad,
+                    xjob::Error::Invalid {
+                        field: "enabled",
+                        ..
+                    }
+                ),
+                "{bad}"
+            );
+            let bad = app
+                .engine
+                .add_workflow(one("bad", json!({ "concurrency": "SOMETIMES" })))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    bad,
+                    xjob::Error::Invalid {
+                        field: "concurrency",
+                        ..
+                    }
+                ),
+                "{bad}"
+            );
+            app.advance(36_000).await;
+            let runs = |id: i32| {
+                let e = app.engine.clone();
+                async move {
+                    e.workflow_runs(&RunQuery {
+                        workflow_id: Some(id),
+                        ..RunQuery::default()
+                    })
+                    .await
+                    .unwrap()
+                    .items
+                }
+            };
+            // fires at +10 (runs to +25), +20 (skipped), +30 (runs)
+            let r = runs(skip_id).await;
+            assert_eq!(r.len(), 2, "{r:?}");
+            assert!(r.iter().all(|r| r.trigger_type == "CRON"));
+            let w = app.engine.schedule_workflow(skip_id, false).await.unwrap();
+            assert!(!w.enabled && w.trigger_next_time.is_none());
+            app.advance(30_000).await;
+            assert_eq!(
+                runs(skip_id).await.len(),
+                2,
+                "a stopped schedule fires no more"
+            );
+
+            // QUEUE, at most one waiting: a third start is refused; the queued one starts when
+            // the running one ends; a queued run can be stopped
+            let q = app
+                .engine
+                .add_workflow(one(
+                    "queue",
+                    json!({ "concurrency": "QUEUE", "maxQueued": 1 }),
+                ))
+                .await
+                .unwrap()
+                .id;
+            let first = app
+                .engine
+                .trigger_workflow(q, TriggerType::Manual, None)
+                .await
+                .unwrap();
+            let second = app
+                .engine
+                .trigger_workflow(q, TriggerType::Manual, None)
+                .await
+                .unwrap();
+            assert_eq!(
+                app.engine.workflow_run(second).await.unwrap().status,
+                "QUEUED"
+            );
+            let third = app
+                .engine
+                .trigger_workflow(q, TriggerType::Manual, None)
+                .await;
+            assert!(
+                matches!(third, Err(xjob::Error::Conflict { .. })),
+                "{third:?}"
+            );
+            until_ended(&app, first).await;
+            let r = app.engine.workflow_run(second).await.unwrap();
+            assert_eq!(r.status, "RUNNING", "started when the first ended");
+            let third = app
+                .engine
+                .trigger_workflow(q, TriggerType::Manual, None)
+                .await
+                .unwrap();
+            assert!(app.engine.stop_workflow_run(third, "tester").await.unwrap());
+            assert_eq!(
+                app.engine.workflow_run(third).await.unwrap().status,
+                "STOPPED"
+            );
+            assert_eq!(until_ended(&app, second).await.status, "SUCCEEDED");
+
+            // two schedules that will misfire while no node runs
+            let at = |name: &str, strategy: &str| {
+                one(
+                    name,
+                    json!({ "scheduleType": "CRON", "scheduleConf": "0 0 * * * ?", "enabled": true,
+                            "misfireStrategy": strategy }),
+                )
+            };
+            once_id = app
+                .engine
+                .add_workflow(at("once", "FIRE_ONCE_NOW"))
+                .await
+                .unwrap()
+                .id;
+            nothing_id = app
+                .engine
+                .add_workflow(at("nothing", "DO_NOTHING"))
+                .await
+                .unwrap()
+                .id;
+            let ticker = common::drive_clock(app.engine.activity().clone());
+            app.engine
+                .stop(std::time::Duration::from_millis(100))
+                .await
+                .unwrap();
+            ticker.abort();
+            app.close().await;
+        }
+        // back two hours later: FIRE_ONCE_NOW runs once (MISFIRE), DO_NOTHING not at all, and
+        // both schedules go on from now
+        let app = TestApp::start_in(dir.path(), T0 + 2 * 3_600_000 + 60_000, |_| {}).await;
+        app.advance(2_000).await;
+        let list = |id: i32| {
+            let e = app.engine.clone();
+            async move {
+                e.workflow_runs(&RunQuery {
+                    workflow_id: Some(id),
+                    ..RunQuery::default()
+                })
+                .await
+                .unwrap()
+                .items
+            }
+        };
+        let once = list(once_id).await;
+        assert_eq!(once.len(), 1);
+        assert_eq!(once[0].trigger_type, "MISFIRE");
+        assert!(list(nothing_id).await.is_empty());
+        let w = app.engine.workflow(nothing_id).await.unwrap();
+        assert!(w.trigger_next_time.unwrap().as_str() > "2026-11-21T16:01:00Z");
+        let _ = skip_id;
+        app.close().await;
+    });
+}

@@ -24,6 +24,20 @@ pub struct Model {
     pub created_at: i64,
     /// Epoch ms.
     pub updated_at: i64,
+    /// NONE, CRON or FIX_RATE.
+    pub schedule_type: String,
+    /// The cron expression or the period in seconds.
+    pub schedule_conf: Option<String>,
+    /// DO_NOTHING or FIRE_ONCE_NOW.
+    pub misfire_strategy: String,
+    /// 1 while its schedule runs.
+    pub trigger_status: i16,
+    /// Its next fire (epoch ms; 0: none).
+    pub trigger_next_time: i64,
+    /// PARALLEL, SKIP or QUEUE: what a start does while a run is running.
+    pub concurrency: String,
+    /// Most runs QUEUE keeps waiting.
+    pub max_queued: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

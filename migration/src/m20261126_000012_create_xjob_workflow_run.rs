@@ -2,7 +2,8 @@
 //! context, trigger), `xjob_workflow_node_run` (one attempt of one node of a run, unique on run,
 //! node and attempt, so no node run can be recorded twice) and `xjob_workflow_node_log` (the run
 //! rows — `xxl_job_log` ids — a node run dispatched, one per shard, and whether each one's result
-//! has been applied to the workflow).
+//! has been applied to the workflow). Adds a workflow's schedule (type, conf, misfire strategy,
+//! whether it runs, its next fire time) and concurrency policy to `xjob_workflow`.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -70,6 +71,40 @@ impl MigrationTrait for Migration {
                 tb.engine("InnoDB").character_set("utf8mb4");
             }
         }
+        // one column per statement: SQLite alters one at a time
+        for col in [
+            string_len(t("schedule_type"), 16)
+                .default("NONE")
+                .to_owned(),
+            string_len_null(t("schedule_conf"), 128).to_owned(),
+            string_len(t("misfire_strategy"), 16)
+                .default("DO_NOTHING")
+                .to_owned(),
+            small_integer(t("trigger_status")).default(0).to_owned(),
+            big_integer(t("trigger_next_time")).default(0).to_owned(),
+            string_len(t("concurrency"), 16)
+                .default("PARALLEL")
+                .to_owned(),
+            integer(t("max_queued")).default(10).to_owned(),
+        ] {
+            let mut col = col;
+            m.alter_table(
+                Table::alter()
+                    .table(t("xjob_workflow"))
+                    .add_column(&mut col)
+                    .to_owned(),
+            )
+            .await?;
+        }
+        m.create_index(
+            Index::create()
+                .name("i_workflow_next")
+                .table(t("xjob_workflow"))
+                .col(t("trigger_status"))
+                .col(t("trigger_next_time"))
+                .to_owned(),
+        )
+        .await?;
         m.create_table(run).await?;
         m.create_table(node).await?;
         m.create_table(link).await?;
@@ -119,6 +154,30 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.drop_index(
+            Index::drop()
+                .name("i_workflow_next")
+                .table(t("xjob_workflow"))
+                .to_owned(),
+        )
+        .await?;
+        for col in [
+            "schedule_type",
+            "schedule_conf",
+            "misfire_strategy",
+            "trigger_status",
+            "trigger_next_time",
+            "concurrency",
+            "max_queued",
+        ] {
+            m.alter_table(
+                Table::alter()
+                    .table(t("xjob_workflow"))
+                    .drop_column(t(col))
+                    .to_owned(),
+            )
+            .await?;
+        }
         for name in [
             "xjob_workflow_node_log",
             "xjob_workflow_node_run",

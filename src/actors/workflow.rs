@@ -1,6 +1,6 @@
 //! WorkflowActor: runs workflows ([`crate::store::workflow_runs`]).
 //!
-//! Every [`POLL`] it applies the results of node runs' run rows (written by the run-row writer
+//! Every [`POLL`] it starts the runs of scheduled workflows that are due, applies the results of node runs' run rows (written by the run-row writer
 //! like any run's) in one transaction per batch, which starts the node runs they make due; it
 //! then claims each new pending run row and hands it to the trigger pool, the path of a
 //! scheduled fire. Every [`RECOVER_EVERY`] polls (and at start) it recovers what a stopped node
@@ -57,6 +57,10 @@ pub(crate) struct Recovery {
     pub(crate) recover_after_ms: i64,
     /// Claims older than this (ms) are orphaned.
     pub(crate) claim_timeout_ms: i64,
+    /// A scheduled fire later than this (ms) follows the workflow's misfire strategy.
+    pub(crate) misfire_ms: i64,
+    /// The zone CRON schedules are read in.
+    pub(crate) time_zone: chrono_tz::Tz,
 }
 
 /// Runs workflows.
@@ -129,6 +133,12 @@ impl WorkflowActor {
                 };
                 recover_pass(&db, &runs, &pool, pending_before, claims_before, now).await?;
             }
+            // scheduled workflows due now
+            let ch = runs
+                .fire_due(&db, clock.now_ms(), r.misfire_ms, r.time_zone)
+                .await?;
+            done(&metrics, &ch);
+            dispatch(&db, &pool, ch.dispatch).await;
             loop {
                 let items = runs.finished(&db, BATCH).await?;
                 let n = items.len() as u64;

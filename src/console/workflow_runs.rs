@@ -92,9 +92,9 @@ pub struct RunView {
     pub version: i32,
     /// Its group.
     pub job_group: i32,
-    /// RUNNING, SUCCEEDED, FAILED or STOPPED.
+    /// QUEUED, RUNNING, SUCCEEDED, FAILED or STOPPED.
     pub status: String,
-    /// MANUAL, API, CRON or WORKFLOW (nested).
+    /// MANUAL, API, CRON, MISFIRE or WORKFLOW (nested).
     pub trigger_type: String,
     /// The trigger's params.
     pub params: Option<String>,
@@ -176,6 +176,7 @@ const STATUSES: &[&str] = &[
     workflow_runs::status::SUCCEEDED,
     workflow_runs::status::FAILED,
     workflow_runs::status::STOPPED,
+    workflow_runs::status::QUEUED,
 ];
 
 impl Console {
@@ -267,7 +268,7 @@ impl Console {
         Ok(v)
     }
 
-    /// Stops a running run (a conflict when it is not running).
+    /// Stops a running or queued run (a conflict when it is neither).
     pub async fn stop_workflow_run(&self, who: &Principal, id: i64) -> Result<RunView> {
         let r = workflow_runs::get(self.db(), id).await?;
         who.require_group(r.job_group, "id")?;

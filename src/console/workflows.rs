@@ -40,6 +40,41 @@ pub struct WorkflowInput {
     /// saved since).
     #[serde(default)]
     pub version: Option<i32>,
+    /// NONE (the default), CRON or FIX_RATE; absent on an edit: unchanged.
+    #[serde(default)]
+    pub schedule_type: Option<String>,
+    /// The cron expression, or FIX_RATE's period in seconds.
+    #[serde(default)]
+    pub schedule_conf: Option<String>,
+    /// DO_NOTHING (the default) or FIRE_ONCE_NOW, for a fire later than the misfire threshold.
+    #[serde(default)]
+    pub misfire_strategy: Option<String>,
+    /// Whether its schedule runs (false by default; needs a schedule).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// While a run is running, a new start: PARALLEL (the default) runs too, SKIP is refused
+    /// (a scheduled fire skipped), QUEUE waits for the running one to end.
+    #[serde(default)]
+    pub concurrency: Option<String>,
+    /// Most runs QUEUE keeps waiting (1 to 1000, 10 by default).
+    #[serde(default)]
+    pub max_queued: Option<i32>,
+}
+
+/// Concurrency policies.
+pub const CONCURRENCY: &[&str] = &["PARALLEL", "SKIP", "QUEUE"];
+/// Most runs a QUEUE policy may keep waiting.
+pub const MAX_QUEUED: i32 = 1000;
+
+/// A workflow's schedule and concurrency, checked.
+struct Scheduling {
+    schedule_type: String,
+    schedule_conf: Option<String>,
+    misfire_strategy: String,
+    trigger_status: i16,
+    trigger_next_time: i64,
+    concurrency: String,
+    max_queued: i32,
 }
 
 /// A workflow as the console shows it.
@@ -64,6 +99,20 @@ pub struct WorkflowView {
     pub created_at: Option<String>,
     /// This version saved (RFC 3339).
     pub updated_at: Option<String>,
+    /// NONE, CRON or FIX_RATE.
+    pub schedule_type: String,
+    /// The cron expression or period.
+    pub schedule_conf: Option<String>,
+    /// DO_NOTHING or FIRE_ONCE_NOW.
+    pub misfire_strategy: String,
+    /// Whether its schedule runs.
+    pub enabled: bool,
+    /// Its next fire (RFC 3339), while enabled.
+    pub trigger_next_time: Option<String>,
+    /// PARALLEL, SKIP or QUEUE.
+    pub concurrency: String,
+    /// Most runs QUEUE keeps waiting.
+    pub max_queued: i32,
 }
 
 /// What a validation found.
@@ -102,6 +151,15 @@ fn view(w: entity::xjob_workflow::Model) -> WorkflowView {
         definition: serde_json::from_str(&w.definition).unwrap_or_default(),
         created_at: super::rfc3339(Some(ms_to_naive(w.created_at))),
         updated_at: super::rfc3339(Some(ms_to_naive(w.updated_at))),
+        enabled: w.trigger_status == 1,
+        trigger_next_time: (w.trigger_status == 1 && w.trigger_next_time > 0)
+            .then(|| super::rfc3339(Some(ms_to_naive(w.trigger_next_time))))
+            .flatten(),
+        schedule_type: w.schedule_type,
+        schedule_conf: w.schedule_conf,
+        misfire_strategy: w.misfire_strategy,
+        concurrency: w.concurrency,
+        max_queued: w.max_queued,
     }
 }
 
@@ -250,6 +308,111 @@ impl Console {
         })
     }
 
+    /// The schedule and concurrency `input` asks for (absent fields keep `current`'s), checked;
+    /// an enabled schedule's next fire is kept when its schedule did not change.
+    fn scheduling(
+        &self,
+        input: &WorkflowInput,
+        current: Option<&entity::xjob_workflow::Model>,
+    ) -> Result<Scheduling> {
+        use crate::model::{MisfireStrategy, ScheduleType};
+        use crate::schedule::Schedule;
+        let pick = |given: &Option<String>, old: Option<String>, default: &str| {
+            given
+                .as_deref()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .or(old)
+                .unwrap_or_else(|| default.to_string())
+        };
+        let schedule_type = pick(
+            &input.schedule_type,
+            current.map(|c| c.schedule_type.clone()),
+            "NONE",
+        );
+        let kind: ScheduleType = schedule_type.parse()?;
+        let schedule_conf = match &input.schedule_conf {
+            Some(c) => Some(c.trim().to_string()).filter(|c| !c.is_empty()),
+            None if input.schedule_type.is_some() => None,
+            None => current.and_then(|c| c.schedule_conf.clone()),
+        };
+        if schedule_conf.as_deref().is_some_and(|c| c.len() > 128) {
+            return Err(Error::Invalid {
+                field: "scheduleConf",
+                reason: "at most 128 characters".into(),
+            });
+        }
+        let schedule = Schedule::parse(
+            kind,
+            schedule_conf.as_deref(),
+            self.engine.config().time_zone(),
+        )?;
+        let misfire_strategy = pick(
+            &input.misfire_strategy,
+            current.map(|c| c.misfire_strategy.clone()),
+            "DO_NOTHING",
+        );
+        misfire_strategy.parse::<MisfireStrategy>()?;
+        let concurrency = pick(
+            &input.concurrency,
+            current.map(|c| c.concurrency.clone()),
+            "PARALLEL",
+        );
+        if !CONCURRENCY.contains(&concurrency.as_str()) {
+            return Err(Error::Invalid {
+                field: "concurrency",
+                reason: format!("one of {}", CONCURRENCY.join(", ")),
+            });
+        }
+        let max_queued = input
+            .max_queued
+            .or(current.map(|c| c.max_queued))
+            .unwrap_or(10);
+        if !(1..=MAX_QUEUED).contains(&max_queued) {
+            return Err(Error::Invalid {
+                field: "maxQueued",
+                reason: format!("1 to {MAX_QUEUED}"),
+            });
+        }
+        let enabled = input
+            .enabled
+            .unwrap_or(current.is_some_and(|c| c.trigger_status == 1));
+        let unchanged = current.filter(|c| {
+            c.trigger_status == 1
+                && c.trigger_next_time > 0
+                && c.schedule_type == schedule_type
+                && c.schedule_conf == schedule_conf
+        });
+        let trigger_next_time = match (enabled, unchanged) {
+            (false, _) => 0,
+            (true, Some(c)) => c.trigger_next_time,
+            (true, None) => {
+                if kind == ScheduleType::None {
+                    return Err(Error::Invalid {
+                        field: "enabled",
+                        reason: "a workflow without a schedule (NONE) runs only when triggered"
+                            .into(),
+                    });
+                }
+                schedule
+                    .first_after(self.engine.clock().now_ms())
+                    .ok_or_else(|| Error::Invalid {
+                        field: "scheduleConf",
+                        reason: "the schedule never fires".into(),
+                    })?
+            }
+        };
+        Ok(Scheduling {
+            schedule_type,
+            schedule_conf,
+            misfire_strategy,
+            trigger_status: i16::from(enabled),
+            trigger_next_time,
+            concurrency,
+            max_queued,
+        })
+    }
+
     async fn checked(
         &self,
         who: &Principal,
@@ -281,6 +444,7 @@ impl Console {
         input: WorkflowInput,
     ) -> Result<WorkflowView> {
         let definition = self.checked(who, None, &input).await?;
+        let sc = self.scheduling(&input, None)?;
         let now = self.engine.clock().now_ms();
         let w = workflows::insert(
             self.db(),
@@ -294,6 +458,13 @@ impl Console {
                 definition,
                 created_at: now,
                 updated_at: now,
+                schedule_type: sc.schedule_type,
+                schedule_conf: sc.schedule_conf,
+                misfire_strategy: sc.misfire_strategy,
+                trigger_status: sc.trigger_status,
+                trigger_next_time: sc.trigger_next_time,
+                concurrency: sc.concurrency,
+                max_queued: sc.max_queued,
             },
         )
         .await?;
@@ -327,6 +498,7 @@ impl Console {
             });
         };
         let definition = self.checked(who, Some(id), &input).await?;
+        let sc = self.scheduling(&input, Some(&current))?;
         let w = workflows::update(
             self.db(),
             entity::xjob_workflow::Model {
@@ -339,6 +511,13 @@ impl Console {
                 definition,
                 created_at: current.created_at,
                 updated_at: self.engine.clock().now_ms(),
+                schedule_type: sc.schedule_type,
+                schedule_conf: sc.schedule_conf,
+                misfire_strategy: sc.misfire_strategy,
+                trigger_status: sc.trigger_status,
+                trigger_next_time: sc.trigger_next_time,
+                concurrency: sc.concurrency,
+                max_queued: sc.max_queued,
             },
             expected,
         )
@@ -401,6 +580,35 @@ impl Console {
             total,
             items: rows.into_iter().map(view).collect(),
         })
+    }
+
+    /// Starts (`on`) or stops a workflow's schedule without a new version.
+    pub async fn schedule_workflow(
+        &self,
+        who: &Principal,
+        id: i32,
+        on: bool,
+    ) -> Result<WorkflowView> {
+        let w = self.visible_workflow(who, id).await?;
+        let input = WorkflowInput {
+            enabled: Some(on),
+            ..WorkflowInput::default()
+        };
+        let sc = self.scheduling(&input, Some(&w))?;
+        workflows::set_schedule(self.db(), id, sc.trigger_status, sc.trigger_next_time).await?;
+        self.audit(
+            who,
+            if on {
+                "workflow.start"
+            } else {
+                "workflow.stop"
+            },
+            "workflow",
+            id,
+            shown(&w.name),
+        )
+        .await;
+        Ok(view(workflows::get(self.db(), id).await?))
     }
 
     /// Deletes a workflow and its versions.

@@ -140,6 +140,12 @@ impl Engine {
         console.update_workflow(&me, id, input).await
     }
 
+    /// Starts (`on`) or stops a workflow's schedule.
+    pub async fn schedule_workflow(&self, id: i32, on: bool) -> Result<WorkflowView> {
+        let (console, me) = self.console();
+        console.schedule_workflow(&me, id, on).await
+    }
+
     /// One workflow's current version.
     pub async fn workflow(&self, id: i32) -> Result<WorkflowView> {
         let (console, me) = self.console();

@@ -312,6 +312,8 @@ impl EngineBuilder {
                 single_node,
                 recover_after_ms: cfg.scheduler.recover_after_ms,
                 claim_timeout_ms: cfg.scheduler.claim_timeout_ms,
+                misfire_ms: cfg.scheduler.misfire_threshold_ms,
+                time_zone: cfg.time_zone(),
             },
         ));
 

@@ -287,10 +287,17 @@ fn schemas() -> Value {
         "WorkflowInput": constrain(
             props(&[
                 ("jobGroup", "integer"), ("name", "string"), ("description", "string?"),
-                ("definition", "object"), ("version", "integer?"),
+                ("definition", "object"), ("version", "integer?"), ("scheduleType", "string?"),
+                ("scheduleConf", "string?"), ("misfireStrategy", "string?"),
+                ("enabled", "boolean"), ("concurrency", "string?"), ("maxQueued", "integer?"),
             ]),
             &["jobGroup", "name", "definition"],
             &[
+                ("scheduleType", json!({ "enum": ["NONE", "CRON", "FIX_RATE", null] })),
+                ("misfireStrategy", json!({ "enum": ["DO_NOTHING", "FIRE_ONCE_NOW", null] })),
+                ("concurrency", json!({ "enum": ["PARALLEL", "SKIP", "QUEUE", null] })),
+                ("maxQueued", json!({ "minimum": 1, "maximum": crate::console::workflows::MAX_QUEUED })),
+                ("scheduleConf", json!({ "maxLength": 128 })),
                 ("name", json!({ "minLength": 1, "maxLength": crate::console::workflows::MAX_NAME })),
                 ("definition", json!({ "properties": {
                     "nodes": { "type": "array", "items": { "type": "object" } },
@@ -311,6 +318,9 @@ fn schemas() -> Value {
             ("id", "integer"), ("jobGroup", "integer"), ("name", "string"),
             ("description", "string?"), ("author", "string"), ("version", "integer"),
             ("definition", "object"), ("createdAt", "string?"), ("updatedAt", "string?"),
+            ("scheduleType", "string"), ("scheduleConf", "string?"), ("misfireStrategy", "string"),
+            ("enabled", "boolean"), ("triggerNextTime", "string?"), ("concurrency", "string"),
+            ("maxQueued", "integer"),
         ]),
         "Validation": props(&[("valid", "boolean"), ("problems", "array")]),
         "RunInput": constrain(
@@ -464,6 +474,9 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
         }
         ("post", "/v1/workflows/validate") => (Some("WorkflowDraft"), &[], r("Validation")),
         ("get", "/v1/workflows/{id}") => (None, &["version"], r("Workflow")),
+        ("post", "/v1/workflows/{id}/start" | "/v1/workflows/{id}/stop") => {
+            (None, &[], r("Workflow"))
+        }
         ("get", "/v1/workflow-runs") => (
             None,
             &["workflowId", "jobGroup", "status", "offset", "limit"],
@@ -520,7 +533,7 @@ pub(crate) fn document() -> Value {
             .map(|q| {
                 // a workflow run's status is its own set
                 let schema = if *q == "status" && path.starts_with("/v1/workflow-runs") {
-                    json!({ "type": "string", "enum": ["RUNNING", "SUCCEEDED", "FAILED", "STOPPED"] })
+                    json!({ "type": "string", "enum": ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"] })
                 } else {
                     query_schema(q)
                 };

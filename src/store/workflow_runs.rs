@@ -58,6 +58,8 @@ pub(crate) mod status {
     pub(crate) const FAILED: &str = "FAILED";
     /// Stopped by a user.
     pub(crate) const STOPPED: &str = "STOPPED";
+    /// Waiting for a running run of its workflow to end (concurrency QUEUE).
+    pub(crate) const QUEUED: &str = "QUEUED";
     /// Skipped (a node run only: its rule can no longer hold).
     pub(crate) const SKIPPED: &str = "SKIPPED";
 }
@@ -73,6 +75,43 @@ pub(crate) enum Again {
     /// This failed, stopped or skipped node counts as succeeded; what is downstream of it runs
     /// again.
     Mark(String),
+}
+
+/// What a new run does under its workflow's concurrency policy.
+enum Admit {
+    Run,
+    Queue,
+    Refuse(String),
+}
+
+/// Records a run of `w` waiting for a running one to end.
+async fn queue(
+    txn: &DatabaseTransaction,
+    w: &entity::xjob_workflow::Model,
+    trigger_type: TriggerType,
+    params: Option<String>,
+    ctx: Value,
+    now: i64,
+) -> Result<i64> {
+    let run = runs::ActiveModel {
+        workflow_id: Set(w.id),
+        version: Set(w.version),
+        job_group: Set(w.job_group),
+        status: Set(status::QUEUED.into()),
+        trigger_type: Set(trigger_type.as_str().into()),
+        params: Set(params),
+        context: Set(ctx.to_string()),
+        parent_node_run: Set(None),
+        depth: Set(0),
+        seq: Set(0),
+        start_time: Set(now),
+        end_time: Set(None),
+        message: Set(None),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    Ok(run.id)
 }
 
 /// A run row of a job node to dispatch (pending until claimed).
@@ -281,11 +320,174 @@ impl Runs {
         let txn = db.begin().await?;
         let w = workflows::get(&txn, workflow_id).await?;
         let mut ch = Changes::default();
-        let (id, _) = self
-            .start_in(&txn, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
-            .await?;
+        let id = match self.admit(&txn, &w).await? {
+            Admit::Run => {
+                self.start_in(&txn, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
+                    .await?
+                    .0
+            }
+            Admit::Queue => queue(&txn, &w, trigger_type, params, ctx, now).await?,
+            Admit::Refuse(reason) => return Err(Error::Conflict { reason }),
+        };
         txn.commit().await?;
         Ok((id, ch))
+    }
+
+    /// Whether a new top-level run of `w` runs now, waits, or is refused, by its concurrency
+    /// policy. Takes `w`'s row lock first, so two starts of one workflow decide one at a time.
+    async fn admit(
+        &self,
+        txn: &DatabaseTransaction,
+        w: &entity::xjob_workflow::Model,
+    ) -> Result<Admit> {
+        use entity::xjob_workflow as wf;
+        if w.concurrency == "PARALLEL" {
+            return Ok(Admit::Run);
+        }
+        wf::Entity::update_many()
+            .col_expr(wf::Column::MaxQueued, Expr::col(wf::Column::MaxQueued))
+            .filter(wf::Column::Id.eq(w.id))
+            .exec(txn)
+            .await?;
+        let count = |st: &'static str| {
+            runs::Entity::find()
+                .filter(runs::Column::WorkflowId.eq(w.id))
+                .filter(runs::Column::Status.eq(st))
+                .filter(runs::Column::ParentNodeRun.is_null())
+                .count(txn)
+        };
+        if count(status::RUNNING).await? == 0 {
+            return Ok(Admit::Run);
+        }
+        if w.concurrency == "SKIP" {
+            return Ok(Admit::Refuse(format!(
+                "a run of workflow {} is running (concurrency SKIP)",
+                w.id
+            )));
+        }
+        let queued = count(status::QUEUED).await?;
+        if queued < Ord::max(w.max_queued, 0) as u64 {
+            Ok(Admit::Queue)
+        } else {
+            Ok(Admit::Refuse(format!(
+                "workflow {} has {queued} runs queued, at most {} (concurrency QUEUE)",
+                w.id, w.max_queued
+            )))
+        }
+    }
+
+    /// Starts the oldest queued run of workflow `workflow_id` (one of its runs ended).
+    async fn promote(
+        &self,
+        txn: &DatabaseTransaction,
+        workflow_id: i32,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<()> {
+        let Some(mut next) = runs::Entity::find()
+            .filter(runs::Column::WorkflowId.eq(workflow_id))
+            .filter(runs::Column::Status.eq(status::QUEUED))
+            .order_by_asc(runs::Column::Id)
+            .one(txn)
+            .await?
+        else {
+            return Ok(());
+        };
+        let r = runs::Entity::update_many()
+            .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
+            .col_expr(runs::Column::StartTime, Expr::value(now))
+            .filter(runs::Column::Id.eq(next.id))
+            .filter(runs::Column::Status.eq(status::QUEUED))
+            .exec(txn)
+            .await?;
+        if r.rows_affected == 1 {
+            next.status = status::RUNNING.into();
+            next.start_time = now;
+            self.advance(txn, &next, now, ch).await?;
+        }
+        Ok(())
+    }
+
+    /// Fires the workflows whose schedule is due at `now`: each fire's next time moves on in
+    /// the transaction that starts (or queues) its run, only if no other node moved it first —
+    /// so each fire starts one run in a cluster. A fire later than `misfire_ms` follows the
+    /// workflow's misfire strategy.
+    pub(crate) async fn fire_due(
+        &self,
+        db: &DatabaseConnection,
+        now: i64,
+        misfire_ms: i64,
+        tz: chrono_tz::Tz,
+    ) -> Result<Changes> {
+        use crate::model::ScheduleType;
+        use crate::schedule::Schedule;
+        use entity::xjob_workflow as wf;
+        let due = wf::Entity::find()
+            .filter(wf::Column::TriggerStatus.eq(1))
+            .filter(wf::Column::TriggerNextTime.gt(0))
+            .filter(wf::Column::TriggerNextTime.lte(now))
+            .order_by_asc(wf::Column::TriggerNextTime)
+            .limit(100)
+            .all(db)
+            .await?;
+        let mut ch = Changes::default();
+        for w in due {
+            let t = w.trigger_next_time;
+            let schedule = w
+                .schedule_type
+                .parse::<ScheduleType>()
+                .and_then(|k| Schedule::parse(k, w.schedule_conf.as_deref(), tz));
+            let (fire, trigger_type, next) = match schedule {
+                Err(e) => {
+                    tracing::warn!(workflow = w.id, error = %e, "workflow schedule unreadable; stopped");
+                    (false, TriggerType::Cron, None)
+                }
+                Ok(s) if now - t > misfire_ms => (
+                    w.misfire_strategy == "FIRE_ONCE_NOW",
+                    TriggerType::Misfire,
+                    s.next_after(now, t),
+                ),
+                Ok(s) => (true, TriggerType::Cron, s.next_after(t, t)),
+            };
+            let txn = db.begin().await?;
+            let moved = wf::Entity::update_many()
+                .col_expr(
+                    wf::Column::TriggerStatus,
+                    Expr::value(i16::from(next.is_some())),
+                )
+                .col_expr(wf::Column::TriggerNextTime, Expr::value(next.unwrap_or(0)))
+                .filter(wf::Column::Id.eq(w.id))
+                .filter(wf::Column::TriggerStatus.eq(1))
+                .filter(wf::Column::TriggerNextTime.eq(t))
+                .exec(&txn)
+                .await?;
+            if moved.rows_affected == 0 {
+                continue;
+            }
+            if fire {
+                let ctx = initial_context(None)?;
+                match self.admit(&txn, &w).await? {
+                    Admit::Run => {
+                        self.start_in(&txn, &w, trigger_type, None, ctx, None, 0, now, &mut ch)
+                            .await?;
+                    }
+                    Admit::Queue => {
+                        queue(&txn, &w, trigger_type, None, ctx, now).await?;
+                    }
+                    Admit::Refuse(reason) => {
+                        tracing::info!(workflow = w.id, %reason, "scheduled workflow fire skipped");
+                    }
+                }
+            } else {
+                tracing::info!(
+                    workflow = w.id,
+                    fire = t,
+                    "workflow fire misfired; skipped (DO_NOTHING)"
+                );
+            }
+            txn.commit().await?;
+        }
+        Ok(ch)
     }
 
     /// Records a run of `w` and moves it on; answers its id and, when it ended at once, how.
@@ -500,6 +702,9 @@ impl Runs {
                 .exec(txn)
                 .await?;
             ch.ended.push((run.id, run.workflow_id, ok));
+            if run.parent_node_run.is_none() {
+                self.promote(txn, run.workflow_id, now, ch).await?;
+            }
             Ok(Some(ok))
         })
     }
@@ -560,7 +765,7 @@ impl Runs {
             1
         };
         // the attempts of this round: the job's fail retries after this one (capped)
-        let retries = Ord::min(Ord::max(job.executor_fail_retry_count, 0), MAX_ATTEMPTS - 1);
+        let retries = Ord::clamp(job.executor_fail_retry_count, 0, MAX_ATTEMPTS - 1);
         let max_attempts = max_attempts.unwrap_or(attempt + retries);
         let node = nodes::ActiveModel {
             shards_total: Set(total),
@@ -1208,7 +1413,20 @@ impl Runs {
     ) -> Result<Option<Vec<i64>>> {
         let txn = db.begin().await?;
         if lock_run(&txn, run_id).await?.is_none() {
-            return Ok(None);
+            // a queued run is stopped before it started
+            let r = runs::Entity::update_many()
+                .col_expr(runs::Column::Status, Expr::value(status::STOPPED))
+                .col_expr(runs::Column::EndTime, Expr::value(now))
+                .col_expr(
+                    runs::Column::Message,
+                    Expr::value(format!("stopped by {who}")),
+                )
+                .filter(runs::Column::Id.eq(run_id))
+                .filter(runs::Column::Status.eq(status::QUEUED))
+                .exec(&txn)
+                .await?;
+            txn.commit().await?;
+            return Ok((r.rows_affected == 1).then(Vec::new));
         }
         let mut kill = Vec::new();
         let mut todo = vec![run_id];
@@ -1404,11 +1622,11 @@ pub(crate) async fn node_runs(
         .collect())
 }
 
-/// Whether any run of workflow `id` is running.
+/// Whether any run of workflow `id` is running or queued.
 pub(crate) async fn any_running(c: &impl ConnectionTrait, id: i32) -> Result<bool> {
     Ok(runs::Entity::find()
         .filter(runs::Column::WorkflowId.eq(id))
-        .filter(runs::Column::Status.eq(status::RUNNING))
+        .filter(runs::Column::Status.is_in([status::RUNNING, status::QUEUED]))
         .count(c)
         .await?
         > 0)

@@ -54,6 +54,13 @@ pub(crate) async fn update(
         .col_expr(Column::Version, w.version.into())
         .col_expr(Column::Definition, w.definition.clone().into())
         .col_expr(Column::UpdatedAt, w.updated_at.into())
+        .col_expr(Column::ScheduleType, w.schedule_type.clone().into())
+        .col_expr(Column::ScheduleConf, w.schedule_conf.clone().into())
+        .col_expr(Column::MisfireStrategy, w.misfire_strategy.clone().into())
+        .col_expr(Column::TriggerStatus, w.trigger_status.into())
+        .col_expr(Column::TriggerNextTime, w.trigger_next_time.into())
+        .col_expr(Column::Concurrency, w.concurrency.clone().into())
+        .col_expr(Column::MaxQueued, w.max_queued.into())
         .filter(Column::Id.eq(w.id))
         .filter(Column::Version.eq(expected_version))
         .exec(c)
@@ -69,6 +76,23 @@ pub(crate) async fn update(
     }
     add_version(c, &w).await?;
     Ok(w)
+}
+
+/// Sets whether a workflow's schedule runs and its next fire.
+pub(crate) async fn set_schedule(
+    c: &impl ConnectionTrait,
+    id: i32,
+    status: i16,
+    next: i64,
+) -> Result<()> {
+    // (MySQL counts only rows it changed: the caller has read the workflow)
+    Entity::update_many()
+        .col_expr(Column::TriggerStatus, status.into())
+        .col_expr(Column::TriggerNextTime, next.into())
+        .filter(Column::Id.eq(id))
+        .exec(c)
+        .await?;
+    Ok(())
 }
 
 /// One workflow.

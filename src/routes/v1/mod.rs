@@ -162,7 +162,17 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "delete",
         "/v1/workflows/{id}",
-        "Delete a workflow and its versions (not while a run of it is running)",
+        "Delete a workflow and its versions (not while a run of it is running or queued)",
+    ),
+    (
+        "post",
+        "/v1/workflows/{id}/start",
+        "Start a workflow's schedule (CRON or FIX_RATE)",
+    ),
+    (
+        "post",
+        "/v1/workflows/{id}/stop",
+        "Stop a workflow's schedule",
     ),
     (
         "get",
@@ -182,7 +192,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     (
         "post",
         "/v1/workflow-runs/{id}/stop",
-        "Stop a workflow run: node runs not yet sent are cancelled, running ones killed",
+        "Stop a workflow run (or a queued one): node runs not yet sent are cancelled, running ones killed",
     ),
     (
         "post",

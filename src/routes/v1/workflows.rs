@@ -20,7 +20,17 @@ pub fn config(cfg: &mut web::ServiceConfig) {
             .route(web::get().to(get))
             .route(web::put().to(update))
             .route(web::delete().to(delete)),
-    );
+    )
+    .service(web::resource("/workflows/{id}/start").route(web::post().to(start)))
+    .service(web::resource("/workflows/{id}/stop").route(web::post().to(stop)));
+}
+
+async fn start(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.schedule_workflow(&auth.user, *id, true).await?)
+}
+
+async fn stop(c: web::Data<Console>, auth: Auth, id: web::Path<i32>) -> ApiResult {
+    ok(c.schedule_workflow(&auth.user, *id, false).await?)
 }
 
 async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<WorkflowQuery>) -> ApiResult {
