@@ -1083,3 +1083,83 @@ fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_po
         app.close().await;
     });
 }
+
+/// Keeps every alarm event it is given.
+#[derive(Clone, Default)]
+struct Alarms(Arc<Mutex<Vec<xjob::alarm::AlarmEvent>>>);
+
+impl xjob::alarm::Alarm for Alarms {
+    fn name(&self) -> &'static str {
+        "test"
+    }
+    fn send(&self, event: xjob::alarm::AlarmEvent) -> BoxFuture<'static, Result<(), String>> {
+        self.0.lock().push(event);
+        futures::future::ready(Ok(())).boxed()
+    }
+}
+
+#[test]
+fn a_failed_workflow_run_raises_one_alarm_naming_its_failed_nodes() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let alarms = Alarms::default();
+        let engine = Engine::builder(common::test_config(dir.path()))
+            .clock(Clock::tokio_at(T0))
+            .handlers(xjob::demo::handlers().unwrap())
+            .alarm(Box::new(alarms.clone()))
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let g = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        settle(engine.activity()).await;
+        let app = TestApp {
+            engine: engine.clone(),
+            group: g,
+            dir: dir.path().to_path_buf(),
+        };
+        let mut spec = JobSpec::cron(g, "broken", "0 0 3 * * ?", "failJobHandler");
+        spec.alarm_email = Some("ops@example.com".into());
+        let broken = app.job(spec).await;
+        let ok = app
+            .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let w = engine
+            .add_workflow(workflow(
+                g,
+                "alarmed",
+                json!({
+                    "nodes": [
+                        { "key": "fine", "type": "JOB", "jobId": ok },
+                        { "key": "broken", "type": "JOB", "jobId": broken }
+                    ],
+                    "edges": []
+                }),
+            ))
+            .await
+            .unwrap();
+        let id = engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        assert_eq!(until_ended(&app, id).await.status, "FAILED");
+        app.advance(2_000).await;
+        let events = alarms.0.lock().clone();
+        let wf: Vec<_> = events
+            .iter()
+            .filter(|e| e.event == "workflow_failed")
+            .collect();
+        assert_eq!(wf.len(), 1, "{events:?}");
+        let a = wf[0].workflow.as_ref().unwrap();
+        assert_eq!((a.workflow_id, a.run_id), (w.id, id));
+        assert_eq!(a.failed_nodes, vec!["broken".to_string()]);
+        assert_eq!(wf[0].job_id, broken);
+        assert_eq!(wf[0].alarm_email.as_deref(), Some("ops@example.com"));
+        let body = serde_json::to_value(wf[0]).unwrap();
+        assert_eq!(body["workflow"]["failedNodes"], json!(["broken"]));
+        app.close().await;
+    });
+}

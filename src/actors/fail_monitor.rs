@@ -49,14 +49,14 @@ impl FailMonitor {
         db: DatabaseConnection,
         clock: Clock,
         pool: Recipient<TriggerJob>,
-        alarms: Vec<Box<dyn Alarm>>,
+        alarms: Arc<Vec<Box<dyn Alarm>>>,
         activity: Activity,
     ) -> Self {
         FailMonitor {
             db,
             clock,
             pool,
-            alarms: Arc::new(alarms),
+            alarms,
             activity,
             busy: false,
         }
@@ -137,6 +137,7 @@ impl FailMonitor {
                         executor_address: log.executor_address.clone(),
                         alarm_email: j.alarm_email.clone(),
                         alarm_webhook: j.alarm_webhook.clone(),
+                        workflow: None,
                     };
                     let mut ok = true;
                     for a in alarms.iter() {

@@ -71,6 +71,7 @@ pub(crate) struct WorkflowActor {
     clock: Clock,
     activity: Activity,
     metrics: Metrics,
+    alarms: std::sync::Arc<Vec<Box<dyn crate::alarm::Alarm>>>,
     recovery: Recovery,
     /// When this actor started (epoch ms): a single node's earlier rows are older.
     started_ms: i64,
@@ -87,6 +88,7 @@ impl WorkflowActor {
         clock: Clock,
         activity: Activity,
         metrics: Metrics,
+        alarms: std::sync::Arc<Vec<Box<dyn crate::alarm::Alarm>>>,
         recovery: Recovery,
     ) -> Self {
         let started_ms = clock.now_ms();
@@ -97,10 +99,20 @@ impl WorkflowActor {
             clock,
             activity,
             metrics,
+            alarms,
             recovery,
             started_ms,
             polls: 0,
             busy: false,
+        }
+    }
+
+    fn outlet(&self) -> Outlet {
+        Outlet {
+            db: self.db.clone(),
+            metrics: self.metrics.clone(),
+            alarms: self.alarms.clone(),
+            activity: self.activity.clone(),
         }
     }
 
@@ -112,12 +124,12 @@ impl WorkflowActor {
         let recover = self.polls.is_multiple_of(RECOVER_EVERY);
         let first = self.polls == 0;
         self.polls += 1;
-        let (db, runs, pool, clock, metrics, r) = (
+        let (db, runs, pool, clock, out, r) = (
             self.db.clone(),
             self.runs.clone(),
             self.pool.clone(),
             self.clock.clone(),
-            self.metrics.clone(),
+            self.outlet(),
             self.recovery,
         );
         let started_ms = self.started_ms;
@@ -137,7 +149,7 @@ impl WorkflowActor {
             let ch = runs
                 .fire_due(&db, clock.now_ms(), r.misfire_ms, r.time_zone)
                 .await?;
-            done(&metrics, &ch);
+            out.done(&ch);
             dispatch(&db, &pool, ch.dispatch).await;
             loop {
                 let items = runs.finished(&db, BATCH).await?;
@@ -146,7 +158,7 @@ impl WorkflowActor {
                     break;
                 }
                 let ch = runs.apply(&db, items, clock.now_ms()).await?;
-                done(&metrics, &ch);
+                out.done(&ch);
                 dispatch(&db, &pool, ch.dispatch).await;
                 if n < BATCH {
                     break;
@@ -164,14 +176,48 @@ impl WorkflowActor {
     }
 }
 
-fn done(metrics: &Metrics, ch: &Changes) {
-    metrics.workflow_transitions(ch.applied);
-    for &(run, workflow, ok) in &ch.ended {
-        metrics.workflow_ended(ok);
-        if ok {
-            tracing::info!(run, workflow, "workflow run succeeded");
-        } else {
-            tracing::warn!(run, workflow, "workflow run failed");
+/// Where a pass's ended runs are told: the metrics, the log, and the alarms of failed runs.
+#[derive(Clone)]
+struct Outlet {
+    db: DatabaseConnection,
+    metrics: Metrics,
+    alarms: std::sync::Arc<Vec<Box<dyn crate::alarm::Alarm>>>,
+    activity: Activity,
+}
+
+impl Outlet {
+    fn done(&self, ch: &Changes) {
+        self.metrics.workflow_transitions(ch.applied);
+        for &(run, workflow, ok) in &ch.ended {
+            self.metrics.workflow_ended(ok);
+            if ok {
+                tracing::info!(run, workflow, "workflow run succeeded");
+            } else {
+                tracing::warn!(run, workflow, "workflow run failed");
+                let me = self.clone();
+                let guard = self.activity.enter();
+                actix::spawn(async move {
+                    me.alarm(run).await;
+                    drop(guard);
+                });
+            }
+        }
+    }
+
+    /// Sends the alarms of failed run `run` (a top-level one).
+    async fn alarm(&self, run: i64) {
+        let event = match crate::store::workflow_runs::failure_event(&self.db, run).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(run, error = %e, "workflow alarm not built");
+                return;
+            }
+        };
+        for a in self.alarms.iter() {
+            if let Err(e) = a.send(event.clone()).await {
+                tracing::error!(run, alarm = a.name(), error = %e, "workflow alarm not delivered");
+            }
         }
     }
 }
@@ -260,12 +306,12 @@ impl Handler<StartRun> for WorkflowActor {
     type Result = ResponseFuture<Result<i64>>;
 
     fn handle(&mut self, msg: StartRun, _ctx: &mut Self::Context) -> Self::Result {
-        let (db, runs, pool, clock, metrics) = (
+        let (db, runs, pool, clock, out) = (
             self.db.clone(),
             self.runs.clone(),
             self.pool.clone(),
             self.clock.clone(),
-            self.metrics.clone(),
+            self.outlet(),
         );
         let guard = self.activity.enter();
         Box::pin(async move {
@@ -278,8 +324,8 @@ impl Handler<StartRun> for WorkflowActor {
                     clock.now_ms(),
                 )
                 .await?;
-            metrics.workflow_started();
-            done(&metrics, &ch);
+            out.metrics.workflow_started();
+            out.done(&ch);
             dispatch(&db, &pool, ch.dispatch).await;
             drop(guard);
             Ok(id)

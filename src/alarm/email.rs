@@ -52,7 +52,17 @@ impl EmailAlarm {
     }
 
     fn body(e: &AlarmEvent) -> String {
-        let mut content = format!("Alarm Job LogId={}", e.log_id);
+        let mut content = match &e.workflow {
+            Some(w) => format!(
+                "Workflow {} ({}) run {} failed; failed nodes: {}<br>First failed node's run: LogId={}",
+                w.workflow_id,
+                super::html_escape(&w.name),
+                w.run_id,
+                super::html_escape(&w.failed_nodes.join(", ")),
+                e.log_id
+            ),
+            None => format!("Alarm Job LogId={}", e.log_id),
+        };
         if let Some(t) = &e.trigger_msg {
             content.push_str(&format!("<br>TriggerMsg=<br>{t}"));
         }
@@ -68,10 +78,15 @@ impl EmailAlarm {
              <thead style=\"font-weight: bold;color: #ffffff;background-color: #ff8c00;\"><tr>\
              <td width=\"20%\">Executor</td><td width=\"10%\">Job ID</td><td width=\"20%\">Job description</td>\
              <td width=\"10%\">Alarm type</td><td width=\"40%\">Alarm content</td></tr></thead><tbody><tr>\
-             <td>{}</td><td>{}</td><td>{}</td><td>Trigger Fail</td><td>{}</td></tr></tbody></table>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></tbody></table>",
             super::html_escape(&e.group_title),
             e.job_id,
             super::html_escape(&e.job_desc),
+            if e.workflow.is_some() {
+                "Workflow Fail"
+            } else {
+                "Trigger Fail"
+            },
             content
         )
     }
@@ -103,10 +118,16 @@ impl Alarm for EmailAlarm {
                         Message::builder()
                             .from(me.from.clone())
                             .to(rcpt)
-                            .subject(format!(
-                                "xjob alarm: job {} ({}) failed",
-                                event.job_id, event.job_desc
-                            ))
+                            .subject(match &event.workflow {
+                                Some(w) => format!(
+                                    "xjob alarm: workflow {} ({}) run {} failed",
+                                    w.workflow_id, w.name, w.run_id
+                                ),
+                                None => format!(
+                                    "xjob alarm: job {} ({}) failed",
+                                    event.job_id, event.job_desc
+                                ),
+                            })
                             .header(ContentType::TEXT_HTML)
                             .body(body.clone())
                             .map_err(|e| format!("{addr}: {e}"))

@@ -28,11 +28,26 @@ pub(crate) fn html_escape(s: &str) -> String {
     out
 }
 
-/// What an alarm reports: one failed run of one job.
+/// The workflow run a `workflow_failed` event reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowAlarm {
+    /// The workflow.
+    pub workflow_id: i32,
+    /// Its name.
+    pub name: String,
+    /// The run that failed.
+    pub run_id: i64,
+    /// The nodes whose failure failed it.
+    pub failed_nodes: Vec<String>,
+}
+
+/// What an alarm reports: one failed run of one job (`job_failed`), or a failed workflow run
+/// (`workflow_failed`: `workflow` says which; the job fields are its first failed job node's).
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AlarmEvent {
-    /// Always `job_failed`.
+    /// `job_failed` or `workflow_failed`.
     pub event: &'static str,
     /// Job id.
     pub job_id: i32,
@@ -60,6 +75,9 @@ pub struct AlarmEvent {
     /// The job's own webhook URL.
     #[serde(skip)]
     pub alarm_webhook: Option<String>,
+    /// The failed workflow run (a `workflow_failed` event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowAlarm>,
 }
 
 /// A way to tell someone a run failed. `Ok` when delivered or when there is nobody to tell for

@@ -301,21 +301,6 @@ impl EngineBuilder {
             .with_local(local_runs),
         );
         let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
-        let workflows = supervised(WorkflowActor::new(
-            db.clone(),
-            crate::store::workflow_runs::Runs::default(),
-            pool.clone(),
-            clock.clone(),
-            activity.clone(),
-            metrics.clone(),
-            crate::actors::workflow::Recovery {
-                single_node,
-                recover_after_ms: cfg.scheduler.recover_after_ms,
-                claim_timeout_ms: cfg.scheduler.claim_timeout_ms,
-                misfire_ms: cfg.scheduler.misfire_threshold_ms,
-                time_zone: cfg.time_zone(),
-            },
-        ));
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
         // back into the ring; on a shared database the claim at dispatch makes sure each runs
@@ -346,13 +331,31 @@ impl EngineBuilder {
             WebhookAlarm::new(http, Some(cfg.alarm.webhook_url.clone()))
                 .with_policy(WebhookPolicy::of(&cfg.alarm)?),
         ));
+        let alarms = Arc::new(alarms);
         let fail_monitor = supervised(FailMonitor::new(
             db.clone(),
             clock.clone(),
             pool.clone().recipient(),
-            alarms,
+            alarms.clone(),
             activity.clone(),
         ));
+        let workflows = supervised(WorkflowActor::new(
+            db.clone(),
+            crate::store::workflow_runs::Runs::default(),
+            pool.clone(),
+            clock.clone(),
+            activity.clone(),
+            metrics.clone(),
+            alarms.clone(),
+            crate::actors::workflow::Recovery {
+                single_node,
+                recover_after_ms: cfg.scheduler.recover_after_ms,
+                claim_timeout_ms: cfg.scheduler.claim_timeout_ms,
+                misfire_ms: cfg.scheduler.misfire_threshold_ms,
+                time_zone: cfg.time_zone(),
+            },
+        ));
+
         let log_report = supervised(LogReport::new(
             db.clone(),
             clock.clone(),

@@ -1554,6 +1554,66 @@ async fn insert_node(
     Ok(())
 }
 
+/// The alarm of a failed top-level run: the workflow, the nodes that failed, and the first
+/// failed job node's run row (its job's alarm addresses); `None` for a nested run.
+pub(crate) async fn failure_event(
+    c: &impl ConnectionTrait,
+    run_id: i64,
+) -> Result<Option<crate::alarm::AlarmEvent>> {
+    let run = get(c, run_id).await?;
+    if run.parent_node_run.is_some() {
+        return Ok(None);
+    }
+    let w = workflows::get(c, run.workflow_id).await?;
+    let rows = node_runs(c, run_id).await?;
+    let failed: Vec<&(nodes::Model, Vec<i64>)> = rows
+        .iter()
+        .filter(|(n, _)| n.cleared == 0 && n.state == status::FAILED)
+        .collect();
+    let mut names: Vec<String> = failed.iter().map(|(n, _)| n.node_key.clone()).collect();
+    names.dedup();
+    let mut event = crate::alarm::AlarmEvent {
+        event: "workflow_failed",
+        job_id: 0,
+        job_desc: String::new(),
+        job_group: run.job_group,
+        group_title: groups::get(c, run.job_group)
+            .await
+            .map(|g| g.title)
+            .unwrap_or_default(),
+        log_id: 0,
+        trigger_code: 0,
+        trigger_msg: None,
+        handle_code: 0,
+        handle_msg: None,
+        executor_address: None,
+        alarm_email: None,
+        alarm_webhook: None,
+        workflow: Some(crate::alarm::WorkflowAlarm {
+            workflow_id: w.id,
+            name: w.name,
+            run_id,
+            failed_nodes: names,
+        }),
+    };
+    if let Some(log_id) = failed.iter().find_map(|(_, l)| l.first().copied())
+        && let Ok(log) = crate::store::logs::get(c, log_id).await
+    {
+        event.log_id = log.id;
+        event.trigger_code = log.trigger_code;
+        event.handle_code = log.handle_code;
+        event.handle_msg = log.handle_msg.clone();
+        event.executor_address = log.executor_address.clone();
+        if let Ok(j) = jobs::get(c, log.job_id).await {
+            event.job_id = j.id;
+            event.job_desc = j.job_desc;
+            event.alarm_email = j.alarm_email;
+            event.alarm_webhook = j.alarm_webhook;
+        }
+    }
+    Ok(Some(event))
+}
+
 /// A page of runs of `workflow_id` (None: of the workflows in `groups`, None: all), newest first.
 pub(crate) async fn page(
     c: &impl ConnectionTrait,
