@@ -81,6 +81,7 @@ pub(crate) struct WorkflowActor {
 
 impl WorkflowActor {
     /// A workflow actor dispatching through `pool`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         db: DatabaseConnection,
         runs: Runs,

@@ -27,7 +27,7 @@ use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
     DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    Statement, TransactionTrait,
+    Statement,
 };
 use serde_json::Value;
 
@@ -317,7 +317,7 @@ impl Runs {
         now: i64,
     ) -> Result<(i64, Changes)> {
         let ctx = initial_context(params.as_deref())?;
-        let txn = db.begin().await?;
+        let txn = crate::store::begin_writing(db).await?;
         let w = workflows::get(&txn, workflow_id).await?;
         let mut ch = Changes::default();
         let id = match self.admit(&txn, &w).await? {
@@ -449,7 +449,7 @@ impl Runs {
                 ),
                 Ok(s) => (true, TriggerType::Cron, s.next_after(t, t)),
             };
-            let txn = db.begin().await?;
+            let txn = crate::store::begin_writing(db).await?;
             let moved = wf::Entity::update_many()
                 .col_expr(
                     wf::Column::TriggerStatus,
@@ -1066,7 +1066,7 @@ impl Runs {
         for f in items {
             by_run.entry(f.run_id).or_default().push(f);
         }
-        let txn = db.begin().await?;
+        let txn = crate::store::begin_writing(db).await?;
         let mut ch = Changes::default();
         for (run_id, items) in by_run {
             let Some(run) = lock_run(&txn, run_id).await? else {
@@ -1247,7 +1247,7 @@ impl Runs {
         who: &str,
         now: i64,
     ) -> Result<Changes> {
-        let txn = db.begin().await?;
+        let txn = crate::store::begin_writing(db).await?;
         // the run's row lock, whatever its status
         let locked = runs::Entity::update_many()
             .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
@@ -1411,7 +1411,7 @@ impl Runs {
         who: &str,
         now: i64,
     ) -> Result<Option<Vec<i64>>> {
-        let txn = db.begin().await?;
+        let txn = crate::store::begin_writing(db).await?;
         if lock_run(&txn, run_id).await?.is_none() {
             // a queued run is stopped before it started
             let r = runs::Entity::update_many()
