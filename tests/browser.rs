@@ -118,6 +118,6 @@ fn the_web_console_works_in_headless_chromium() {
         );
     }
     // every scenario ran and passed
-    assert!(report.contains("# pass 7"), "{report}");
+    assert!(report.contains("# pass 8"), "{report}");
     assert!(report.contains("# fail 0"), "{report}");
 }

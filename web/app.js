@@ -35,7 +35,46 @@ const ZH = {
 "Workflows": "工作流",
 "Workflow": "工作流",
 "workflow": "工作流",
-"A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. Running workflows is not available yet.": "工作流是由任务、判断和嵌套工作流组成的有向无环图。保存时检查整个图；每次保存都是一个新版本。运行工作流尚不可用。",
+"A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. A run follows the version it started with.": "工作流是由任务、判断和嵌套工作流组成的有向无环图。保存时检查整个图；每次保存都是一个新版本。每次运行按其开始时的版本执行。",
+"All runs": "全部运行",
+"Attempt": "尝试",
+"Context": "上下文",
+"Decision": "判断结果",
+"Ended": "结束时间",
+"Mark succeeded": "标记为成功",
+"Message": "消息",
+"Most queued runs": "最多排队运行数",
+"Node runs": "节点运行",
+"Params (JSON object or text): the run's first context": "参数（JSON 对象或文本）：运行的初始上下文",
+"Re-run failed nodes": "重跑失败节点",
+"Re-run from node": "从节点重跑",
+"Recent runs": "最近运行",
+"Run {id} of {name}": "{name} 的运行 {id}",
+"Run {name}": "运行 {name}",
+"Schedule running": "调度运行中",
+"Shards": "分片",
+"Started": "开始时间",
+"State": "状态",
+"While a run is running": "已有运行时",
+"Workflow runs": "工作流运行",
+"ended {when}": "结束于 {when}",
+"history": "历史",
+"run {id}": "运行 {id}",
+"started {when}": "开始于 {when}",
+"PARALLEL": "并行",
+"SKIP": "跳过",
+"QUEUE": "排队",
+"QUEUED": "排队中",
+"RUNNING": "运行中",
+"SUCCEEDED": "成功",
+"FAILED": "失败",
+"STOPPED": "已停止",
+"SKIPPED": "已跳过",
+"PENDING": "等待中",
+"MANUAL": "手动触发",
+"API": "API 触发",
+"MISFIRE": "补偿触发",
+"WORKFLOW": "工作流触发",
 "New workflow": "新建工作流",
 "Version": "版本",
 "Nodes": "节点数",
@@ -498,8 +537,10 @@ function field(label, name, value, kind = 'text', options = {}) {
     input = h('textarea', { name, id, rows: options.rows || 3 });
     input.value = value ?? '';
   } else {
-    input = h('input', { name, id, type: kind, value: value ?? '', required: options.required,
-      min: options.min, autocomplete: options.autocomplete, placeholder: options.placeholder, list: options.list });
+    input = kind === 'checkbox'
+      ? h('input', { name, id, type: 'checkbox', checked: !!value })
+      : h('input', { name, id, type: kind, value: value ?? '', required: options.required,
+        min: options.min, autocomplete: options.autocomplete, placeholder: options.placeholder, list: options.list });
   }
   input.setAttribute('aria-describedby', `${id}-error`);
   return h('div', { class: 'field' + (options.wide ? ' wide' : '') },
@@ -1098,18 +1139,39 @@ async function workflowsPage() {
   const gname = (id) => (groups.find((g) => g.id === id) || {}).title || `#${id}`;
   const rows = data.items.map((w) => h('tr', { 'data-workflow': w.name },
     h('td', {}, w.id), h('td', {}, h('a', { href: `#/workflow/${w.id}` }, w.name)), h('td', {}, gname(w.jobGroup)),
-    h('td', {}, w.version), h('td', {}, w.definition.nodes.length), h('td', {}, fmtTime(w.updatedAt)),
+    h('td', {}, w.version), h('td', {}, w.definition.nodes.length),
+    h('td', {}, w.scheduleType === 'NONE' ? t('NONE') : `${t(w.scheduleType)} ${w.scheduleConf || ''}`,
+      w.enabled ? h('span', { class: 'badge running' }, t('running')) : null),
+    h('td', {}, fmtTime(w.updatedAt)),
     h('td', { class: 'actions' },
+      h('button', { type: 'button', class: 'primary', onclick: () => triggerWorkflowForm(w) }, t('Run')),
+      h('a', { class: 'button', href: `#/workflow-runs?workflowId=${w.id}` }, t('Runs')),
+      w.scheduleType !== 'NONE' && h('button', { type: 'button', onclick: async () => {
+        try { await api('POST', `/workflows/${w.id}/${w.enabled ? 'stop' : 'start'}`); workflowsPage(); } catch (e) { showError(e); }
+      } }, w.enabled ? t('Stop') : t('Start')),
       h('button', { type: 'button', onclick: () => workflowForm(w, groups) }, t('Edit')),
       h('button', { type: 'button', class: 'danger', onclick: async () => {
         if (!(await confirmDialog(t('Delete the workflow {name} and its versions?', { name: w.name })))) return;
         try { await api('DELETE', `/workflows/${w.id}`); workflowsPage(); } catch (e) { showError(e); }
       } }, t('Delete')))));
   page(t('Workflows'),
-    h('p', { class: 'wide' }, t('A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. Running workflows is not available yet.')),
+    h('p', { class: 'wide' }, t('A workflow is a DAG of jobs, decisions and nested workflows. Saving checks the whole graph; each save is a new version. A run follows the version it started with.')),
     h('div', { class: 'toolbar' }, h('span', { class: 'spacer' }),
       h('button', { type: 'button', class: 'primary', onclick: () => workflowForm(null, groups) }, t('New workflow'))),
-    table([t('ID'), t('Name'), t('Executor'), t('Version'), t('Nodes'), t('Saved'), ''], rows));
+    table([t('ID'), t('Name'), t('Executor'), t('Version'), t('Nodes'), t('Schedule'), t('Saved'), ''], rows));
+}
+
+/** Asks for a run's params (a JSON object, or text) and starts it. */
+function triggerWorkflowForm(w) {
+  const content = h('div', { class: 'grid' },
+    field(t("Params (JSON object or text): the run's first context"), 'params', '{}', 'textarea', { rows: 6, wide: true }));
+  formDialog(t('Run {name}', { name: w.name }), content, t('Run'), async (f) => {
+    const text = formValues(f).params.trim();
+    let params = null;
+    if (text) { try { params = JSON.parse(text); } catch { params = text; } }
+    const r = await api('POST', '/workflow-runs', { workflowId: w.id, params });
+    location.hash = `#/workflow-run/${r.id}`;
+  });
 }
 
 /** The body of a workflow form, or an error naming the definition field. */
@@ -1119,8 +1181,12 @@ function workflowBody(v, w) {
     throw Object.assign(new Error(`invalid definition: ${e.message}`), { status: 400, field: 'definition' });
   }
   return { jobGroup: Number(v.jobGroup), name: v.name, description: v.description || null, definition,
-    version: w ? w.version : null };
+    version: w ? w.version : null, scheduleType: v.scheduleType, scheduleConf: v.scheduleConf || null,
+    misfireStrategy: v.misfireStrategy, enabled: !!v.enabled, concurrency: v.concurrency,
+    maxQueued: Number(v.maxQueued) || 10 };
 }
+
+const CONCURRENCY = ['PARALLEL', 'SKIP', 'QUEUE'];
 
 function workflowForm(w, groups) {
   const problems = h('ul', { class: 'problems wide', 'aria-live': 'polite' });
@@ -1128,6 +1194,12 @@ function workflowForm(w, groups) {
     field(t('Name'), 'name', w ? w.name : ''),
     field(t('Executor'), 'jobGroup', w ? w.jobGroup : (groups[0] || {}).id, 'select', { choices: groups.map((g) => [g.id, g.title]) }),
     field(t('Description'), 'description', w ? w.description : '', 'text', { wide: true }),
+    field(t('Schedule type'), 'scheduleType', w ? w.scheduleType : 'NONE', 'select', { choices: choices(['NONE', 'CRON', 'FIX_RATE']) }),
+    field(t('Schedule'), 'scheduleConf', w ? w.scheduleConf : '', 'text', { placeholder: '0 0 2 * * ?' }),
+    field(t('Misfire'), 'misfireStrategy', w ? w.misfireStrategy : 'DO_NOTHING', 'select', { choices: choices(MISFIRES) }),
+    field(t('Schedule running'), 'enabled', w ? w.enabled : false, 'checkbox'),
+    field(t('While a run is running'), 'concurrency', w ? w.concurrency : 'PARALLEL', 'select', { choices: choices(CONCURRENCY) }),
+    field(t('Most queued runs'), 'maxQueued', w ? w.maxQueued : 10, 'number', { min: 1 }),
     field(t('Definition (JSON: nodes and edges)'), 'definition', JSON.stringify(w ? w.definition : WORKFLOW_EXAMPLE, null, 2), 'textarea', { rows: 16, wide: true }),
     h('div', { class: 'wide' }, h('button', { type: 'button', onclick: async () => {
       problems.replaceChildren();
@@ -1145,8 +1217,9 @@ function workflowForm(w, groups) {
   });
 }
 
-/** The DAG drawn left to right, one column per depth. */
-function dagView(def) {
+/** The DAG drawn left to right, one column per depth; `states` (node key → state) colours
+ * each node of a run. */
+function dagView(def, states = null) {
   const NS = 'http://www.w3.org/2000/svg';
   const depth = {};
   const ups = {};
@@ -1191,14 +1264,18 @@ function dagView(def) {
   for (const n of def.nodes) {
     const [x, y] = at(n.key);
     const g = document.createElementNS(NS, 'g');
-    g.setAttribute('class', `node ${n.type.toLowerCase()}`);
+    const st = states && states[n.key];
+    g.setAttribute('class', `node ${n.type.toLowerCase()}` + (states ? ` state-${(st || 'PENDING').toLowerCase()}` : ''));
     g.setAttribute('data-node', n.key);
+    if (states) g.setAttribute('data-state', st || 'PENDING');
     const r = document.createElementNS(NS, 'rect');
     r.setAttribute('x', x); r.setAttribute('y', y); r.setAttribute('width', BW); r.setAttribute('height', BH); r.setAttribute('rx', 6);
     const label = document.createElementNS(NS, 'text');
     label.setAttribute('x', x + 8); label.setAttribute('y', y + BH / 2 + 4);
     label.textContent = n.name || n.key;
-    g.append(r, label);
+    const tip = document.createElementNS(NS, 'title');
+    tip.textContent = states ? `${n.key}: ${t(st || 'PENDING')}` : n.key;
+    g.append(tip, r, label);
     svg.append(g);
   }
   return svg;
@@ -1211,21 +1288,102 @@ async function workflowPage(id, params) {
   for (let v = w.version; v >= 1 && versions.length < 50; v -= 1) versions.push(v);
   const pick = h('select', { onchange: (ev) => { location.hash = `#/workflow/${id}` + qs({ version: ev.target.value }); } },
     versions.map((v) => h('option', { value: v, selected: String(v) === String(version || w.version) }, t('Version {n}', { n: v }))));
+  const runs = await api('GET', '/workflow-runs' + qs({ workflowId: id, limit: 10 }));
   page(w.name,
     h('p', {}, w.description || ''),
-    h('div', { class: 'toolbar' }, h('label', {}, t('Version'), pick), h('span', { class: 'muted' }, t('saved by {who}, {when}', { who: w.author, when: fmtTime(w.updatedAt) }))),
+    h('div', { class: 'toolbar' }, h('label', {}, t('Version'), pick), h('span', { class: 'muted' }, t('saved by {who}, {when}', { who: w.author, when: fmtTime(w.updatedAt) })),
+      h('span', { class: 'spacer' }),
+      h('button', { type: 'button', class: 'primary', onclick: () => triggerWorkflowForm(w) }, t('Run'))),
     dagView(w.definition),
+    h('h2', {}, t('Recent runs')), runsTable(runs.items),
+    h('p', {}, h('a', { href: `#/workflow-runs?workflowId=${id}` }, t('All runs'))),
     table([t('Node'), t('Type'), t('Does'), t('Rule')], w.definition.nodes.map((n) => h('tr', {},
       h('td', {}, n.key), h('td', {}, n.type),
       h('td', {}, n.type === 'JOB' ? t('job {id}', { id: n.jobId }) : n.type === 'DECISION' ? n.expression : t('workflow {id}', { id: n.workflowId })),
       h('td', {}, (n.triggerRule || 'ALL_SUCCESS') + (n.disabled ? ` · ${t('disabled')}` : '') + (n.allowFailure ? ` · ${t('may fail')}` : ''))))));
 }
 
+const RUN_STATUSES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED'];
+
+function runsTable(items) {
+  return table([t('Run'), t('Workflow'), t('Version'), t('Status'), t('Trigger'), t('Started'), t('Ended'), t('Message')],
+    items.map((r) => h('tr', { 'data-run': r.id },
+      h('td', {}, h('a', { href: `#/workflow-run/${r.id}` }, r.id)),
+      h('td', {}, h('a', { href: `#/workflow/${r.workflowId}` }, r.workflowId)), h('td', {}, r.version),
+      h('td', {}, h('span', { class: `badge run-${r.status.toLowerCase()}` }, t(r.status))), h('td', {}, t(r.triggerType)),
+      h('td', {}, fmtTime(r.startTime)), h('td', {}, fmtTime(r.endTime)), h('td', {}, r.message || ''))));
+}
+
+async function workflowRunsPage(params) {
+  const f = { workflowId: params.get('workflowId') || '', status: params.get('status') || '', offset: Number(params.get('offset') || 0) };
+  const data = await api('GET', '/workflow-runs' + qs({ workflowId: f.workflowId, status: f.status, offset: f.offset, limit: PAGE }));
+  const go = (o) => { location.hash = '#/workflow-runs' + qs({ ...f, offset: o }); };
+  const form = h('form', { class: 'toolbar', onsubmit: (ev) => {
+    ev.preventDefault();
+    const v = formValues(ev.target);
+    location.hash = '#/workflow-runs' + qs({ workflowId: v.workflowId, status: v.status });
+  } },
+  h('label', {}, t('Workflow'), h('input', { name: 'workflowId', type: 'number', value: f.workflowId, min: 1 })),
+  h('label', {}, t('Status'), h('select', { name: 'status' },
+    [['', t('All')], ...RUN_STATUSES.map((s2) => [s2, t(s2)])].map(([v, label]) => h('option', { value: v, selected: v === f.status }, label)))),
+  h('button', { type: 'submit' }, t('Search')));
+  page(t('Workflow runs'), form, runsTable(data.items), pager(data.total, f.offset, go));
+  every(3000, async () => {
+    if (!location.hash.startsWith('#/workflow-runs')) return;
+    if (data.items.some((r) => r.status === 'RUNNING' || r.status === 'QUEUED')) route();
+  });
+}
+
+/** A run: its DAG with each node's state (followed live while it runs), its node runs with their
+ * logs, and stop / re-run / mark. */
+async function workflowRunPage(id) {
+  const r = await api('GET', `/workflow-runs/${id}`);
+  const w = await api('GET', `/workflows/${r.workflowId}` + qs({ version: r.version }));
+  const nodes = r.nodes || [];
+  const live = nodes.filter((n) => !n.cleared);
+  const states = {};
+  for (const n of live) states[n.nodeKey] = n.state;
+  const act = (label, cls, f) => h('button', { type: 'button', class: cls, onclick: async () => {
+    try { await f(); route(); } catch (e) { showError(e); }
+  } }, label);
+  const ended = !['RUNNING', 'QUEUED'].includes(r.status);
+  const from = h('select', { name: 'from', 'aria-label': t('Re-run from node') },
+    w.definition.nodes.map((n) => h('option', { value: n.key }, n.key)));
+  const toolbar = h('div', { class: 'toolbar' },
+    h('span', { class: `badge run-${r.status.toLowerCase()}`, 'data-testid': 'run-status' }, t(r.status)),
+    h('span', { class: 'muted' }, t('started {when}', { when: fmtTime(r.startTime) }), r.endTime ? ` · ${t('ended {when}', { when: fmtTime(r.endTime) })}` : ''),
+    h('span', { class: 'spacer' }),
+    !ended && act(t('Stop'), 'danger', () => api('POST', `/workflow-runs/${id}/stop`)),
+    ['FAILED', 'STOPPED'].includes(r.status) && r.parentNodeRun == null && act(t('Re-run failed nodes'), 'primary', () => api('POST', `/workflow-runs/${id}/rerun`)),
+    ended && r.parentNodeRun == null && h('span', {}, from, act(t('Re-run from node'), '', () => api('POST', `/workflow-runs/${id}/rerun`, { from: from.value }))));
+  const rows = nodes.map((n) => h('tr', { 'data-node': n.nodeKey, class: n.cleared ? 'muted' : '' },
+    h('td', {}, n.nodeKey), h('td', {}, n.attempt),
+    h('td', {}, h('span', { class: `badge run-${n.state.toLowerCase()}` }, t(n.state)), n.cleared ? ` (${t('history')})` : ''),
+    h('td', {}, n.shardsTotal ? `${n.shardsDone}/${n.shardsTotal}` : ''),
+    h('td', {}, n.logIds.map((l) => h('a', { href: `#/log/${l}`, class: 'log-link' }, `#${l} `)),
+      n.childRun ? h('a', { href: `#/workflow-run/${n.childRun}` }, t('run {id}', { id: n.childRun })) : null),
+    h('td', {}, n.decision === null || n.decision === undefined ? '' : String(n.decision)),
+    h('td', {}, msgText(n.message)),
+    h('td', { class: 'actions' }, !n.cleared && r.parentNodeRun == null && ['FAILED', 'STOPPED', 'SKIPPED'].includes(n.state)
+      && act(t('Mark succeeded'), '', () => api('POST', `/workflow-runs/${id}/mark`, { node: n.nodeKey })))));
+  page(t('Run {id} of {name}', { id, name: w.name }), toolbar,
+    dagView(w.definition, states),
+    h('h2', {}, t('Node runs')),
+    table([t('Node'), t('Attempt'), t('State'), t('Shards'), t('Logs'), t('Decision'), t('Message'), ''], rows),
+    h('h2', {}, t('Context')), h('pre', { class: 'log' }, JSON.stringify(r.context, null, 2)));
+  if (!ended) {
+    // followed live: the page is drawn again while the run goes on
+    const token = {};
+    state.timers.push(token);
+    setTimeout(() => { if (!token.stopped && location.hash === `#/workflow-run/${id}`) route(); }, 1500);
+  }
+}
+
 const AUDIT_ACTIONS = ['auth.login', 'auth.login_failed', 'auth.logout', 'auth.password',
   'job.create', 'job.update', 'job.delete', 'job.start', 'job.stop', 'job.trigger', 'job.glue',
   'group.create', 'group.update', 'group.delete', 'user.create', 'user.update', 'user.delete',
   'apikey.create', 'apikey.delete', 'log.clear', 'log.kill', 'workflow.create', 'workflow.update',
-  'workflow.delete'];
+  'workflow.delete', 'workflow.start', 'workflow.stop', 'workflow.trigger', 'workflow.rerun', 'workflow.mark'];
 
 async function auditPage(params) {
   const f = { username: params.get('username') || '', action: params.get('action') || '',
@@ -1287,7 +1445,7 @@ async function route() {
   const parts = path.split('/').filter(Boolean);
   const section = parts[0] || 'dashboard';
   document.querySelectorAll('[data-nav]').forEach((a) => {
-    const nav = { log: 'logs', glue: 'jobs', workflow: 'workflows' }[section] || section;
+    const nav = { log: 'logs', glue: 'jobs', workflow: 'workflows', 'workflow-runs': 'workflows', 'workflow-run': 'workflows' }[section] || section;
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   });
@@ -1303,6 +1461,8 @@ async function route() {
       case 'keys': await apiKeysPage(); break;
       case 'workflows': await workflowsPage(); break;
       case 'workflow': await workflowPage(Number(parts[1]), params); break;
+      case 'workflow-runs': await workflowRunsPage(params); break;
+      case 'workflow-run': await workflowRunPage(Number(parts[1])); break;
       case 'audit': await auditPage(params); break;
       default: page(t('Not found'), h('p', {}, t('No such page.')));
     }

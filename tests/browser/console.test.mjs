@@ -258,6 +258,64 @@ e2e('a workflow is checked node by node, saved as a version and drawn as a graph
   assert.equal(await page.locator('svg.dag line').count(), 2);
 });
 
+e2e('a workflow run: a failed branch leaves its sibling to complete, the graph shows each state, a re-run from the failed node', async (page) => {
+  await login(page, 'admin', ADMIN_PW);
+  const call = (method, path, body) => page.evaluate(async ([m, p, b]) => {
+    const r = await fetch(p, { method: m, headers: { 'Content-Type': 'application/json' }, body: b ? JSON.stringify(b) : undefined });
+    return { status: r.status, body: await r.json().catch(() => null) };
+  }, [method, path, body]);
+  const groups = (await call('GET', '/v1/groups?limit=100')).body.items;
+  const demo = groups.find((g) => g.appName === 'xjob-demo');
+  assert.ok(demo, 'the demo executor group');
+  const job = (desc, handler) => ({ jobGroup: demo.id, jobDesc: desc, author: 'e2e', scheduleType: 'CRON',
+    scheduleConf: '0 0 3 * * ?', misfireStrategy: 'DO_NOTHING', executorRouteStrategy: 'FIRST',
+    executorHandler: handler, executorBlockStrategy: 'SERIAL_EXECUTION', executorTimeout: 0,
+    executorFailRetryCount: 0, glueType: 'BEAN' });
+  const ok = (await call('POST', '/v1/jobs', job('wf-ok', 'demoJobHandler'))).body;
+  const bad = (await call('POST', '/v1/jobs', job('wf-bad', 'failJobHandler'))).body;
+  assert.ok(ok.id && bad.id);
+
+  await nav(page, 'Workflows');
+  await page.getByRole('button', { name: 'New workflow' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Name').fill('e2e-run');
+  await d.getByLabel('Executor').selectOption(String(demo.id));
+  await d.getByLabel('Definition (JSON: nodes and edges)').fill(JSON.stringify({
+    nodes: [{ key: 'start', type: 'JOB', jobId: ok.id }, { key: 'bad', type: 'JOB', jobId: bad.id },
+      { key: 'after', type: 'JOB', jobId: ok.id }, { key: 'side', type: 'JOB', jobId: ok.id, param: 'day=${day}' }],
+    edges: [{ from: 'start', to: 'bad' }, { from: 'bad', to: 'after' }, { from: 'start', to: 'side' }],
+  }));
+  await d.getByRole('button', { name: 'Save' }).click();
+  const row = page.locator('tr[data-workflow="e2e-run"]');
+  await row.getByRole('button', { name: 'Run' }).click();
+  await dialog(page).getByLabel("Params (JSON object or text): the run's first context").fill('{"day": "2026-11-26"}');
+  await dialog(page).getByRole('button', { name: 'Run' }).click();
+  await page.getByRole('heading', { name: /^Run \d+ of e2e-run$/ }).waitFor();
+  // followed live until it ends
+  await page.locator('[data-testid="run-status"]', { hasText: 'FAILED' }).waitFor({ timeout: 30000 });
+  const stateOf = (key) => page.locator(`svg.dag g[data-node="${key}"]`).getAttribute('data-state');
+  assert.equal(await stateOf('start'), 'SUCCEEDED');
+  assert.equal(await stateOf('bad'), 'FAILED');
+  assert.equal(await stateOf('after'), 'SKIPPED');
+  assert.equal(await stateOf('side'), 'SUCCEEDED', 'the sibling branch completes');
+
+  // the failed node's job is fixed; the run goes again from its failed node only
+  const fixed = await call('PUT', `/v1/jobs/${bad.id}`, job('wf-bad', 'demoJobHandler'));
+  assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
+  await page.getByRole('button', { name: 'Re-run failed nodes' }).click();
+  await page.locator('[data-testid="run-status"]', { hasText: 'SUCCEEDED' }).waitFor({ timeout: 30000 });
+  assert.equal(await stateOf('bad'), 'SUCCEEDED');
+  assert.equal(await stateOf('after'), 'SUCCEEDED');
+  // the failed attempt stays as history; `start` and `side` ran once
+  assert.equal(await page.locator('tr[data-node="bad"]').count(), 2);
+  assert.equal(await page.locator('tr[data-node="start"]').count(), 1);
+  assert.equal(await page.locator('tr[data-node="side"]').count(), 1);
+  // a node's run opens in the run-log viewer
+  await page.locator('tr[data-node="side"] a.log-link').first().click();
+  await page.getByRole('heading', { name: /^Run log \d+/ }).waitFor();
+  await page.getByTestId('run-log').getByText('day=2026-11-26').first().waitFor();
+});
+
 e2e('the console in Chinese: chosen from the browser, a job created with a translated error, switched to English', async (page) => {
   await page.goto(`${BASE}/#/login`);
   assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');
