@@ -253,6 +253,20 @@ impl Metrics {
         self.0.buckets_owned.store(n as u64, Ordering::Relaxed);
     }
 
+    /// Run results received so far (callbacks and in-process results).
+    pub fn callback_count(&self) -> u64 {
+        self.0.callbacks.load(Ordering::Relaxed)
+    }
+
+    /// Workflow runs started, and ended (succeeded, failed), so far.
+    pub fn workflow_counts(&self) -> (u64, u64, u64) {
+        (
+            self.0.workflow_runs.load(Ordering::Relaxed),
+            self.0.workflow_ended[0].load(Ordering::Relaxed),
+            self.0.workflow_ended[1].load(Ordering::Relaxed),
+        )
+    }
+
     /// Triggers sent so far (accepted, refused).
     pub fn trigger_counts(&self) -> (u64, u64) {
         (

@@ -1,30 +1,32 @@
 //! Workflows (issue 29): named, versioned DAGs of jobs with trigger rules, decisions on a JSON
 //! context, and nested workflows.
 //!
-//! This first part is the model and its rules, with no I/O: [`model`] (the definition a user
+//! This module is the model and its rules, with no I/O: [`model`] (the definition a user
 //! writes), [`graph`] (checking it: a DAG, edges between existing nodes, branch edges from
 //! decisions only, expressions that parse — every problem naming its node), [`expr`] (the
 //! decisions' small, safe expression language) and [`rules`] (which nodes of a run run or are
 //! skipped given every node's state, and how a run ends). Definitions are stored per version
-//! and managed through `/v1/workflows`; running them is not built yet.
-
-//! ## Running them: the plan the next part follows
+//! and managed through `/v1/workflows`.
 //!
-//! - Tables `xjob_workflow_run` (workflow, version, status, context JSON, trigger type and
-//!   params, times) and `xjob_workflow_node_run` (run, node key, attempt, state, first log id,
-//!   shards total / done / failed, message), unique on (run, node, attempt).
-//! - A job node is dispatched through the durable path of a scheduled fire: its node-run row
-//!   and a pending `xxl_job_log` row (carrying the node run's id) are inserted in the same
-//!   transaction that records the upstream result making it due; the trigger pool dispatches the
-//!   pending row as it does any fire, so a crash between the two leaves a pending row that the
-//!   recovery pass dispatches once.
-//! - A result of a node's log row is applied by the run-row writer in its batch transaction:
-//!   shard counts first (a sharded node completes when every shard has a result), then
-//!   [`rules::advance`] over the run's node states, inserting the node runs (and pending log
-//!   rows) it answers, and the run's end from [`rules::outcome`] — all in that one transaction,
-//!   so a restart or another node continues with no node run twice and none forgotten.
+//! Running them lives in `store::workflow_runs` (the tables and every transition, each in one
+//! transaction under the run's row lock) and `actors::workflow` (polls results, fires schedules,
+//! claims and dispatches node runs through the trigger pool, recovers what a stopped node left):
+//!
+//! - Tables `xjob_workflow_run` (workflow, version, status, context JSON, trigger, times),
+//!   `xjob_workflow_node_run` (run, node key, attempt, state, shards total / done / failed,
+//!   child run, message; unique on (run, node, attempt)) and `xjob_workflow_node_log` (each node
+//!   run's `xxl_job_log` rows, one per shard, and whether each one's result was applied).
+//! - A job node's run rows are inserted *pending* in the transaction that makes the node due, with
+//!   their links; the node that committed claims and dispatches them; a crash between the two
+//!   leaves pending rows that the recovery pass claims and dispatches once.
+//! - A result is applied once (its link's `done` 0 → 1 under the run's lock): shard counts
+//!   first (a sharded node completes when every shard has a result), a failed node's next
+//!   attempt, then [`rules::advance`] over the run's node states and the run's end from
+//!   [`rules::outcome`], all in that one transaction; a nested run's end completes its parent's
+//!   node.
 //! - Decisions evaluate [`expr`] on the context in that same step; a handler's context additions
-//!   come back with its result and merge into the run's context (size-bounded).
+//!   come back with its result (`xjob.context=` on its message's first line) and merge into the
+//!   run's context, bounded.
 
 pub mod expr;
 pub mod graph;

@@ -1,0 +1,176 @@
+//! Workflow bench: the real engine on a temporary SQLite file with the in-process executor and
+//! a no-op handler, ending with one JSON summary line.
+//!
+//! Run: `cargo run --release --example wfbench -- --shape wide --nodes 1000 --fanout 100` or
+//! `-- --shape many --runs 2000 --nodes 5`.
+//! - `wide`: one workflow of N nodes: a start node, then stages of F nodes in parallel each
+//!   joined by one node (fan-out F then fan-in), until N nodes.
+//! - `many`: R runs of a small workflow of N nodes (a start, N-2 in parallel, a join) started
+//!   at once; node runs per second in aggregate.
+//!
+//! Both report wall time, the process's CPU per node run (its idle CPU, measured for 3 s
+//! first, taken out), and (`--baseline`) the CPU per run
+//! of as many plain manual triggers of the same job, so the workflow's own cost per node
+//! transition is the difference. Every node must run exactly once (checked).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use xjob::console::workflows::WorkflowInput;
+use xjob::model::TriggerType;
+use xjob::prelude::*;
+
+#[path = "bench_args/mod.rs"]
+mod bench_args;
+use bench_args::arg;
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// (utime + stime) of this process in seconds.
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / 100.0
+}
+
+/// A definition of `n` nodes: a start, then stages of `fanout` parallel nodes each joined by
+/// one node.
+fn wide(job: i32, n: usize, fanout: usize) -> serde_json::Value {
+    let mut nodes = vec![json!({ "key": "n0", "type": "JOB", "jobId": job })];
+    let mut edges = Vec::new();
+    let mut last = "n0".to_string();
+    let mut i = 1;
+    while i < n {
+        let width = fanout.min(n - i - 1).max(1);
+        let join_at = i + width;
+        let join = format!("n{join_at}");
+        for k in i..join_at.min(n) {
+            let key = format!("n{k}");
+            nodes.push(json!({ "key": key, "type": "JOB", "jobId": job }));
+            edges.push(json!({ "from": last, "to": key }));
+            if join_at < n {
+                edges.push(json!({ "from": key, "to": join }));
+            }
+        }
+        if join_at < n {
+            nodes.push(json!({ "key": join, "type": "JOB", "jobId": job }));
+        }
+        last = join;
+        i = join_at + 1;
+    }
+    json!({ "nodes": nodes, "edges": edges })
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let shape = arg(&args, "--shape").unwrap_or_else(|| "wide".into());
+    let nodes: usize = arg(&args, "--nodes").map_or(Ok(1000), |v| v.parse())?;
+    let fanout: usize = arg(&args, "--fanout").map_or(Ok(100), |v| v.parse())?;
+    let runs: usize = arg(&args, "--runs").map_or(Ok(2000), |v| v.parse())?;
+    let baseline = args.iter().any(|a| a == "--baseline");
+    let dir = tempfile::tempdir()?;
+    let mut cfg = Config::default();
+    cfg.database.url = format!("sqlite://{}?mode=rwc", dir.path().join("wf.db").display());
+    cfg.executor.app_name = xjob::demo::DEMO_APP.into();
+    cfg.executor.address = "http://127.0.0.1:1/".into();
+    cfg.executor.queue_capacity = 1_000_000;
+    actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder(cfg)
+            .handlers(xjob::demo::handlers()?)
+            .start()
+            .await?;
+        let g = engine.ensure_group(xjob::demo::DEMO_APP, "bench").await?;
+        let job = engine
+            .add_job(JobSpec::cron(g, "noop", "0 0 3 * * ?", "noopJobHandler"))
+            .await?;
+        let def = match shape.as_str() {
+            "wide" => wide(job, nodes, fanout),
+            "many" => wide(job, nodes, nodes.saturating_sub(2).max(1)),
+            other => anyhow::bail!("unknown --shape {other} (wide or many)"),
+        };
+        let n_nodes = def["nodes"].as_array().map_or(0, Vec::len);
+        let w = engine
+            .add_workflow(WorkflowInput {
+                job_group: g,
+                name: "bench".into(),
+                definition: serde_json::from_value(def)?,
+                ..WorkflowInput::default()
+            })
+            .await?;
+        let count = if shape == "wide" { 1 } else { runs };
+        let total_nodes = count * n_nodes;
+
+        // the engine's own background work (scan passes, heartbeats, polls), per second
+        let (c0, t0) = (cpu_s(), Instant::now());
+        actix_rt::time::sleep(Duration::from_secs(3)).await;
+        let idle_per_s = (cpu_s() - c0) / t0.elapsed().as_secs_f64();
+        let metrics = engine.metrics().clone();
+        // the plain path first: as many manual triggers of the job, for the baseline cost
+        let mut base_us = None;
+        if baseline {
+            let (c0, t0) = (cpu_s(), Instant::now());
+            let before = metrics.callback_count();
+            for _ in 0..total_nodes {
+                engine.trigger_job(job, None, None).await?;
+            }
+            while metrics.callback_count() < before + total_nodes as u64 {
+                actix_rt::time::sleep(Duration::from_millis(5)).await;
+            }
+            engine.runs(job, xjob::console::Paging::first(1)).await?;
+            let wall = t0.elapsed().as_secs_f64();
+            base_us = Some((cpu_s() - c0 - idle_per_s * wall) * 1e6 / total_nodes as f64);
+            eprintln!("baseline: {total_nodes} manual runs in {wall:.3} s");
+        }
+
+        let (c0, t0) = (cpu_s(), Instant::now());
+        let ended_before = metrics.workflow_counts();
+        let mut ids = Vec::with_capacity(count);
+        for _ in 0..count {
+            ids.push(
+                engine
+                    .trigger_workflow(w.id, TriggerType::Api, None)
+                    .await?,
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let (_, ok, failed) = metrics.workflow_counts();
+            if (ok + failed - ended_before.1 - ended_before.2) as usize >= count {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "runs did not end in 600 s");
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        let cpu = cpu_s() - c0 - idle_per_s * wall;
+        // every node of every run ran exactly once, and every run succeeded
+        let mut node_runs = 0;
+        for id in &ids {
+            let r = engine.workflow_run(*id).await?;
+            anyhow::ensure!(r.status == "SUCCEEDED", "run {id} {}", r.status);
+            let ns = r.nodes.unwrap_or_default();
+            anyhow::ensure!(ns.len() == n_nodes, "run {id}: {} node runs", ns.len());
+            anyhow::ensure!(ns.iter().all(|n| n.log_ids.len() == 1 && n.attempt == 1));
+            node_runs += ns.len();
+        }
+        let cpu_us = cpu * 1e6 / node_runs as f64;
+        println!(
+            "{}",
+            json!({
+                "bench": "workflow", "shape": shape, "runs": count, "nodes_per_run": n_nodes,
+                "node_runs": node_runs, "wall_s": (wall * 1000.0).round() / 1000.0,
+                "node_runs_per_sec": (node_runs as f64 / wall).round(),
+                "cpu_us_per_node_run": cpu_us.round(),
+                "idle_cpu_pct": (idle_per_s * 1000.0).round() / 10.0,
+                "baseline_cpu_us_per_run": base_us.map(f64::round),
+                "workflow_cpu_us_per_transition": base_us.map(|b| (cpu_us - b).round()),
+            })
+        );
+        engine.stop(Duration::from_secs(5)).await?;
+        engine.db().clone().close().await?;
+        Ok(())
+    })
+}
