@@ -61,6 +61,12 @@ pub struct FireBatch(pub Vec<Fire>);
 #[rtype(result = "Result<()>")]
 pub(crate) struct TriggerJob(pub TriggerRequest);
 
+/// Run rows this node has claimed (a workflow's node runs): dispatched like recorded fires,
+/// in batches with their jobs read in one query; answers once all are on a lane.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct DispatchClaimed(pub Vec<TriggerRequest>);
+
 /// A snapshot of the lanes.
 #[derive(Message, Debug)]
 #[rtype(result = "PoolStats")]
@@ -359,8 +365,7 @@ impl Handler<FireBatch> for TriggerPool {
             };
             let groups = directory.groups();
             shared.stats.lock().backlog += ready.len() + unread.len();
-            let mut chunk = Vec::new();
-            for mut f in ready.into_iter().chain(unread) {
+            let reqs = ready.into_iter().chain(unread).map(|mut f| {
                 let job = match f.job.take().filter(|_| !read.contains_key(&f.job_id)) {
                     Some(j) => Some(j),
                     None => read.get(&f.job_id).cloned(),
@@ -372,30 +377,45 @@ impl Handler<FireBatch> for TriggerPool {
                     group: groups.get(&job.job_group).cloned(),
                     job,
                 });
-                if Trigger::batchable(&req) && shared.lane_of(req.job_id) == Lane::Fast {
-                    chunk.push(req);
-                    if chunk.len() >= shared.chunk_size() {
-                        let n = chunk.len();
-                        shared
-                            .clone()
-                            .dispatch_chunk(std::mem::take(&mut chunk))
-                            .await;
-                        shared.stats.lock().backlog -= n;
-                        backlog.done(n);
-                    }
-                    continue;
-                }
-                shared.stats.lock().backlog -= 1;
-                shared.clone().dispatch(req).await;
-                backlog.done(1);
-            }
-            let n = chunk.len();
-            if n > 0 {
-                shared.clone().dispatch_chunk(chunk).await;
+                req
+            });
+            hand_over(&shared, reqs, |n| {
                 shared.stats.lock().backlog -= n;
                 backlog.done(n);
-            }
+            })
+            .await;
         })
+    }
+}
+
+/// Hands `reqs` to the lanes: batchable fast-lane ones in chunks ([`Shared::dispatch_chunk`]),
+/// the others one by one; `sent(n)` after each hand-over.
+async fn hand_over(
+    shared: &Arc<Shared>,
+    reqs: impl IntoIterator<Item = TriggerRequest>,
+    sent: impl Fn(usize),
+) {
+    let mut chunk = Vec::new();
+    for req in reqs {
+        if Trigger::batchable(&req) && shared.lane_of(req.job_id) == Lane::Fast {
+            chunk.push(req);
+            if chunk.len() >= shared.chunk_size() {
+                let n = chunk.len();
+                shared
+                    .clone()
+                    .dispatch_chunk(std::mem::take(&mut chunk))
+                    .await;
+                sent(n);
+            }
+            continue;
+        }
+        shared.clone().dispatch(req).await;
+        sent(1);
+    }
+    let n = chunk.len();
+    if n > 0 {
+        shared.clone().dispatch_chunk(chunk).await;
+        sent(n);
     }
 }
 
@@ -465,6 +485,42 @@ async fn marked(
         shared.stats.lock().lost_claims += (before - fires.len()) as u64;
     }
     fires
+}
+
+impl Handler<DispatchClaimed> for TriggerPool {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: DispatchClaimed, _ctx: &mut Self::Context) -> Self::Result {
+        let (db, shared, directory) =
+            (self.db.clone(), self.shared.clone(), self.directory.clone());
+        let guard = shared.activity.enter();
+        Box::pin(async move {
+            let _guard = guard;
+            let mut ids: Vec<i32> = msg.0.iter().map(|r| r.job_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let jobs: HashMap<i32, Arc<crate::jobs::JobDef>> =
+                match crate::store::jobs::get_many(&db, &ids).await {
+                    Ok(js) => js
+                        .into_iter()
+                        .map(|j| (j.id, Arc::new(crate::jobs::JobDef::new(j))))
+                        .collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "job read failed; triggers read their own jobs");
+                        HashMap::new()
+                    }
+                };
+            let groups = directory.groups();
+            let reqs = msg.0.into_iter().map(|mut req| {
+                req.preloaded = jobs.get(&req.job_id).map(|job| Preloaded {
+                    group: groups.get(&job.job_group).cloned(),
+                    job: job.clone(),
+                });
+                req
+            });
+            hand_over(&shared, reqs, |_| {}).await;
+        })
+    }
 }
 
 impl Handler<TriggerJob> for TriggerPool {

@@ -15,7 +15,7 @@ use actix::prelude::*;
 use sea_orm::DatabaseConnection;
 
 use crate::activity::Activity;
-use crate::actors::trigger_pool::{TriggerJob, TriggerPool};
+use crate::actors::trigger_pool::{DispatchClaimed, TriggerPool};
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -273,16 +273,22 @@ pub(crate) async fn dispatch(
         }
     };
     let claimed: std::collections::HashSet<i64> = claimed.into_iter().collect();
-    for d in list.into_iter().filter(|d| claimed.contains(&d.log_id)) {
-        let mut req = TriggerRequest::new(d.job_id, TriggerType::Workflow);
-        req.log_id = Some(d.log_id);
-        // a node's attempts are the workflow's: the run row itself is not retried
-        req.fail_retry_count = Some(0);
-        req.executor_param = d.param;
-        req.sharding_param = d.shard.map(|(i, n)| format!("{i}/{n}"));
-        if let Err(e) = pool.send(TriggerJob(req)).await {
-            tracing::error!(log_id = d.log_id, error = %e, "workflow node run not handed to the trigger pool");
-        }
+    let reqs: Vec<TriggerRequest> = list
+        .into_iter()
+        .filter(|d| claimed.contains(&d.log_id))
+        .map(|d| {
+            let mut req = TriggerRequest::new(d.job_id, TriggerType::Workflow);
+            req.log_id = Some(d.log_id);
+            // a node's attempts are the workflow's: the run row itself is not retried
+            req.fail_retry_count = Some(0);
+            req.executor_param = d.param;
+            req.sharding_param = d.shard.map(|(i, n)| format!("{i}/{n}"));
+            req
+        })
+        .collect();
+    let n = reqs.len();
+    if let Err(e) = pool.send(DispatchClaimed(reqs)).await {
+        tracing::error!(rows = n, error = %e, "workflow node runs not handed to the trigger pool");
     }
 }
 

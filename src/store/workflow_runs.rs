@@ -77,6 +77,16 @@ pub(crate) enum Again {
     Mark(String),
 }
 
+/// What applying one result did to its node run.
+enum Applied {
+    /// Nothing to move on (more shards to come, or the node run had ended).
+    Nothing,
+    /// The node run ended.
+    Completed,
+    /// The node run failed and its next attempt started.
+    NewAttempt,
+}
+
 /// What a new run does under its workflow's concurrency policy.
 enum Admit {
     Run,
@@ -278,6 +288,8 @@ pub struct Changes {
     pub ended: Vec<(i64, i32, bool)>,
     /// Node-run results applied.
     pub applied: usize,
+    /// Jobs read in this transaction (a job node's job is read once per batch).
+    pub(crate) jobs: HashMap<i32, Option<Arc<entity::xxl_job_info::Model>>>,
 }
 
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -540,11 +552,25 @@ impl Runs {
         ch: &'a mut Changes,
     ) -> BoxFut<'a, Result<Option<bool>>> {
         Box::pin(async move {
-            let c = self.compiled(txn, run.workflow_id, run.version).await?;
             let rows = nodes::Entity::find()
                 .filter(nodes::Column::RunId.eq(run.id))
                 .all(txn)
                 .await?;
+            self.advance_with(txn, run, rows, now, ch).await
+        })
+    }
+
+    /// [`Runs::advance`] with the run's node rows already read.
+    fn advance_with<'a>(
+        &'a self,
+        txn: &'a DatabaseTransaction,
+        run: &'a runs::Model,
+        rows: Vec<nodes::Model>,
+        now: i64,
+        ch: &'a mut Changes,
+    ) -> BoxFut<'a, Result<Option<bool>>> {
+        Box::pin(async move {
+            let c = self.compiled(txn, run.workflow_id, run.version).await?;
             // each node's next attempt number, over every row (cleared ones too)
             let mut next: HashMap<&str, i32> = HashMap::new();
             for r in &rows {
@@ -725,7 +751,19 @@ impl Runs {
         now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
-        let job = match jobs::get(txn, job_id).await {
+        let cached = match ch.jobs.get(&job_id) {
+            Some(j) => j.clone(),
+            None => {
+                let j = match jobs::get(txn, job_id).await {
+                    Ok(j) => Some(Arc::new(j)),
+                    Err(Error::JobNotFound { .. }) => None,
+                    Err(e) => return Err(e),
+                };
+                ch.jobs.insert(job_id, j.clone());
+                j
+            }
+        };
+        let job = match cached.ok_or(Error::JobNotFound { job_id }) {
             Ok(j) => j,
             Err(Error::JobNotFound { .. }) => {
                 let msg = format!("job {job_id} not found");
@@ -784,7 +822,7 @@ impl Runs {
         let param = param.map(|p| render_param(p, ctx));
         for shard in 0..total {
             let sharding = broadcast.then(|| format!("{shard}/{total}"));
-            let log = entity::xxl_job_log::ActiveModel {
+            let log_id = entity::xxl_job_log::Entity::insert(entity::xxl_job_log::ActiveModel {
                 job_group: Set(job.job_group),
                 job_id: Set(job.id),
                 trigger_time: Set(Some(ms_to_naive(now))),
@@ -799,20 +837,21 @@ impl Runs {
                 trigger_type: Set(Some(TriggerType::Workflow.as_str().into())),
                 chain_depth: Set(0),
                 ..Default::default()
-            }
-            .insert(txn)
-            .await?;
-            links::ActiveModel {
-                log_id: Set(log.id),
+            })
+            .exec(txn)
+            .await?
+            .last_insert_id;
+            links::Entity::insert(links::ActiveModel {
+                log_id: Set(log_id),
                 node_run_id: Set(node.id),
                 run_id: Set(run.id),
                 shard: Set(shard),
                 done: Set(0),
-            }
-            .insert(txn)
+            })
+            .exec_without_returning(txn)
             .await?;
             ch.dispatch.push(Dispatch {
-                log_id: log.id,
+                log_id,
                 job_id: job.id,
                 param: param.clone(),
                 shard: broadcast.then_some((shard, total)),
@@ -1079,13 +1118,42 @@ impl Runs {
                 continue;
             };
             let mut run = run;
+            // each row's result once: the links still open, under the run's lock
+            let open: std::collections::HashSet<i64> = links::Entity::find()
+                .select_only()
+                .column(links::Column::LogId)
+                .filter(links::Column::LogId.is_in(items.iter().map(|f| f.log_id)))
+                .filter(links::Column::Done.eq(0))
+                .into_tuple::<i64>()
+                .all(&txn)
+                .await?
+                .into_iter()
+                .collect();
+            if open.is_empty() {
+                continue;
+            }
+            links::Entity::update_many()
+                .col_expr(links::Column::Done, Expr::value(1))
+                .filter(links::Column::LogId.is_in(open.iter().copied()))
+                .exec(&txn)
+                .await?;
+            let mut rows = nodes::Entity::find()
+                .filter(nodes::Column::RunId.eq(run.id))
+                .all(&txn)
+                .await?;
             let mut ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
             let before = ctx.clone();
-            let mut changed = false;
-            for f in items {
-                changed |= self
-                    .apply_one(&txn, &run, &mut ctx, f, now, &mut ch)
-                    .await?;
+            let (mut changed, mut stale) = (false, false);
+            for f in items.into_iter().filter(|f| open.contains(&f.log_id)) {
+                match self
+                    .apply_one(&txn, &run, &mut rows, &mut ctx, f, now, &mut ch)
+                    .await?
+                {
+                    Applied::Nothing => {}
+                    Applied::Completed => changed = true,
+                    // a new attempt's row is not among `rows`: the advance reads them again
+                    Applied::NewAttempt => (changed, stale) = (true, true),
+                }
             }
             if ctx != before {
                 run.context = ctx.to_string();
@@ -1096,7 +1164,8 @@ impl Runs {
                     .await?;
             }
             if changed {
-                self.moved(&txn, run, now, &mut ch).await?;
+                let rows = (!stale).then_some(rows);
+                self.moved(&txn, run, rows, now, &mut ch).await?;
             }
         }
         txn.commit().await?;
@@ -1109,11 +1178,16 @@ impl Runs {
         &self,
         txn: &DatabaseTransaction,
         mut run: runs::Model,
+        mut rows: Option<Vec<nodes::Model>>,
         now: i64,
         ch: &mut Changes,
     ) -> Result<()> {
         loop {
-            let Some(ok) = self.advance(txn, &run, now, ch).await? else {
+            let ended = match rows.take() {
+                Some(rows) => self.advance_with(txn, &run, rows, now, ch).await?,
+                None => self.advance(txn, &run, now, ch).await?,
+            };
+            let Some(ok) = ended else {
                 return Ok(());
             };
             let Some(parent_node) = run.parent_node_run else {
@@ -1146,32 +1220,26 @@ impl Runs {
         }
     }
 
-    /// Applies one run row's result to its node run; answers whether the node run is now final
-    /// (or a new attempt started).
+    /// Applies one run row's result (its link already marked done) to its node run in `rows`
+    /// (the run's rows, kept in step with what is stored).
+    #[allow(clippy::too_many_arguments)]
     async fn apply_one(
         &self,
         txn: &DatabaseTransaction,
         run: &runs::Model,
+        rows: &mut Vec<nodes::Model>,
         ctx: &mut Value,
         mut f: Finished,
         now: i64,
         ch: &mut Changes,
-    ) -> Result<bool> {
-        let r = links::Entity::update_many()
-            .col_expr(links::Column::Done, Expr::value(1))
-            .filter(links::Column::LogId.eq(f.log_id))
-            .filter(links::Column::Done.eq(0))
-            .exec(txn)
-            .await?;
-        if r.rows_affected == 0 {
-            return Ok(false);
-        }
+    ) -> Result<Applied> {
         ch.applied += 1;
-        let Some(node) = nodes::Entity::find_by_id(f.node_run_id).one(txn).await? else {
-            return Ok(false);
+        let Some(at) = rows.iter().position(|n| n.id == f.node_run_id) else {
+            return Ok(Applied::Nothing);
         };
+        let node = rows[at].clone();
         if node.state != status::RUNNING {
-            return Ok(false);
+            return Ok(Applied::Nothing);
         }
         // a success's values join the run's context, unless it would grow too large
         if let (true, Some(out), Value::Object(map)) = (f.ok, f.outputs.take(), &mut *ctx) {
@@ -1197,9 +1265,16 @@ impl Runs {
         let mut upd = nodes::Entity::update_many()
             .col_expr(nodes::Column::ShardsDone, Expr::value(done))
             .col_expr(nodes::Column::ShardsFailed, Expr::value(failed))
-            .col_expr(nodes::Column::Message, Expr::value(message))
+            .col_expr(nodes::Column::Message, Expr::value(message.clone()))
             .filter(nodes::Column::Id.eq(node.id));
         let complete = done >= node.shards_total;
+        {
+            // the in-memory row follows the stored one
+            let row = &mut rows[at];
+            row.shards_done = done;
+            row.shards_failed = failed;
+            row.message = message;
+        }
         if complete {
             let st = if failed == 0 {
                 status::SUCCEEDED
@@ -1209,6 +1284,8 @@ impl Runs {
             upd = upd
                 .col_expr(nodes::Column::State, Expr::value(st))
                 .col_expr(nodes::Column::EndTime, Expr::value(now));
+            rows[at].state = st.to_string();
+            rows[at].end_time = Some(now);
         }
         upd.exec(txn).await?;
         if complete && failed > 0 && node.attempt < node.max_attempts {
@@ -1218,6 +1295,7 @@ impl Runs {
                 && let NodeKind::Job { job_id } = &c.def.nodes[i].kind
             {
                 let param = c.def.nodes[i].param.clone();
+                // (the new attempt's row is read again by the run's advance)
                 self.start_job(
                     txn,
                     run,
@@ -1231,9 +1309,14 @@ impl Runs {
                     ch,
                 )
                 .await?;
+                return Ok(Applied::NewAttempt);
             }
         }
-        Ok(complete)
+        Ok(if complete {
+            Applied::Completed
+        } else {
+            Applied::Nothing
+        })
     }
 
     /// Runs a top-level run again ([`Again`]): the nodes it names and everything downstream of
