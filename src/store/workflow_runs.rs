@@ -1227,7 +1227,7 @@ impl Runs {
         &self,
         txn: &DatabaseTransaction,
         run: &runs::Model,
-        rows: &mut Vec<nodes::Model>,
+        rows: &mut [nodes::Model],
         ctx: &mut Value,
         mut f: Finished,
         now: i64,
