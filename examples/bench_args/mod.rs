@@ -1,5 +1,6 @@
 //! Command-line helpers shared by the bench examples (`loadbench`, `createbench`); included
-//! with `#[path]`, not an example of its own.
+//! with `#[path]`, not an example of its own (each uses what it needs).
+#![allow(dead_code)]
 
 /// The value after `name` in `args`, if any.
 pub fn arg(args: &[String], name: &str) -> Option<String> {
