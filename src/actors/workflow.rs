@@ -48,6 +48,12 @@ pub(crate) struct StartRun {
 #[rtype(result = "()")]
 pub(crate) struct PollNow;
 
+/// Stops polling, firing schedules and dispatching (the engine is stopping); answers once a
+/// pass in progress has ended.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct StopWorkflows;
+
 /// How the actor recovers.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Recovery {
@@ -77,6 +83,7 @@ pub(crate) struct WorkflowActor {
     started_ms: i64,
     polls: u64,
     busy: bool,
+    stopped: bool,
 }
 
 impl WorkflowActor {
@@ -105,6 +112,7 @@ impl WorkflowActor {
             started_ms,
             polls: 0,
             busy: false,
+            stopped: false,
         }
     }
 
@@ -118,7 +126,7 @@ impl WorkflowActor {
     }
 
     fn poll(&mut self, ctx: &mut Context<Self>) {
-        if self.busy {
+        if self.busy || self.stopped {
             return;
         }
         self.busy = true;
@@ -337,6 +345,16 @@ impl Handler<StartRun> for WorkflowActor {
             drop(guard);
             Ok(id)
         })
+    }
+}
+
+impl Handler<StopWorkflows> for WorkflowActor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: StopWorkflows, _ctx: &mut Self::Context) -> Self::Result {
+        self.stopped = true;
+        // a pass in progress ends on its own; its activity unit is waited for by the stop
+        Box::pin(actix::fut::ready(()))
     }
 }
 

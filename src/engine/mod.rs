@@ -33,7 +33,7 @@ use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
-use crate::actors::workflow::{PollNow, StartRun, WorkflowActor};
+use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -840,6 +840,8 @@ impl Engine {
     /// were handed back.
     pub async fn stop(&self, grace: Duration) -> Result<usize> {
         self.scan.send(StopScan).await?;
+        // no more workflow passes: what they would start goes on from the database next time
+        self.workflows.send(StopWorkflows).await?;
         let left = self.ring.send(DrainRing).await?;
         let deadline = tokio::time::Instant::now() + grace;
         // what the writer holds for its partner is written now, not when its hold ends
