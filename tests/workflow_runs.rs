@@ -171,6 +171,25 @@ fn a_failed_branch_ends_only_what_depends_on_it_and_decisions_read_the_context()
         // `final` waits for all its inputs and runs whatever they were
         assert_eq!(s["final"], "SUCCEEDED");
         assert_eq!(r.trigger_type, "API");
+
+        // ended runs go with the run logs' retention (30 days by default), node runs included:
+        // the center again, 40 days on
+        let ticker = common::drive_clock(app.engine.activity().clone());
+        app.engine
+            .stop(std::time::Duration::from_millis(100))
+            .await
+            .unwrap();
+        ticker.abort();
+        app.close().await;
+        let app = TestApp::start_in(dir.path(), T0 + 40 * 86_400_000, |_| {}).await;
+        app.engine
+            .log_report()
+            .send(xjob::testing::actors::CleanLogs)
+            .await
+            .unwrap()
+            .unwrap();
+        let gone = app.engine.workflow_run(id).await.unwrap_err();
+        assert!(matches!(gone, xjob::Error::NotFound { .. }), "{gone}");
         app.close().await;
     });
 }

@@ -173,6 +173,12 @@ impl LogReport {
         if n > 0 {
             tracing::info!(deleted = n, days, "old run logs cleaned up");
         }
+        // so are the workflow runs that ended (with their node runs)
+        let cut_ms = day_start(tz, cut).and_utc().timestamp_millis();
+        let flows = crate::store::workflow_runs::delete_ended_before(&db, cut_ms).await?;
+        if flows > 0 {
+            tracing::info!(deleted = flows, days, "old workflow runs cleaned up");
+        }
         // the audit log is kept as long as the runs
         let audits = crate::store::audit::delete_before(&db, day_start(tz, cut)).await?;
         if audits > 0 {

@@ -1765,6 +1765,39 @@ pub(crate) async fn node_runs(
         .collect())
 }
 
+/// Deletes the workflow runs that ended before `before_ms` (epoch ms), with their node runs and
+/// their links (the run rows themselves go with the run logs' retention); answers how many runs.
+pub(crate) async fn delete_ended_before(c: &impl ConnectionTrait, before_ms: i64) -> Result<u64> {
+    let mut total = 0;
+    loop {
+        let ids: Vec<i64> = runs::Entity::find()
+            .select_only()
+            .column(runs::Column::Id)
+            .filter(runs::Column::Status.is_not_in([status::RUNNING, status::QUEUED]))
+            .filter(runs::Column::EndTime.lt(before_ms))
+            .limit(1000)
+            .into_tuple()
+            .all(c)
+            .await?;
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        links::Entity::delete_many()
+            .filter(links::Column::RunId.is_in(ids.clone()))
+            .exec(c)
+            .await?;
+        nodes::Entity::delete_many()
+            .filter(nodes::Column::RunId.is_in(ids.clone()))
+            .exec(c)
+            .await?;
+        total += runs::Entity::delete_many()
+            .filter(runs::Column::Id.is_in(ids))
+            .exec(c)
+            .await?
+            .rows_affected;
+    }
+}
+
 /// Whether any run of workflow `id` is running or queued.
 pub(crate) async fn any_running(c: &impl ConnectionTrait, id: i32) -> Result<bool> {
     Ok(runs::Entity::find()
