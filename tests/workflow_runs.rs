@@ -991,6 +991,11 @@ fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_po
             let r = runs(skip_id).await;
             assert_eq!(r.len(), 2, "{r:?}");
             assert!(r.iter().all(|r| r.trigger_type == "CRON"));
+            assert_eq!(
+                app.engine.metrics().workflow_counts().0,
+                2,
+                "scheduled runs are counted as started"
+            );
             let w = app.engine.schedule_workflow(skip_id, false).await.unwrap();
             assert!(!w.enabled && w.trigger_next_time.is_none());
             app.advance(30_000).await;

@@ -197,6 +197,9 @@ struct Outlet {
 impl Outlet {
     fn done(&self, ch: &Changes) {
         self.metrics.workflow_transitions(ch.applied);
+        for _ in 0..ch.started {
+            self.metrics.workflow_started();
+        }
         for &(run, workflow, ok) in &ch.ended {
             self.metrics.workflow_ended(ok);
             if ok {
@@ -339,7 +342,6 @@ impl Handler<StartRun> for WorkflowActor {
                     clock.now_ms(),
                 )
                 .await?;
-            out.metrics.workflow_started();
             out.done(&ch);
             dispatch(&db, &pool, ch.dispatch).await;
             drop(guard);

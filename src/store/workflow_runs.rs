@@ -288,6 +288,8 @@ pub struct Changes {
     pub ended: Vec<(i64, i32, bool)>,
     /// Node-run results applied.
     pub applied: usize,
+    /// Top-level runs started.
+    pub started: usize,
     /// Jobs read in this transaction (a job node's job is read once per batch).
     pub(crate) jobs: HashMap<i32, Option<Arc<entity::xxl_job_info::Model>>>,
 }
@@ -413,6 +415,7 @@ impl Runs {
             .exec(txn)
             .await?;
         if r.rows_affected == 1 {
+            ch.started += 1;
             next.status = status::RUNNING.into();
             next.start_time = now;
             self.advance(txn, &next, now, ch).await?;
@@ -536,6 +539,9 @@ impl Runs {
             .insert(txn)
             .await?;
             let id = run.id;
+            if parent.is_none() {
+                ch.started += 1;
+            }
             let outcome = self.advance(txn, &run, now, ch).await?;
             Ok((id, outcome))
         })
