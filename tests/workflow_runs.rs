@@ -44,6 +44,32 @@ async fn until_ended(app: &TestApp, id: i64) -> RunView {
     );
 }
 
+/// An app on a fresh database in `dir` whose engine `build` adjusts (handlers, alarms, a remote
+/// client) and whose config `tweak` adjusts, with the demo group.
+async fn app_with(
+    dir: &std::path::Path,
+    tweak: impl FnOnce(&mut Config),
+    build: impl FnOnce(xjob::EngineBuilder) -> xjob::EngineBuilder,
+) -> TestApp {
+    let mut cfg = common::test_config(dir);
+    tweak(&mut cfg);
+    let builder = Engine::builder(cfg)
+        .clock(Clock::tokio_at(T0))
+        .handlers(xjob::demo::handlers().unwrap())
+        .log_dir(dir.join("joblogs"));
+    let engine = build(builder).start().await.unwrap();
+    let group = engine
+        .ensure_group(xjob::demo::DEMO_APP, "demo")
+        .await
+        .unwrap();
+    settle(engine.activity()).await;
+    TestApp {
+        engine,
+        group,
+        dir: dir.to_path_buf(),
+    }
+}
+
 fn states(r: &RunView) -> HashMap<String, String> {
     // the latest attempt of each node
     let mut out = HashMap::new();
@@ -313,24 +339,13 @@ fn a_sharding_broadcast_node_starts_its_downstream_once_after_the_last_shard() {
     run_paused(|| async {
         let dir = tempfile::tempdir().unwrap();
         let client = Recording::default();
-        let engine = Engine::builder(common::test_config(dir.path()))
-            .clock(Clock::tokio_at(T0))
-            .handlers(xjob::demo::handlers().unwrap())
-            .remote_client(Arc::new(client.clone()))
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let demo = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        let app = TestApp {
-            engine: engine.clone(),
-            group: demo,
-            dir: dir.path().to_path_buf(),
-        };
-        settle(engine.activity()).await;
+        let app = app_with(
+            dir.path(),
+            |_| {},
+            |b| b.remote_client(Arc::new(client.clone())),
+        )
+        .await;
+        let (engine, demo) = (app.engine.clone(), app.group);
         let fleet = engine
             .add_group(xjob::console::groups::GroupInput {
                 app_name: "fleet".into(),
@@ -536,23 +551,8 @@ fn handlers_pass_values_downstream_and_nested_workflows_run_as_nodes() {
                 async { Ok(()) }
             })
             .unwrap();
-        let engine = Engine::builder(common::test_config(dir.path()))
-            .clock(Clock::tokio_at(T0))
-            .handlers(handlers)
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let g = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        settle(engine.activity()).await;
-        let app = TestApp {
-            engine: engine.clone(),
-            group: g,
-            dir: dir.path().to_path_buf(),
-        };
+        let app = app_with(dir.path(), |_| {}, |b| b.handlers(handlers)).await;
+        let (engine, g) = (app.engine.clone(), app.group);
         let job = |h: &str| JobSpec::cron(g, h, "0 0 3 * * ?", h);
         let produce = app.job(job("produce")).await;
         let consume = app.job(job("consume")).await;
@@ -691,25 +691,13 @@ fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_
                 }
             })
             .unwrap();
-        let mut cfg = common::test_config(dir.path());
-        cfg.security.admin_password = "admin-secret-1".into();
-        let engine = Engine::builder(cfg)
-            .clock(Clock::tokio_at(T0))
-            .handlers(handlers)
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let g = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        settle(engine.activity()).await;
-        let app = TestApp {
-            engine: engine.clone(),
-            group: g,
-            dir: dir.path().to_path_buf(),
-        };
+        let app = app_with(
+            dir.path(),
+            |c| c.security.admin_password = "admin-secret-1".into(),
+            |b| b.handlers(handlers),
+        )
+        .await;
+        let (engine, g) = (app.engine.clone(), app.group);
         let console = xjob::console::Console::new(engine.clone());
         console.bootstrap_admin().await.unwrap();
         let svc = actix_web::test::init_service(
@@ -1127,24 +1115,8 @@ fn a_failed_workflow_run_raises_one_alarm_naming_its_failed_nodes() {
     run_paused(|| async {
         let dir = tempfile::tempdir().unwrap();
         let alarms = Alarms::default();
-        let engine = Engine::builder(common::test_config(dir.path()))
-            .clock(Clock::tokio_at(T0))
-            .handlers(xjob::demo::handlers().unwrap())
-            .alarm(Box::new(alarms.clone()))
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let g = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        settle(engine.activity()).await;
-        let app = TestApp {
-            engine: engine.clone(),
-            group: g,
-            dir: dir.path().to_path_buf(),
-        };
+        let app = app_with(dir.path(), |_| {}, |b| b.alarm(Box::new(alarms.clone()))).await;
+        let (engine, g) = (app.engine.clone(), app.group);
         let mut spec = JobSpec::cron(g, "broken", "0 0 3 * * ?", "failJobHandler");
         spec.alarm_email = Some("ops@example.com".into());
         let broken = app.job(spec).await;

@@ -773,18 +773,7 @@ impl Runs {
             Ok(j) => j,
             Err(Error::JobNotFound { .. }) => {
                 let msg = format!("job {job_id} not found");
-                insert_node(
-                    txn,
-                    run.id,
-                    key,
-                    attempt,
-                    attempt,
-                    status::FAILED,
-                    now,
-                    Some(&msg),
-                )
-                .await?;
-                return Ok(Some(false));
+                return fail_node(txn, run.id, key, attempt, now, &msg).await;
             }
             Err(e) => return Err(e),
         };
@@ -880,20 +869,8 @@ impl Runs {
         now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
-        let fail = |msg: String| async move {
-            insert_node(
-                txn,
-                run.id,
-                key,
-                attempt,
-                attempt,
-                status::FAILED,
-                now,
-                Some(&msg),
-            )
-            .await?;
-            Ok::<_, Error>(Some(false))
-        };
+        let fail =
+            |msg: String| async move { fail_node(txn, run.id, key, attempt, now, &msg).await };
         if run.depth + 1 > MAX_DEPTH {
             return fail(format!("workflows nested deeper than {MAX_DEPTH}")).await;
         }
@@ -1624,6 +1601,30 @@ fn node_row(
         cleared: Set(0),
         ..Default::default()
     }
+}
+
+/// Records attempt `attempt` of node `key` as failed before it ran (`msg` says why); answers the
+/// node's outcome.
+async fn fail_node(
+    txn: &DatabaseTransaction,
+    run_id: i64,
+    key: &str,
+    attempt: i32,
+    now: i64,
+    msg: &str,
+) -> Result<Option<bool>> {
+    insert_node(
+        txn,
+        run_id,
+        key,
+        attempt,
+        attempt,
+        status::FAILED,
+        now,
+        Some(msg),
+    )
+    .await?;
+    Ok(Some(false))
 }
 
 #[allow(clippy::too_many_arguments)]
