@@ -1,9 +1,9 @@
 //! WorkflowActor: runs workflows ([`crate::store::workflow_runs`]).
 //!
-//! Every [`POLL`] it starts the runs of scheduled workflows that are due, applies the results of node runs' run rows (written by the run-row writer
+//! Every [`POLL`] (and [`FOLLOW_UP`] after a pass that moved runs on) it starts the runs of scheduled workflows that are due, applies the results of node runs' run rows (written by the run-row writer
 //! like any run's) in one transaction per batch, which starts the node runs they make due; it
 //! then claims each new pending run row and hands it to the trigger pool, the path of a
-//! scheduled fire. Every [`RECOVER_EVERY`] polls (and at start) it recovers what a stopped node
+//! scheduled fire. Every [`RECOVER_MS`] (and at start) it recovers what a stopped node
 //! left: pending rows nobody claimed are claimed and dispatched, rows claimed by a node that
 //! died mid-dispatch are recorded as failed triggers (never sent twice), rows deleted before
 //! their result count as failed. On a shared database every node does this: the run's row lock,
@@ -26,8 +26,10 @@ use crate::trigger::TriggerRequest;
 
 /// How often results are looked for.
 pub(crate) const POLL: Duration = Duration::from_millis(200);
-/// Polls between two recovery passes.
-const RECOVER_EVERY: u64 = 25;
+/// How soon a pass that moved runs on is followed by the next.
+const FOLLOW_UP: Duration = Duration::from_millis(20);
+/// Time between two recovery passes, ms.
+const RECOVER_MS: i64 = 5_000;
 /// Most run-row results one transaction applies.
 const BATCH: u64 = 1000;
 
@@ -82,6 +84,8 @@ pub(crate) struct WorkflowActor {
     /// When this actor started (epoch ms): a single node's earlier rows are older.
     started_ms: i64,
     polls: u64,
+    /// When the last recovery pass ran (epoch ms).
+    recovered_ms: i64,
     busy: bool,
     stopped: bool,
 }
@@ -111,6 +115,7 @@ impl WorkflowActor {
             recovery,
             started_ms,
             polls: 0,
+            recovered_ms: 0,
             busy: false,
             stopped: false,
         }
@@ -130,8 +135,11 @@ impl WorkflowActor {
             return;
         }
         self.busy = true;
-        let recover = self.polls.is_multiple_of(RECOVER_EVERY);
         let first = self.polls == 0;
+        let recover = first || self.clock.now_ms() - self.recovered_ms >= RECOVER_MS;
+        if recover {
+            self.recovered_ms = self.clock.now_ms();
+        }
         self.polls += 1;
         let (db, runs, pool, clock, out, r) = (
             self.db.clone(),
@@ -158,6 +166,7 @@ impl WorkflowActor {
             let ch = runs
                 .fire_due(&db, clock.now_ms(), r.misfire_ms, r.time_zone)
                 .await?;
+            let mut worked = !ch.dispatch.is_empty();
             out.done(&ch);
             dispatch(&db, &pool, ch.dispatch).await;
             loop {
@@ -166,6 +175,7 @@ impl WorkflowActor {
                 if n == 0 {
                     break;
                 }
+                worked = true;
                 let ch = runs.apply(&db, items, clock.now_ms()).await?;
                 out.done(&ch);
                 dispatch(&db, &pool, ch.dispatch).await;
@@ -173,13 +183,18 @@ impl WorkflowActor {
                     break;
                 }
             }
-            Ok::<_, crate::Error>(())
+            Ok::<_, crate::Error>(worked)
         };
-        ctx.spawn(fut.into_actor(self).map(move |res, act, _| {
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             drop(guard);
             act.busy = false;
-            if let Err(e) = res {
-                tracing::warn!(error = %e, "workflow pass failed; the next one retries");
+            match res {
+                // a pass that moved runs on looks again soon: their next results are near
+                Ok(true) => {
+                    ctx.run_later(FOLLOW_UP, |a, ctx| a.poll(ctx));
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "workflow pass failed; the next one retries"),
             }
         }));
     }
