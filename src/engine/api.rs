@@ -105,7 +105,8 @@ impl Engine {
     /// DAG named by node).
     ///
     /// ```no_run
-    /// # async fn demo(engine: xjob::Engine, group: i32, extract: i32, load: i32) -> xjob::Result<()> {
+    /// # async fn demo(engine: xjob::Engine, group: i32, extract: i32, load: i32)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
     /// use xjob::console::workflows::WorkflowInput;
     /// use xjob::model::TriggerType;
     /// let definition = serde_json::from_value(serde_json::json!({
