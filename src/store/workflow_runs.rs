@@ -542,7 +542,8 @@ impl Runs {
             if parent.is_none() {
                 ch.started += 1;
             }
-            let outcome = self.advance(txn, &run, now, ch).await?;
+            // a new run has no node rows yet
+            let outcome = self.advance_with(txn, &run, Vec::new(), now, ch).await?;
             Ok((id, outcome))
         })
     }
@@ -1561,12 +1562,18 @@ impl Runs {
 
 /// Takes run `run_id`'s row lock (bumps its `seq`) if it is running; answers the run.
 async fn lock_run(txn: &DatabaseTransaction, run_id: i64) -> Result<Option<runs::Model>> {
-    let r = runs::Entity::update_many()
+    let update = runs::Entity::update_many()
         .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
         .filter(runs::Column::Id.eq(run_id))
-        .filter(runs::Column::Status.eq(status::RUNNING))
-        .exec(txn)
-        .await?;
+        .filter(runs::Column::Status.eq(status::RUNNING));
+    // one statement where UPDATE … RETURNING exists (not MySQL/MariaDB)
+    if matches!(
+        txn.get_database_backend(),
+        sea_orm::DbBackend::Postgres | sea_orm::DbBackend::Sqlite
+    ) {
+        return Ok(update.exec_with_returning(txn).await?.into_iter().next());
+    }
+    let r = update.exec(txn).await?;
     if r.rows_affected == 0 {
         return Ok(None);
     }
