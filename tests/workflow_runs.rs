@@ -18,7 +18,7 @@ use xjob::model::TriggerType;
 use xjob::model::wire::{HandleCallbackParam, LogParam, LogResult, ReturnT, TriggerParam};
 use xjob::prelude::*;
 
-use common::{T0, TestApp, run_paused, settle};
+use common::{T0, TestApp, call, run_paused, settle};
 
 fn workflow(group: i32, name: &str, def: Value) -> WorkflowInput {
     WorkflowInput {
@@ -639,38 +639,6 @@ fn handlers_pass_values_downstream_and_nested_workflows_run_as_nodes() {
     });
 }
 
-async fn call<S>(
-    svc: &S,
-    method: actix_web::http::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (actix_web::http::StatusCode, Value)
-where
-    S: actix_web::dev::Service<
-            actix_http::Request,
-            Response = actix_web::dev::ServiceResponse,
-            Error = actix_web::Error,
-        >,
-{
-    use actix_web::test::{TestRequest, call_service, read_body};
-    let mut req = TestRequest::default()
-        .method(method)
-        .uri(path)
-        .peer_addr("127.0.0.1:40000".parse().unwrap())
-        .insert_header(("Authorization", format!("Bearer {token}")));
-    if let Some(b) = body {
-        req = req.set_json(b);
-    }
-    let res = call_service(svc, req.to_request()).await;
-    let status = res.status();
-    let bytes = read_body(res).await;
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
 #[test]
 fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_marked() {
     use actix_web::http::{Method, StatusCode};
@@ -704,20 +672,14 @@ fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_
             actix_web::App::new().configure(xjob::routes::center(console, Some("tok".into()))),
         )
         .await;
-        let (_, login) = {
-            use actix_web::test::{TestRequest, call_service, read_body};
-            let req = TestRequest::post()
-                .uri("/v1/auth/login")
-                .peer_addr("127.0.0.1:40000".parse().unwrap())
-                .set_json(json!({"username": "admin", "password": "admin-secret-1"}))
-                .to_request();
-            let res = call_service(&svc, req).await;
-            let s = res.status();
-            (
-                s,
-                serde_json::from_slice::<Value>(&read_body(res).await).unwrap(),
-            )
-        };
+        let (_, login) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/login",
+            "",
+            Some(json!({"username": "admin", "password": "admin-secret-1"})),
+        )
+        .await;
         let tok = login["token"].as_str().unwrap().to_string();
         let ok = app
             .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))

@@ -5,45 +5,15 @@
 
 mod common;
 
-use actix_web::dev::{Service, ServiceResponse};
-use actix_web::http::{Method, StatusCode, header};
-use actix_web::test::{TestRequest, call_service, init_service, read_body};
+use actix_web::http::{Method, StatusCode};
+use actix_web::test::init_service;
 use serde_json::{Value, json};
 use xjob::console::Console;
 use xjob::prelude::*;
 
-use common::{T0, TestApp, run_paused};
+use common::{T0, TestApp, call, run_paused};
 
 const ADMIN_PW: &str = "admin-secret-1";
-
-async fn call<S>(
-    svc: &S,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value)
-where
-    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
-{
-    let mut req = TestRequest::default()
-        .method(method)
-        .uri(path)
-        .peer_addr("127.0.0.1:40000".parse().unwrap());
-    if !token.is_empty() {
-        req = req.insert_header((header::AUTHORIZATION, format!("Bearer {token}")));
-    }
-    if let Some(b) = body {
-        req = req.set_json(b);
-    }
-    let res = call_service(svc, req.to_request()).await;
-    let status = res.status();
-    let bytes = read_body(res).await;
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
 
 fn node(key: &str, job: i32) -> Value {
     json!({ "key": key, "type": "JOB", "jobId": job })

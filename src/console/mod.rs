@@ -137,6 +137,11 @@ pub(crate) fn rfc3339(t: Option<NaiveDateTime>) -> Option<String> {
     t.map(|t| t.and_utc().to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
+/// [`rfc3339`] of an epoch-ms time (xjob's own tables keep times as epoch ms).
+pub(crate) fn rfc3339_ms(ms: Option<i64>) -> Option<String> {
+    rfc3339(ms.map(crate::clock::ms_to_naive))
+}
+
 /// Parses a time filter: RFC 3339, epoch milliseconds, or `yyyy-MM-dd[ HH:mm:ss]` in `tz`.
 /// Answers the UTC instant (as stored in DATETIME columns).
 pub(crate) fn parse_time(field: &'static str, s: &str, tz: chrono_tz::Tz) -> Result<NaiveDateTime> {

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::audit::shown;
 use super::{Console, Page, Principal};
-use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::TriggerType;
 use crate::store::{workflow_runs, workflows};
@@ -129,10 +128,6 @@ pub struct RunQuery {
     pub limit: Option<u64>,
 }
 
-fn time(ms: Option<i64>) -> Option<String> {
-    super::rfc3339(ms.map(ms_to_naive))
-}
-
 fn view(r: entity::xjob_workflow_run::Model) -> RunView {
     RunView {
         id: r.id,
@@ -144,8 +139,8 @@ fn view(r: entity::xjob_workflow_run::Model) -> RunView {
         params: r.params,
         context: serde_json::from_str(&r.context).unwrap_or(Value::Null),
         parent_node_run: r.parent_node_run,
-        start_time: time(Some(r.start_time)),
-        end_time: time(r.end_time),
+        start_time: super::rfc3339_ms(Some(r.start_time)),
+        end_time: super::rfc3339_ms(r.end_time),
         message: r.message,
         nodes: None,
     }
@@ -164,8 +159,8 @@ fn node_view((n, log_ids): (entity::xjob_workflow_node_run::Model, Vec<i64>)) ->
         shards_failed: n.shards_failed,
         log_ids,
         child_run: n.child_run,
-        start_time: time(Some(n.start_time)),
-        end_time: time(n.end_time),
+        start_time: super::rfc3339_ms(Some(n.start_time)),
+        end_time: super::rfc3339_ms(n.end_time),
         message: n.message,
         cleared: n.cleared != 0,
     }

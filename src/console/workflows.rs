@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use super::audit::shown;
 use super::{Console, Page, Principal};
-use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::store::{jobs, workflows};
 use crate::workflow::{Definition, Graph, NodeKind, Problem};
@@ -149,11 +148,11 @@ fn view(w: entity::xjob_workflow::Model) -> WorkflowView {
         version: w.version,
         // stored only after validation; an unreadable one shows empty rather than failing
         definition: serde_json::from_str(&w.definition).unwrap_or_default(),
-        created_at: super::rfc3339(Some(ms_to_naive(w.created_at))),
-        updated_at: super::rfc3339(Some(ms_to_naive(w.updated_at))),
+        created_at: super::rfc3339_ms(Some(w.created_at)),
+        updated_at: super::rfc3339_ms(Some(w.updated_at)),
         enabled: w.trigger_status == 1,
         trigger_next_time: (w.trigger_status == 1 && w.trigger_next_time > 0)
-            .then(|| super::rfc3339(Some(ms_to_naive(w.trigger_next_time))))
+            .then(|| super::rfc3339_ms(Some(w.trigger_next_time)))
             .flatten(),
         schedule_type: w.schedule_type,
         schedule_conf: w.schedule_conf,

@@ -77,6 +77,31 @@ pub(crate) enum Again {
     Mark(String),
 }
 
+/// A run's node rows indexed: each node's latest attempt that a re-run has not cleared, and
+/// each node's next attempt number (over every row, cleared ones too).
+struct Attempts<'a> {
+    latest: HashMap<&'a str, &'a nodes::Model>,
+    next: HashMap<&'a str, i32>,
+}
+
+impl<'a> Attempts<'a> {
+    fn of(rows: &'a [nodes::Model]) -> Self {
+        let mut out = Attempts {
+            latest: HashMap::new(),
+            next: HashMap::new(),
+        };
+        for r in rows {
+            let key = r.node_key.as_str();
+            let n = out.next.entry(key).or_insert(1);
+            *n = Ord::max(*n, r.attempt + 1);
+            if r.cleared == 0 && out.latest.get(key).is_none_or(|l| l.attempt < r.attempt) {
+                out.latest.insert(key, r);
+            }
+        }
+        out
+    }
+}
+
 /// What applying one result did to its node run.
 enum Applied {
     /// Nothing to move on (more shards to come, or the node run had ended).
@@ -578,22 +603,8 @@ impl Runs {
     ) -> BoxFut<'a, Result<Option<bool>>> {
         Box::pin(async move {
             let c = self.compiled(txn, run.workflow_id, run.version).await?;
-            // each node's next attempt number, over every row (cleared ones too)
-            let mut next: HashMap<&str, i32> = HashMap::new();
-            for r in &rows {
-                let n = next.entry(r.node_key.as_str()).or_insert(1);
-                *n = Ord::max(*n, r.attempt + 1);
-            }
+            let Attempts { latest, next } = Attempts::of(&rows);
             let next = |k: &str| next.get(k).copied().unwrap_or(1);
-            let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
-            for r in rows.iter().filter(|r| r.cleared == 0) {
-                match latest.get(r.node_key.as_str()) {
-                    Some(l) if l.attempt >= r.attempt => {}
-                    _ => {
-                        latest.insert(r.node_key.as_str(), r);
-                    }
-                }
-            }
             let mut states: Vec<State> = c
                 .def
                 .nodes
@@ -624,76 +635,58 @@ impl Runs {
                 let mut moved = false;
                 for i in due {
                     let node = &c.def.nodes[i];
-                    match &node.kind {
-                        NodeKind::Job { job_id } => {
-                            if let Some(done) = self
-                                .start_job(
-                                    txn,
-                                    run,
-                                    &node.key,
-                                    *job_id,
-                                    node.param.as_deref(),
-                                    &ctx,
-                                    next(&node.key),
-                                    None,
-                                    now,
-                                    ch,
-                                )
-                                .await?
-                            {
-                                states[i] = State::Done {
-                                    succeeded: done,
-                                    decision: None,
-                                };
-                                moved = true;
-                            }
-                        }
+                    // a node that ended at once (a decision, or one that could not run)
+                    let ended = match &node.kind {
+                        NodeKind::Job { job_id } => self
+                            .start_job(
+                                txn,
+                                run,
+                                &node.key,
+                                *job_id,
+                                node.param.as_deref(),
+                                &ctx,
+                                next(&node.key),
+                                None,
+                                now,
+                                ch,
+                            )
+                            .await?
+                            .map(|ok| (ok, None)),
                         NodeKind::Decision { expression } => {
                             let (st, decision, msg) = match expr::decide(expression, &ctx) {
                                 Ok(d) => (status::SUCCEEDED, Some(d), format!("{d}")),
                                 Err(e) => (status::FAILED, None, cap(&e)),
                             };
-                            let n = nodes::ActiveModel {
+                            let a = next(&node.key);
+                            nodes::ActiveModel {
                                 decision: Set(decision.map(i16::from)),
                                 end_time: Set(Some(now)),
-                                ..node_row(
-                                    run.id,
-                                    &node.key,
-                                    next(&node.key),
-                                    next(&node.key),
-                                    st,
-                                    now,
-                                    Some(&msg),
-                                )
-                            };
-                            n.insert(txn).await?;
-                            states[i] = State::Done {
-                                succeeded: decision.is_some(),
-                                decision,
-                            };
-                            moved = true;
-                        }
-                        NodeKind::Workflow { workflow_id } => {
-                            if let Some(ok) = self
-                                .start_nested(
-                                    txn,
-                                    run,
-                                    &node.key,
-                                    next(&node.key),
-                                    *workflow_id,
-                                    &ctx,
-                                    now,
-                                    ch,
-                                )
-                                .await?
-                            {
-                                states[i] = State::Done {
-                                    succeeded: ok,
-                                    decision: None,
-                                };
-                                moved = true;
+                                ..node_row(run.id, &node.key, a, a, st, now, Some(&msg))
                             }
+                            .insert(txn)
+                            .await?;
+                            Some((decision.is_some(), decision))
                         }
+                        NodeKind::Workflow { workflow_id } => self
+                            .start_nested(
+                                txn,
+                                run,
+                                &node.key,
+                                next(&node.key),
+                                *workflow_id,
+                                &ctx,
+                                now,
+                                ch,
+                            )
+                            .await?
+                            .map(|ok| (ok, None)),
+                    };
+                    if let Some((succeeded, decision)) = ended {
+                        states[i] = State::Done {
+                            succeeded,
+                            decision,
+                        };
+                        moved = true;
                     }
                 }
                 if !moved {
@@ -1343,19 +1336,7 @@ impl Runs {
             .filter(nodes::Column::RunId.eq(run_id))
             .all(&txn)
             .await?;
-        let mut latest: HashMap<&str, &nodes::Model> = HashMap::new();
-        let mut next: HashMap<&str, i32> = HashMap::new();
-        for r in &rows {
-            let n = next.entry(r.node_key.as_str()).or_insert(1);
-            *n = Ord::max(*n, r.attempt + 1);
-            if r.cleared == 0
-                && latest
-                    .get(r.node_key.as_str())
-                    .is_none_or(|l| l.attempt < r.attempt)
-            {
-                latest.insert(r.node_key.as_str(), r);
-            }
-        }
+        let Attempts { latest, next } = Attempts::of(&rows);
         let index = |key: &str| {
             c.index.get(key).copied().ok_or_else(|| Error::Invalid {
                 field: "node",

@@ -276,3 +276,40 @@ pub fn fresh_database(base_url: &str) -> String {
     let (head, _) = base_url.rsplit_once('/').unwrap();
     format!("{head}/{name}")
 }
+
+/// Sends one request to an in-memory app (from 127.0.0.1), with a bearer token unless `token`
+/// is empty and a JSON body when given; answers the status and the JSON answer (`null` when it
+/// is not JSON).
+pub async fn call<S>(
+    svc: &S,
+    method: actix_web::http::Method,
+    path: &str,
+    token: &str,
+    body: Option<serde_json::Value>,
+) -> (actix_web::http::StatusCode, serde_json::Value)
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse,
+            Error = actix_web::Error,
+        >,
+{
+    use actix_web::test::{TestRequest, call_service, read_body};
+    let mut req = TestRequest::default()
+        .method(method)
+        .uri(path)
+        .peer_addr("127.0.0.1:40000".parse().expect("address"));
+    if !token.is_empty() {
+        req = req.insert_header(("Authorization", format!("Bearer {token}")));
+    }
+    if let Some(b) = body {
+        req = req.set_json(b);
+    }
+    let res = call_service(svc, req.to_request()).await;
+    let status = res.status();
+    let bytes = read_body(res).await;
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
