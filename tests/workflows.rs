@@ -76,6 +76,27 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
         .await;
         assert_eq!((s, &v["valid"]), (StatusCode::OK, &json!(true)), "{v}");
 
+        // a node that can never run is named: `alert` waits for a failure its edge never carries
+        let mut dead = good.clone();
+        dead["definition"]["edges"][2]["condition"] = json!("ON_SUCCESS");
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/workflows/validate",
+            &admin,
+            Some(dead),
+        )
+        .await;
+        assert_eq!((s, &v["valid"]), (StatusCode::OK, &json!(false)), "{v}");
+        assert_eq!(v["problems"][0]["node"], json!("alert"), "{v}");
+        assert!(
+            v["problems"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("can never run"),
+            "{v}"
+        );
+
         // every problem at once, each naming its node
         let mut bad = good.clone();
         bad["definition"]["nodes"][0]["jobId"] = json!(9999);

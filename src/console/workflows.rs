@@ -1,7 +1,8 @@
 //! Workflows (issue 29): create, edit (each save a new version, refused when someone saved in
 //! between), validate, list, read one version, delete (not while another workflow runs it) —
 //! confined to the user's groups. A DAG is
-//! checked as a whole and every problem names its node: the structure ([`Graph::build`]), each
+//! checked as a whole and every problem names its node: the structure ([`Graph::build`]), nodes
+//! that can never run ([`Graph::unreachable`]), each
 //! job node's job (it exists and is in a group the user may use), each nested workflow (it
 //! exists, the user may see it, and no chain of nested workflows leads back to this one).
 
@@ -205,8 +206,9 @@ impl Console {
                 message: format!("description: at most {MAX_DESCRIPTION} characters"),
             });
         }
-        if let Err(p) = Graph::build(&input.definition) {
-            found.extend(p);
+        match Graph::build(&input.definition) {
+            Err(p) => found.extend(p),
+            Ok(g) => found.extend(g.unreachable(&input.definition)),
         }
         let job_ids: Vec<i32> = input
             .definition

@@ -180,6 +180,62 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// The nodes of `def` (this graph's definition) that can never run, each named: a node whose
+    /// trigger rule cannot hold with what its incoming edges can deliver (`ALL_SUCCESS` over an
+    /// edge that never carries a success, `ONE_FAILED` with no edge that can carry a failure,
+    /// `ONE_SUCCESS` with no edge that can carry a success), or whose every upstream can never
+    /// run. Each node has at most one edge from a given upstream, so inputs are judged one by one.
+    pub fn unreachable(&self, def: &Definition) -> Vec<Problem> {
+        use super::model::TriggerRule;
+        let n = def.nodes.len();
+        let mut runs = vec![false; n];
+        for &i in &self.order {
+            // what each input can carry: (a success, a failure)
+            let inputs: Vec<(bool, bool)> = self.up[i]
+                .iter()
+                .map(|&(u, c)| {
+                    if !runs[u] {
+                        return (false, false);
+                    }
+                    let node = &def.nodes[u];
+                    let decision = matches!(node.kind, NodeKind::Decision { .. }) && !node.disabled;
+                    // a disabled node succeeds; a failure that is allowed counts as success
+                    let can_fail = !node.disabled && !node.allow_failure;
+                    match c {
+                        EdgeCondition::Always => (true, can_fail),
+                        EdgeCondition::OnSuccess => (true, false),
+                        EdgeCondition::OnFailure => (can_fail, false),
+                        EdgeCondition::True | EdgeCondition::False => (decision, false),
+                    }
+                })
+                .collect();
+            let node = &def.nodes[i];
+            runs[i] = inputs.is_empty()
+                || match node.trigger_rule {
+                    TriggerRule::AllSuccess => inputs.iter().all(|x| x.0),
+                    TriggerRule::AllDone | TriggerRule::NoneFailed => true,
+                    TriggerRule::OneFailed => inputs.iter().any(|x| x.1),
+                    TriggerRule::OneSuccess => inputs.iter().any(|x| x.0),
+                };
+        }
+        (0..n)
+            .filter(|&i| !runs[i])
+            .map(|i| Problem {
+                node: Some(def.nodes[i].key.clone()),
+                message: format!(
+                    "this node can never run: its trigger rule {} cannot hold with what its \
+                     incoming edges can carry",
+                    serde_json::to_value(def.nodes[i].trigger_rule)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +331,99 @@ mod tests {
             "{p:?}"
         );
         assert!(Graph::build(&Definition::default()).is_err());
+    }
+
+    /// A node whose rule cannot hold with what its edges carry is named; the same shapes with a
+    /// rule that can hold pass; skipping spreads to what only such a node feeds.
+    #[test]
+    fn nodes_that_can_never_run_are_named() {
+        let decide = Node {
+            kind: NodeKind::Decision {
+                expression: "x > 1".into(),
+            },
+            ..job("d")
+        };
+        let rule = |key: &str, r: TriggerRule| Node {
+            trigger_rule: r,
+            ..job(key)
+        };
+        let check = |nodes: Vec<Node>, edges: Vec<Edge>| {
+            let def = Definition { nodes, edges };
+            let g = Graph::build(&def).unwrap();
+            let mut keys: Vec<String> = g
+                .unreachable(&def)
+                .into_iter()
+                .map(|p| p.node.unwrap())
+                .collect();
+            keys.sort();
+            keys
+        };
+        // both branches of one decision into ALL_SUCCESS: one of them is always skipped
+        assert_eq!(
+            check(
+                vec![
+                    decide.clone(),
+                    job("t"),
+                    job("f"),
+                    job("both"),
+                    job("after")
+                ],
+                vec![
+                    edge("d", "t", EdgeCondition::True),
+                    edge("d", "f", EdgeCondition::False),
+                    edge("t", "both", EdgeCondition::OnFailure),
+                    edge("f", "both", EdgeCondition::OnSuccess),
+                    edge("both", "after", EdgeCondition::Always),
+                ],
+            ),
+            Vec::<String>::new(),
+            "t and f can each run and fail or succeed"
+        );
+        // ONE_FAILED behind edges that never carry a failure; what only it feeds is skipped too
+        assert_eq!(
+            check(
+                vec![job("a"), rule("alert", TriggerRule::OneFailed), job("next")],
+                vec![
+                    edge("a", "alert", EdgeCondition::OnSuccess),
+                    edge("alert", "next", EdgeCondition::Always),
+                ],
+            ),
+            vec!["alert".to_string(), "next".to_string()]
+        );
+        // the same with an ALWAYS edge can run; an upstream that may fail changes nothing else
+        assert!(
+            check(
+                vec![job("a"), rule("alert", TriggerRule::OneFailed)],
+                vec![edge("a", "alert", EdgeCondition::Always)],
+            )
+            .is_empty()
+        );
+        // a failure that is allowed never reaches ON_FAILURE; a disabled decision takes no branch
+        let lenient = Node {
+            allow_failure: true,
+            ..job("a")
+        };
+        let off = Node {
+            disabled: true,
+            ..decide
+        };
+        assert_eq!(
+            check(
+                vec![
+                    lenient,
+                    job("handler"),
+                    off,
+                    job("yes"),
+                    rule("any", TriggerRule::OneSuccess)
+                ],
+                vec![
+                    edge("a", "handler", EdgeCondition::OnFailure),
+                    edge("d", "yes", EdgeCondition::True),
+                    edge("a", "any", EdgeCondition::OnFailure),
+                    edge("d", "any", EdgeCondition::False),
+                ],
+            ),
+            vec!["any".to_string(), "handler".to_string(), "yes".to_string()]
+        );
     }
 }
