@@ -20,7 +20,6 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
-use crate::store::logs;
 use crate::store::workflow_runs::{Changes, Dispatch, Runs};
 use crate::trigger::TriggerRequest;
 
@@ -168,18 +167,16 @@ impl WorkflowActor {
                 .await?;
             let mut worked = !ch.dispatch.is_empty();
             out.done(&ch);
-            dispatch(&db, &pool, ch.dispatch).await;
+            dispatch(&db, &runs, &pool, ch.dispatch).await;
             loop {
-                let items = runs.finished(&db, BATCH).await?;
-                let n = items.len() as u64;
+                let (ch, n) = runs.apply_finished(&db, BATCH, clock.now_ms()).await?;
                 if n == 0 {
                     break;
                 }
                 worked = true;
-                let ch = runs.apply(&db, items, clock.now_ms()).await?;
                 out.done(&ch);
-                dispatch(&db, &pool, ch.dispatch).await;
-                if n < BATCH {
+                dispatch(&db, &runs, &pool, ch.dispatch).await;
+                if (n as u64) < BATCH {
                     break;
                 }
             }
@@ -270,12 +267,12 @@ async fn recover_pass(
             rows = stale.len(),
             "dispatching workflow node runs an earlier node recorded but did not send"
         );
-        dispatch(db, pool, stale).await;
+        dispatch(db, runs, pool, stale).await;
     }
     let gone = runs.vanished(db, BATCH).await?;
     if !gone.is_empty() {
         let ch = runs.apply(db, gone, now).await?;
-        dispatch(db, pool, ch.dispatch).await;
+        dispatch(db, runs, pool, ch.dispatch).await;
     }
     Ok(())
 }
@@ -283,6 +280,7 @@ async fn recover_pass(
 /// Claims `list`'s pending rows and hands the ones this node won to the trigger pool.
 pub(crate) async fn dispatch(
     db: &DatabaseConnection,
+    runs: &Runs,
     pool: &Addr<TriggerPool>,
     list: Vec<Dispatch>,
 ) {
@@ -290,11 +288,12 @@ pub(crate) async fn dispatch(
         return;
     }
     let ids: Vec<i64> = list.iter().map(|d| d.log_id).collect();
-    let claimed = match logs::claim(db, &ids).await {
+    let n = ids.len();
+    let claimed = match runs.claim(db, ids).await {
         Ok(c) => c,
         Err(e) => {
             // left pending: the recovery pass claims them
-            tracing::warn!(error = %e, rows = ids.len(), "cannot claim workflow node runs; recovery sends them");
+            tracing::warn!(error = %e, rows = n, "cannot claim workflow node runs; recovery sends them");
             return;
         }
     };
@@ -358,7 +357,7 @@ impl Handler<StartRun> for WorkflowActor {
                 )
                 .await?;
             out.done(&ch);
-            dispatch(&db, &pool, ch.dispatch).await;
+            dispatch(&db, &runs, &pool, ch.dispatch).await;
             drop(guard);
             Ok(id)
         })

@@ -116,6 +116,8 @@ pub struct Engine {
     leases: Option<Addr<LeaseActor>>,
     /// Runs workflows.
     workflows: Addr<WorkflowActor>,
+    /// The workflow runs' store (shared with the workflow actor).
+    runs: crate::store::workflow_runs::Runs,
 }
 
 impl EngineBuilder {
@@ -339,9 +341,10 @@ impl EngineBuilder {
             alarms.clone(),
             activity.clone(),
         ));
+        let runs = crate::store::workflow_runs::Runs::new(&writer);
         let workflows = supervised(WorkflowActor::new(
             db.clone(),
-            crate::store::workflow_runs::Runs::default(),
+            runs.clone(),
             pool.clone(),
             clock.clone(),
             activity.clone(),
@@ -424,6 +427,7 @@ impl EngineBuilder {
             scan_store,
             leases,
             workflows,
+            runs,
         })
     }
 }
@@ -615,8 +619,8 @@ impl Engine {
     /// running ones are killed at their executors. Answers `false` when the run was not
     /// running.
     pub async fn stop_workflow_run(&self, run_id: i64, who: &str) -> Result<bool> {
-        let runs = crate::store::workflow_runs::Runs::default();
-        let Some(kill) = runs
+        let Some(kill) = self
+            .runs
             .stop(&self.db, run_id, who, self.clock.now_ms())
             .await?
         else {
@@ -640,20 +644,22 @@ impl Engine {
         from: Option<String>,
         who: &str,
     ) -> Result<()> {
-        use crate::store::workflow_runs::{Again, Runs};
+        use crate::store::workflow_runs::Again;
         let how = from.map_or(Again::Failed, Again::From);
-        let ch = Runs::default()
+        let ch = self
+            .runs
             .again(&self.db, run_id, how, who, self.clock.now_ms())
             .await?;
-        crate::actors::workflow::dispatch(&self.db, &self.pool, ch.dispatch).await;
+        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch.dispatch).await;
         Ok(())
     }
 
     /// Marks node `node` of workflow run `run_id` (failed, stopped or skipped) succeeded: what
     /// is downstream of it runs (again), and an ended run is RUNNING again.
     pub async fn mark_workflow_node(&self, run_id: i64, node: &str, who: &str) -> Result<()> {
-        use crate::store::workflow_runs::{Again, Runs};
-        let ch = Runs::default()
+        use crate::store::workflow_runs::Again;
+        let ch = self
+            .runs
             .again(
                 &self.db,
                 run_id,
@@ -662,7 +668,7 @@ impl Engine {
                 self.clock.now_ms(),
             )
             .await?;
-        crate::actors::workflow::dispatch(&self.db, &self.pool, ch.dispatch).await;
+        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch.dispatch).await;
         Ok(())
     }
 

@@ -16,6 +16,9 @@
 //! leaves nothing, and after it a pending row that [`Runs::stale_pending`] hands to whichever
 //! node recovers it (the claim makes it one): no node run twice, none forgotten.
 
+mod sqlite;
+mod tx;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -25,16 +28,17 @@ use entity::xjob_workflow_run as runs;
 use parking_lot::Mutex;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
-    DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    Statement,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Statement,
 };
 use serde_json::Value;
 
+use self::tx::{NodeUpdate, PendingRow, SeaTx, Tx, workflow_of};
 use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
 use crate::model::{AlarmStatus, RouteStrategy, TriggerType, fire_state};
+use crate::store::writer::LogWriter;
 use crate::store::{groups, jobs, workflows};
 use crate::workflow::rules::{self, NodeRules, State};
 use crate::workflow::{Definition, Graph, NodeKind, expr};
@@ -119,34 +123,47 @@ enum Admit {
     Refuse(String),
 }
 
+/// A new run of `w` with `status`.
+#[allow(clippy::too_many_arguments)]
+fn new_run(
+    w: &entity::xjob_workflow::Model,
+    st: &str,
+    trigger_type: TriggerType,
+    params: Option<String>,
+    ctx: &Value,
+    parent: Option<i64>,
+    depth: i16,
+    now: i64,
+) -> runs::Model {
+    runs::Model {
+        id: 0,
+        workflow_id: w.id,
+        version: w.version,
+        job_group: w.job_group,
+        status: st.into(),
+        trigger_type: trigger_type.as_str().into(),
+        params,
+        context: ctx.to_string(),
+        parent_node_run: parent,
+        depth,
+        seq: 0,
+        start_time: now,
+        end_time: None,
+        message: None,
+    }
+}
+
 /// Records a run of `w` waiting for a running one to end.
 async fn queue(
-    txn: &DatabaseTransaction,
+    tx: &impl Tx,
     w: &entity::xjob_workflow::Model,
     trigger_type: TriggerType,
     params: Option<String>,
     ctx: Value,
     now: i64,
 ) -> Result<i64> {
-    let run = runs::ActiveModel {
-        workflow_id: Set(w.id),
-        version: Set(w.version),
-        job_group: Set(w.job_group),
-        status: Set(status::QUEUED.into()),
-        trigger_type: Set(trigger_type.as_str().into()),
-        params: Set(params),
-        context: Set(ctx.to_string()),
-        parent_node_run: Set(None),
-        depth: Set(0),
-        seq: Set(0),
-        start_time: Set(now),
-        end_time: Set(None),
-        message: Set(None),
-        ..Default::default()
-    }
-    .insert(txn)
-    .await?;
-    Ok(run.id)
+    let run = new_run(w, status::QUEUED, trigger_type, params, &ctx, None, 0, now);
+    tx.insert_run(&run).await
 }
 
 /// A run row of a job node to dispatch (pending until claimed).
@@ -177,6 +194,50 @@ pub(crate) struct Finished {
     pub(crate) msg: Option<String>,
     /// What the run put for the workflow's context (its result message's first line).
     pub(crate) outputs: Option<serde_json::Map<String, Value>>,
+}
+
+impl Finished {
+    /// A row's result from its `(log id, node run id, run id)`, handle code and messages.
+    fn of(
+        (log_id, node_run_id, run_id): (i64, i64, i64),
+        handle: i32,
+        handle_msg: Option<String>,
+        trigger_msg: Option<String>,
+    ) -> Finished {
+        let mut outputs = None;
+        let msg: Option<String> = if handle != 0 {
+            handle_msg
+                .map(|m| {
+                    let (o, rest) = crate::executor::split_outputs(&m);
+                    outputs = o;
+                    rest.to_string()
+                })
+                .filter(|m| !m.is_empty())
+        } else {
+            trigger_msg.map(|m| crate::trigger_msg::reason(&m))
+        };
+        Finished {
+            log_id,
+            node_run_id,
+            run_id,
+            ok: handle == SUCCESS_CODE,
+            msg: msg.map(|m| cap(&m)),
+            outputs,
+        }
+    }
+}
+
+/// The run rows of node runs with a result not yet applied, oldest first (without a limit).
+fn finished_sql() -> String {
+    format!(
+        "SELECT nl.log_id, nl.node_run_id, nl.run_id, l.handle_code, l.handle_msg, \
+         l.trigger_msg \
+         FROM xjob_workflow_node_log nl JOIN xxl_job_log l ON l.id = nl.log_id \
+         WHERE nl.done = 0 AND (l.handle_code <> 0 OR (l.fire_state = {} \
+         AND l.trigger_code <> 0 AND l.trigger_code <> {SUCCESS_CODE})) \
+         ORDER BY nl.log_id",
+        fire_state::DISPATCHED
+    )
 }
 
 /// A version's DAG, checked and indexed (versions never change, so it is kept).
@@ -299,9 +360,13 @@ fn state_of(n: &nodes::Model) -> State {
 type Versions = HashMap<(i32, i32), Arc<Compiled>>;
 
 /// The runs' store: starts runs, applies node results, and keeps every version's DAG it read.
+/// On a SQLite file this node holds, the starts and the result passes run on the run-row
+/// writer's connection ([`sqlite`]); elsewhere as sea-orm transactions.
 #[derive(Clone, Default)]
 pub struct Runs {
     compiled: Arc<Mutex<Versions>>,
+    /// The writer of a SQLite file this node holds.
+    file: Option<LogWriter>,
 }
 
 /// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
@@ -322,17 +387,32 @@ pub struct Changes {
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 impl Runs {
+    /// The store of a node whose run rows `writer` writes: on a SQLite file it holds, the
+    /// transitions run on the writer's connection.
+    pub(crate) fn new(writer: &LogWriter) -> Runs {
+        Runs {
+            compiled: Arc::default(),
+            file: writer.single_node().then(|| writer.clone()),
+        }
+    }
+
     async fn compiled(
         &self,
-        c: &impl ConnectionTrait,
+        tx: &impl Tx,
         workflow_id: i32,
         version: i32,
     ) -> Result<Arc<Compiled>> {
         if let Some(x) = self.compiled.lock().get(&(workflow_id, version)) {
             return Ok(x.clone());
         }
-        let v = workflows::version(c, workflow_id, version).await?;
-        let def: Definition = serde_json::from_str(&v.definition).map_err(|e| Error::Invalid {
+        let text = tx
+            .definition(workflow_id, version)
+            .await?
+            .ok_or(Error::NotFound {
+                what: "workflow version",
+                id: version.into(),
+            })?;
+        let def: Definition = serde_json::from_str(&text).map_err(|e| Error::Invalid {
             field: "definition",
             reason: e.to_string(),
         })?;
@@ -356,46 +436,57 @@ impl Runs {
         now: i64,
     ) -> Result<(i64, Changes)> {
         let ctx = initial_context(params.as_deref())?;
+        if let Some(writer) = &self.file {
+            let me = self.clone();
+            return writer
+                .exec(move |conn| {
+                    sqlite::in_tx(conn, async |tx| {
+                        me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
+                            .await
+                    })
+                })
+                .await?;
+        }
         let txn = crate::store::begin_writing(db).await?;
-        let w = workflows::get(&txn, workflow_id).await?;
+        let out = self
+            .start_tx(&SeaTx(&txn), workflow_id, trigger_type, params, ctx, now)
+            .await?;
+        txn.commit().await?;
+        Ok(out)
+    }
+
+    /// [`Runs::start`] in `tx`.
+    async fn start_tx(
+        &self,
+        tx: &impl Tx,
+        workflow_id: i32,
+        trigger_type: TriggerType,
+        params: Option<String>,
+        ctx: Value,
+        now: i64,
+    ) -> Result<(i64, Changes)> {
+        let w = workflow_of(tx, workflow_id).await?;
         let mut ch = Changes::default();
-        let id = match self.admit(&txn, &w).await? {
+        let id = match self.admit(tx, &w).await? {
             Admit::Run => {
-                self.start_in(&txn, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
+                self.start_in(tx, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
                     .await?
                     .0
             }
-            Admit::Queue => queue(&txn, &w, trigger_type, params, ctx, now).await?,
+            Admit::Queue => queue(tx, &w, trigger_type, params, ctx, now).await?,
             Admit::Refuse(reason) => return Err(Error::Conflict { reason }),
         };
-        txn.commit().await?;
         Ok((id, ch))
     }
 
     /// Whether a new top-level run of `w` runs now, waits, or is refused, by its concurrency
     /// policy. Takes `w`'s row lock first, so two starts of one workflow decide one at a time.
-    async fn admit(
-        &self,
-        txn: &DatabaseTransaction,
-        w: &entity::xjob_workflow::Model,
-    ) -> Result<Admit> {
-        use entity::xjob_workflow as wf;
+    async fn admit(&self, tx: &impl Tx, w: &entity::xjob_workflow::Model) -> Result<Admit> {
         if w.concurrency == "PARALLEL" {
             return Ok(Admit::Run);
         }
-        wf::Entity::update_many()
-            .col_expr(wf::Column::MaxQueued, Expr::col(wf::Column::MaxQueued))
-            .filter(wf::Column::Id.eq(w.id))
-            .exec(txn)
-            .await?;
-        let count = |st: &'static str| {
-            runs::Entity::find()
-                .filter(runs::Column::WorkflowId.eq(w.id))
-                .filter(runs::Column::Status.eq(st))
-                .filter(runs::Column::ParentNodeRun.is_null())
-                .count(txn)
-        };
-        if count(status::RUNNING).await? == 0 {
+        tx.lock_workflow(w.id).await?;
+        if tx.count_top_runs(w.id, status::RUNNING).await? == 0 {
             return Ok(Admit::Run);
         }
         if w.concurrency == "SKIP" {
@@ -404,7 +495,7 @@ impl Runs {
                 w.id
             )));
         }
-        let queued = count(status::QUEUED).await?;
+        let queued = tx.count_top_runs(w.id, status::QUEUED).await?;
         if queued < Ord::max(w.max_queued, 0) as u64 {
             Ok(Admit::Queue)
         } else {
@@ -416,34 +507,21 @@ impl Runs {
     }
 
     /// Starts the oldest queued run of workflow `workflow_id` (one of its runs ended).
-    async fn promote(
+    async fn promote<T: Tx>(
         &self,
-        txn: &DatabaseTransaction,
+        tx: &T,
         workflow_id: i32,
         now: i64,
         ch: &mut Changes,
     ) -> Result<()> {
-        let Some(mut next) = runs::Entity::find()
-            .filter(runs::Column::WorkflowId.eq(workflow_id))
-            .filter(runs::Column::Status.eq(status::QUEUED))
-            .order_by_asc(runs::Column::Id)
-            .one(txn)
-            .await?
-        else {
+        let Some(mut next) = tx.oldest_queued(workflow_id).await? else {
             return Ok(());
         };
-        let r = runs::Entity::update_many()
-            .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
-            .col_expr(runs::Column::StartTime, Expr::value(now))
-            .filter(runs::Column::Id.eq(next.id))
-            .filter(runs::Column::Status.eq(status::QUEUED))
-            .exec(txn)
-            .await?;
-        if r.rows_affected == 1 {
+        if tx.promote_run(next.id, now).await? {
             ch.started += 1;
             next.status = status::RUNNING.into();
             next.start_time = now;
-            self.advance(txn, &next, now, ch).await?;
+            self.advance(tx, &next, now, ch).await?;
         }
         Ok(())
     }
@@ -504,15 +582,16 @@ impl Runs {
             if moved.rows_affected == 0 {
                 continue;
             }
+            let tx = SeaTx(&txn);
             if fire {
                 let ctx = initial_context(None)?;
-                match self.admit(&txn, &w).await? {
+                match self.admit(&tx, &w).await? {
                     Admit::Run => {
-                        self.start_in(&txn, &w, trigger_type, None, ctx, None, 0, now, &mut ch)
+                        self.start_in(&tx, &w, trigger_type, None, ctx, None, 0, now, &mut ch)
                             .await?;
                     }
                     Admit::Queue => {
-                        queue(&txn, &w, trigger_type, None, ctx, now).await?;
+                        queue(&tx, &w, trigger_type, None, ctx, now).await?;
                     }
                     Admit::Refuse(reason) => {
                         tracing::info!(workflow = w.id, %reason, "scheduled workflow fire skipped");
@@ -532,9 +611,9 @@ impl Runs {
 
     /// Records a run of `w` and moves it on; answers its id and, when it ended at once, how.
     #[allow(clippy::too_many_arguments)]
-    fn start_in<'a>(
+    fn start_in<'a, T: Tx>(
         &'a self,
-        txn: &'a DatabaseTransaction,
+        tx: &'a T,
         w: &'a entity::xjob_workflow::Model,
         trigger_type: TriggerType,
         params: Option<String>,
@@ -545,64 +624,53 @@ impl Runs {
         ch: &'a mut Changes,
     ) -> BoxFut<'a, Result<(i64, Option<bool>)>> {
         Box::pin(async move {
-            let run = runs::ActiveModel {
-                workflow_id: Set(w.id),
-                version: Set(w.version),
-                job_group: Set(w.job_group),
-                status: Set(status::RUNNING.into()),
-                trigger_type: Set(trigger_type.as_str().into()),
-                params: Set(params),
-                context: Set(ctx.to_string()),
-                parent_node_run: Set(parent),
-                depth: Set(depth),
-                seq: Set(0),
-                start_time: Set(now),
-                end_time: Set(None),
-                message: Set(None),
-                ..Default::default()
-            }
-            .insert(txn)
-            .await?;
-            let id = run.id;
+            let mut run = new_run(
+                w,
+                status::RUNNING,
+                trigger_type,
+                params,
+                &ctx,
+                parent,
+                depth,
+                now,
+            );
+            run.id = tx.insert_run(&run).await?;
             if parent.is_none() {
                 ch.started += 1;
             }
             // a new run has no node rows yet
-            let outcome = self.advance_with(txn, &run, Vec::new(), now, ch).await?;
-            Ok((id, outcome))
+            let outcome = self.advance_with(tx, &run, Vec::new(), now, ch).await?;
+            Ok((run.id, outcome))
         })
     }
 
     /// Moves `run` on from its node runs' states: records skipped and disabled nodes, decides
     /// decisions, starts job and workflow nodes; ends the run when every node is final.
     /// Answers the run's outcome when it ended.
-    fn advance<'a>(
+    fn advance<'a, T: Tx>(
         &'a self,
-        txn: &'a DatabaseTransaction,
+        tx: &'a T,
         run: &'a runs::Model,
         now: i64,
         ch: &'a mut Changes,
     ) -> BoxFut<'a, Result<Option<bool>>> {
         Box::pin(async move {
-            let rows = nodes::Entity::find()
-                .filter(nodes::Column::RunId.eq(run.id))
-                .all(txn)
-                .await?;
-            self.advance_with(txn, run, rows, now, ch).await
+            let rows = tx.node_rows(run.id).await?;
+            self.advance_with(tx, run, rows, now, ch).await
         })
     }
 
     /// [`Runs::advance`] with the run's node rows already read.
-    fn advance_with<'a>(
+    fn advance_with<'a, T: Tx>(
         &'a self,
-        txn: &'a DatabaseTransaction,
+        tx: &'a T,
         run: &'a runs::Model,
         rows: Vec<nodes::Model>,
         now: i64,
         ch: &'a mut Changes,
     ) -> BoxFut<'a, Result<Option<bool>>> {
         Box::pin(async move {
-            let c = self.compiled(txn, run.workflow_id, run.version).await?;
+            let c = self.compiled(tx, run.workflow_id, run.version).await?;
             let Attempts { latest, next } = Attempts::of(&rows);
             let next = |k: &str| next.get(k).copied().unwrap_or(1);
             let mut states: Vec<State> = c
@@ -630,7 +698,8 @@ impl Runs {
                     };
                     let key = &c.def.nodes[i].key;
                     let a = next(key);
-                    insert_node(txn, run.id, key, a, a, st, now, msg).await?;
+                    tx.insert_node(&node_row(run.id, key, a, a, st, now, msg))
+                        .await?;
                 }
                 let mut moved = false;
                 for i in due {
@@ -639,7 +708,7 @@ impl Runs {
                     let ended = match &node.kind {
                         NodeKind::Job { job_id } => self
                             .start_job(
-                                txn,
+                                tx,
                                 run,
                                 &node.key,
                                 *job_id,
@@ -658,18 +727,17 @@ impl Runs {
                                 Err(e) => (status::FAILED, None, cap(&e)),
                             };
                             let a = next(&node.key);
-                            nodes::ActiveModel {
-                                decision: Set(decision.map(i16::from)),
-                                end_time: Set(Some(now)),
+                            tx.insert_node(&nodes::Model {
+                                decision: decision.map(i16::from),
+                                end_time: Some(now),
                                 ..node_row(run.id, &node.key, a, a, st, now, Some(&msg))
-                            }
-                            .insert(txn)
+                            })
                             .await?;
                             Some((decision.is_some(), decision))
                         }
                         NodeKind::Workflow { workflow_id } => self
                             .start_nested(
-                                txn,
+                                tx,
                                 run,
                                 &node.key,
                                 next(&node.key),
@@ -719,17 +787,10 @@ impl Runs {
                 .map(|(n, _)| n.key.as_str())
                 .collect();
             let msg = (!failed.is_empty()).then(|| cap(&format!("failed: {}", failed.join(", "))));
-            runs::Entity::update_many()
-                .col_expr(runs::Column::Status, Expr::value(st))
-                .col_expr(runs::Column::EndTime, Expr::value(now))
-                .col_expr(runs::Column::Message, Expr::value(msg))
-                .filter(runs::Column::Id.eq(run.id))
-                .filter(runs::Column::Status.eq(status::RUNNING))
-                .exec(txn)
-                .await?;
+            tx.end_run(run.id, st, now, msg).await?;
             ch.ended.push((run.id, run.workflow_id, ok));
             if run.parent_node_run.is_none() {
-                self.promote(txn, run.workflow_id, now, ch).await?;
+                self.promote(tx, run.workflow_id, now, ch).await?;
             }
             Ok(Some(ok))
         })
@@ -740,7 +801,7 @@ impl Runs {
     #[allow(clippy::too_many_arguments)]
     async fn start_job(
         &self,
-        txn: &DatabaseTransaction,
+        tx: &impl Tx,
         run: &runs::Model,
         key: &str,
         job_id: i32,
@@ -754,22 +815,14 @@ impl Runs {
         let cached = match ch.jobs.get(&job_id) {
             Some(j) => j.clone(),
             None => {
-                let j = match jobs::get(txn, job_id).await {
-                    Ok(j) => Some(Arc::new(j)),
-                    Err(Error::JobNotFound { .. }) => None,
-                    Err(e) => return Err(e),
-                };
+                let j = tx.job(job_id).await?.map(Arc::new);
                 ch.jobs.insert(job_id, j.clone());
                 j
             }
         };
-        let job = match cached.ok_or(Error::JobNotFound { job_id }) {
-            Ok(j) => j,
-            Err(Error::JobNotFound { .. }) => {
-                let msg = format!("job {job_id} not found");
-                return fail_node(txn, run.id, key, attempt, now, &msg).await;
-            }
-            Err(e) => return Err(e),
+        let Some(job) = cached else {
+            let msg = format!("job {job_id} not found");
+            return fail_node(tx, run.id, key, attempt, now, &msg).await;
         };
         let broadcast = job
             .executor_route_strategy
@@ -777,16 +830,15 @@ impl Runs {
             .and_then(|r| r.parse::<RouteStrategy>().ok())
             == Some(RouteStrategy::ShardingBroadcast);
         let total = if broadcast {
-            match groups::get(txn, job.job_group).await {
-                Ok(g) => g
-                    .address_list
+            match tx.group_addresses(job.job_group).await? {
+                Some(list) => list
                     .as_deref()
                     .unwrap_or_default()
                     .split(',')
                     .filter(|a| !a.trim().is_empty())
                     .count()
                     .max(1) as i32,
-                Err(_) => 1,
+                None => 1,
             }
         } else {
             1
@@ -794,51 +846,32 @@ impl Runs {
         // the attempts of this round: the job's fail retries after this one (capped)
         let retries = Ord::clamp(job.executor_fail_retry_count, 0, MAX_ATTEMPTS - 1);
         let max_attempts = max_attempts.unwrap_or(attempt + retries);
-        let node = nodes::ActiveModel {
-            shards_total: Set(total),
-            ..node_row(
-                run.id,
-                key,
-                attempt,
-                max_attempts,
-                status::RUNNING,
-                now,
-                None,
-            )
-        }
-        .insert(txn)
-        .await?;
+        let node_id = tx
+            .insert_node(&nodes::Model {
+                shards_total: total,
+                ..node_row(
+                    run.id,
+                    key,
+                    attempt,
+                    max_attempts,
+                    status::RUNNING,
+                    now,
+                    None,
+                )
+            })
+            .await?;
         let param = param.map(|p| render_param(p, ctx));
         for shard in 0..total {
             let sharding = broadcast.then(|| format!("{shard}/{total}"));
-            let log_id = entity::xxl_job_log::Entity::insert(entity::xxl_job_log::ActiveModel {
-                job_group: Set(job.job_group),
-                job_id: Set(job.id),
-                trigger_time: Set(Some(ms_to_naive(now))),
-                trigger_code: Set(0),
-                handle_code: Set(0),
-                executor_param: Set(param.clone()),
-                executor_sharding_param: Set(sharding),
-                executor_fail_retry_count: Set(0),
-                alarm_status: Set(AlarmStatus::Unchecked.code()),
-                fire_time: Set(None),
-                fire_state: Set(fire_state::PENDING),
-                trigger_type: Set(Some(TriggerType::Workflow.as_str().into())),
-                chain_depth: Set(0),
-                ..Default::default()
-            })
-            .exec(txn)
-            .await?
-            .last_insert_id;
-            links::Entity::insert(links::ActiveModel {
-                log_id: Set(log_id),
-                node_run_id: Set(node.id),
-                run_id: Set(run.id),
-                shard: Set(shard),
-                done: Set(0),
-            })
-            .exec_without_returning(txn)
-            .await?;
+            let log_id = tx
+                .insert_pending(&PendingRow {
+                    job: &job,
+                    param: param.as_deref(),
+                    sharding: sharding.as_deref(),
+                    now,
+                })
+                .await?;
+            tx.insert_link(log_id, node_id, run.id, shard).await?;
             ch.dispatch.push(Dispatch {
                 log_id,
                 job_id: job.id,
@@ -854,7 +887,7 @@ impl Runs {
     #[allow(clippy::too_many_arguments)]
     async fn start_nested(
         &self,
-        txn: &DatabaseTransaction,
+        tx: &impl Tx,
         run: &runs::Model,
         key: &str,
         attempt: i32,
@@ -864,49 +897,48 @@ impl Runs {
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
         let fail =
-            |msg: String| async move { fail_node(txn, run.id, key, attempt, now, &msg).await };
+            |msg: String| async move { fail_node(tx, run.id, key, attempt, now, &msg).await };
         if run.depth + 1 > MAX_DEPTH {
             return fail(format!("workflows nested deeper than {MAX_DEPTH}")).await;
         }
-        let w = match workflows::get(txn, workflow_id).await {
-            Ok(w) => w,
-            Err(Error::NotFound { .. }) => {
-                return fail(format!("workflow {workflow_id} not found")).await;
-            }
-            Err(e) => return Err(e),
+        let Some(w) = tx.workflow(workflow_id).await? else {
+            return fail(format!("workflow {workflow_id} not found")).await;
         };
-        let node = node_row(run.id, key, attempt, attempt, status::RUNNING, now, None)
-            .insert(txn)
+        let node_id = tx
+            .insert_node(&node_row(
+                run.id,
+                key,
+                attempt,
+                attempt,
+                status::RUNNING,
+                now,
+                None,
+            ))
             .await?;
         let (child, ended) = self
             .start_in(
-                txn,
+                tx,
                 &w,
                 TriggerType::Workflow,
                 None,
                 ctx.clone(),
-                Some(node.id),
+                Some(node_id),
                 run.depth + 1,
                 now,
                 ch,
             )
             .await?;
-        let mut upd = nodes::Entity::update_many()
-            .col_expr(nodes::Column::ChildRun, Expr::value(child))
-            .filter(nodes::Column::Id.eq(node.id));
-        if let Some(ok) = ended {
-            upd = upd
-                .col_expr(
-                    nodes::Column::State,
-                    Expr::value(if ok {
-                        status::SUCCEEDED
-                    } else {
-                        status::FAILED
-                    }),
-                )
-                .col_expr(nodes::Column::EndTime, Expr::value(now));
-        }
-        upd.exec(txn).await?;
+        let end = ended.map(|ok| {
+            (
+                if ok {
+                    status::SUCCEEDED
+                } else {
+                    status::FAILED
+                },
+                now,
+            )
+        });
+        tx.set_child(node_id, child, end).await?;
         Ok(ended)
     }
 
@@ -916,42 +948,22 @@ impl Runs {
         c: &impl ConnectionTrait,
         limit: u64,
     ) -> Result<Vec<Finished>> {
-        let sql = format!(
-            "SELECT nl.log_id, nl.node_run_id, nl.run_id, l.trigger_code, l.handle_code, \
-             l.handle_msg, l.trigger_msg \
-             FROM xjob_workflow_node_log nl JOIN xxl_job_log l ON l.id = nl.log_id \
-             WHERE nl.done = 0 AND (l.handle_code <> 0 OR (l.fire_state = {} \
-             AND l.trigger_code <> 0 AND l.trigger_code <> {SUCCESS_CODE})) \
-             ORDER BY nl.log_id LIMIT {limit}",
-            fire_state::DISPATCHED
-        );
+        let sql = format!("{} LIMIT {limit}", finished_sql());
         let rows = c
             .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
-            let handle: i32 = r.try_get("", "handle_code")?;
-            let mut outputs = None;
-            let msg: Option<String> = if handle != 0 {
-                let m: Option<String> = r.try_get("", "handle_msg")?;
-                m.map(|m| {
-                    let (o, rest) = crate::executor::split_outputs(&m);
-                    outputs = o;
-                    rest.to_string()
-                })
-                .filter(|m| !m.is_empty())
-            } else {
-                let m: Option<String> = r.try_get("", "trigger_msg")?;
-                m.map(|m| crate::trigger_msg::reason(&m))
-            };
-            out.push(Finished {
-                log_id: r.try_get("", "log_id")?,
-                node_run_id: r.try_get("", "node_run_id")?,
-                run_id: r.try_get("", "run_id")?,
-                ok: handle == SUCCESS_CODE,
-                msg: msg.map(|m| cap(&m)),
-                outputs,
-            });
+            out.push(Finished::of(
+                (
+                    r.try_get("", "log_id")?,
+                    r.try_get("", "node_run_id")?,
+                    r.try_get("", "run_id")?,
+                ),
+                r.try_get("", "handle_code")?,
+                r.try_get("", "handle_msg")?,
+                r.try_get("", "trigger_msg")?,
+            ));
         }
         Ok(out)
     }
@@ -1078,52 +1090,84 @@ impl Runs {
         items: Vec<Finished>,
         now: i64,
     ) -> Result<Changes> {
+        if let Some(writer) = &self.file {
+            let me = self.clone();
+            return writer
+                .exec(move |conn| sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await))
+                .await?;
+        }
+        let txn = crate::store::begin_writing(db).await?;
+        let ch = self.apply_in(&SeaTx(&txn), items, now).await?;
+        txn.commit().await?;
+        Ok(ch)
+    }
+
+    /// Applies the results of node runs' run rows written so far, at most `limit` of them, in
+    /// one transaction ([`Runs::finished`] then [`Runs::apply`]); answers the changes and how
+    /// many results there were.
+    pub(crate) async fn apply_finished(
+        &self,
+        db: &DatabaseConnection,
+        limit: u64,
+        now: i64,
+    ) -> Result<(Changes, usize)> {
+        if let Some(writer) = &self.file {
+            let me = self.clone();
+            return writer
+                .exec(move |conn| {
+                    let items = sqlite::finished(conn, limit)?;
+                    let n = items.len();
+                    if n == 0 {
+                        return Ok((Changes::default(), 0));
+                    }
+                    sqlite::in_tx(conn, async |tx| Ok((me.apply_in(tx, items, now).await?, n)))
+                })
+                .await?;
+        }
+        let items = self.finished(db, limit).await?;
+        let n = items.len();
+        if n == 0 {
+            return Ok((Changes::default(), 0));
+        }
+        Ok((self.apply(db, items, now).await?, n))
+    }
+
+    /// Claims `ids` (pending run rows) for dispatch by this node; answers those it won.
+    pub(crate) async fn claim(&self, db: &DatabaseConnection, ids: Vec<i64>) -> Result<Vec<i64>> {
+        if let Some(writer) = &self.file {
+            return writer.exec(move |conn| sqlite::claim(conn, &ids)).await?;
+        }
+        crate::store::logs::claim(db, &ids).await
+    }
+
+    /// [`Runs::apply`] in `tx`.
+    async fn apply_in<T: Tx>(&self, tx: &T, items: Vec<Finished>, now: i64) -> Result<Changes> {
         let mut by_run: BTreeMap<i64, Vec<Finished>> = BTreeMap::new();
         for f in items {
             by_run.entry(f.run_id).or_default().push(f);
         }
-        let txn = crate::store::begin_writing(db).await?;
         let mut ch = Changes::default();
         for (run_id, items) in by_run {
-            let Some(run) = lock_run(&txn, run_id).await? else {
+            let ids: Vec<i64> = items.iter().map(|f| f.log_id).collect();
+            let Some(mut run) = tx.lock_run(run_id).await? else {
                 // ended or stopped: its rows' results change nothing
-                links::Entity::update_many()
-                    .col_expr(links::Column::Done, Expr::value(1))
-                    .filter(links::Column::LogId.is_in(items.iter().map(|f| f.log_id)))
-                    .exec(&txn)
-                    .await?;
+                tx.close_links(&ids).await?;
                 continue;
             };
-            let mut run = run;
             // each row's result once: the links still open, under the run's lock
-            let open: std::collections::HashSet<i64> = links::Entity::find()
-                .select_only()
-                .column(links::Column::LogId)
-                .filter(links::Column::LogId.is_in(items.iter().map(|f| f.log_id)))
-                .filter(links::Column::Done.eq(0))
-                .into_tuple::<i64>()
-                .all(&txn)
-                .await?
-                .into_iter()
-                .collect();
+            let open = tx.open_links(&ids).await?;
             if open.is_empty() {
                 continue;
             }
-            links::Entity::update_many()
-                .col_expr(links::Column::Done, Expr::value(1))
-                .filter(links::Column::LogId.is_in(open.iter().copied()))
-                .exec(&txn)
-                .await?;
-            let mut rows = nodes::Entity::find()
-                .filter(nodes::Column::RunId.eq(run.id))
-                .all(&txn)
-                .await?;
+            let open_ids: Vec<i64> = ids.iter().copied().filter(|i| open.contains(i)).collect();
+            tx.close_links(&open_ids).await?;
+            let mut rows = tx.node_rows(run.id).await?;
             let mut ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
             let before = ctx.clone();
             let (mut changed, mut stale) = (false, false);
             for f in items.into_iter().filter(|f| open.contains(&f.log_id)) {
                 match self
-                    .apply_one(&txn, &run, &mut rows, &mut ctx, f, now, &mut ch)
+                    .apply_one(tx, &run, &mut rows, &mut ctx, f, now, &mut ch)
                     .await?
                 {
                     Applied::Nothing => {}
@@ -1134,26 +1178,21 @@ impl Runs {
             }
             if ctx != before {
                 run.context = ctx.to_string();
-                runs::Entity::update_many()
-                    .col_expr(runs::Column::Context, Expr::value(run.context.clone()))
-                    .filter(runs::Column::Id.eq(run.id))
-                    .exec(&txn)
-                    .await?;
+                tx.set_context(run.id, &run.context).await?;
             }
             if changed {
                 let rows = (!stale).then_some(rows);
-                self.moved(&txn, run, rows, now, &mut ch).await?;
+                self.moved(tx, run, rows, now, &mut ch).await?;
             }
         }
-        txn.commit().await?;
         Ok(ch)
     }
 
     /// Moves `run` on; when it ends, completes its parent's node and moves the parent on, and so
     /// on up.
-    async fn moved(
+    async fn moved<T: Tx>(
         &self,
-        txn: &DatabaseTransaction,
+        tx: &T,
         mut run: runs::Model,
         mut rows: Option<Vec<nodes::Model>>,
         now: i64,
@@ -1161,8 +1200,8 @@ impl Runs {
     ) -> Result<()> {
         loop {
             let ended = match rows.take() {
-                Some(rows) => self.advance_with(txn, &run, rows, now, ch).await?,
-                None => self.advance(txn, &run, now, ch).await?,
+                Some(rows) => self.advance_with(tx, &run, rows, now, ch).await?,
+                None => self.advance(tx, &run, now, ch).await?,
             };
             let Some(ok) = ended else {
                 return Ok(());
@@ -1170,27 +1209,18 @@ impl Runs {
             let Some(parent_node) = run.parent_node_run else {
                 return Ok(());
             };
-            let Some(node) = nodes::Entity::find_by_id(parent_node).one(txn).await? else {
+            let Some(node) = tx.node(parent_node).await? else {
                 return Ok(());
             };
-            let Some(parent) = lock_run(txn, node.run_id).await? else {
+            let Some(parent) = tx.lock_run(node.run_id).await? else {
                 return Ok(());
             };
-            let r = nodes::Entity::update_many()
-                .col_expr(
-                    nodes::Column::State,
-                    Expr::value(if ok {
-                        status::SUCCEEDED
-                    } else {
-                        status::FAILED
-                    }),
-                )
-                .col_expr(nodes::Column::EndTime, Expr::value(now))
-                .filter(nodes::Column::Id.eq(parent_node))
-                .filter(nodes::Column::State.eq(status::RUNNING))
-                .exec(txn)
-                .await?;
-            if r.rows_affected == 0 {
+            let st = if ok {
+                status::SUCCEEDED
+            } else {
+                status::FAILED
+            };
+            if !tx.end_node_if_running(parent_node, st, now).await? {
                 return Ok(());
             }
             run = parent;
@@ -1200,9 +1230,9 @@ impl Runs {
     /// Applies one run row's result (its link already marked done) to its node run in `rows`
     /// (the run's rows, kept in step with what is stored).
     #[allow(clippy::too_many_arguments)]
-    async fn apply_one(
+    async fn apply_one<T: Tx>(
         &self,
-        txn: &DatabaseTransaction,
+        tx: &T,
         run: &runs::Model,
         rows: &mut [nodes::Model],
         ctx: &mut Value,
@@ -1239,12 +1269,13 @@ impl Runs {
         } else {
             f.msg.clone().or(node.message.clone())
         };
-        let mut upd = nodes::Entity::update_many()
-            .col_expr(nodes::Column::ShardsDone, Expr::value(done))
-            .col_expr(nodes::Column::ShardsFailed, Expr::value(failed))
-            .col_expr(nodes::Column::Message, Expr::value(message.clone()))
-            .filter(nodes::Column::Id.eq(node.id));
         let complete = done >= node.shards_total;
+        let mut upd = NodeUpdate {
+            shards_done: done,
+            shards_failed: failed,
+            message: message.clone(),
+            end: None,
+        };
         {
             // the in-memory row follows the stored one
             let row = &mut rows[at];
@@ -1258,23 +1289,21 @@ impl Runs {
             } else {
                 status::FAILED
             };
-            upd = upd
-                .col_expr(nodes::Column::State, Expr::value(st))
-                .col_expr(nodes::Column::EndTime, Expr::value(now));
+            upd.end = Some((st, now));
             rows[at].state = st.to_string();
             rows[at].end_time = Some(now);
         }
-        upd.exec(txn).await?;
+        tx.update_node(node.id, &upd).await?;
         if complete && failed > 0 && node.attempt < node.max_attempts {
             // the next attempt: the node stays running
-            let c = self.compiled(txn, run.workflow_id, run.version).await?;
+            let c = self.compiled(tx, run.workflow_id, run.version).await?;
             if let Some(&i) = c.index.get(&node.node_key)
                 && let NodeKind::Job { job_id } = &c.def.nodes[i].kind
             {
                 let param = c.def.nodes[i].param.clone();
                 // (the new attempt's row is read again by the run's advance)
                 self.start_job(
-                    txn,
+                    tx,
                     run,
                     &node.node_key,
                     *job_id,
@@ -1331,11 +1360,9 @@ impl Runs {
                 "run {run_id} is a nested workflow's run: run its parent's run again"
             ));
         }
-        let c = self.compiled(&txn, run.workflow_id, run.version).await?;
-        let rows = nodes::Entity::find()
-            .filter(nodes::Column::RunId.eq(run_id))
-            .all(&txn)
-            .await?;
+        let tx = SeaTx(&txn);
+        let c = self.compiled(&tx, run.workflow_id, run.version).await?;
+        let rows = tx.node_rows(run_id).await?;
         let Attempts { latest, next } = Attempts::of(&rows);
         let index = |key: &str| {
             c.index.get(key).copied().ok_or_else(|| Error::Invalid {
@@ -1424,7 +1451,16 @@ impl Runs {
         if let Again::Mark(key) = &how {
             let a = next.get(key.as_str()).copied().unwrap_or(1);
             let msg = format!("marked succeeded by {who}");
-            insert_node(&txn, run_id, key, a, a, status::SUCCEEDED, now, Some(&msg)).await?;
+            tx.insert_node(&node_row(
+                run_id,
+                key,
+                a,
+                a,
+                status::SUCCEEDED,
+                now,
+                Some(&msg),
+            ))
+            .await?;
         }
         if !keys.is_empty() {
             nodes::Entity::update_many()
@@ -1444,7 +1480,7 @@ impl Runs {
             .await?;
         run.status = status::RUNNING.into();
         let mut ch = Changes::default();
-        self.advance(&txn, &run, now, &mut ch).await?;
+        self.advance(&tx, &run, now, &mut ch).await?;
         txn.commit().await?;
         Ok(ch)
     }
@@ -1460,7 +1496,8 @@ impl Runs {
         now: i64,
     ) -> Result<Option<Vec<i64>>> {
         let txn = crate::store::begin_writing(db).await?;
-        if lock_run(&txn, run_id).await?.is_none() {
+        let tx = SeaTx(&txn);
+        if tx.lock_run(run_id).await?.is_none() {
             // a queued run is stopped before it started
             let r = runs::Entity::update_many()
                 .col_expr(runs::Column::Status, Expr::value(status::STOPPED))
@@ -1480,7 +1517,7 @@ impl Runs {
         let mut todo = vec![run_id];
         let msg = format!("stopped by {who}");
         while let Some(id) = todo.pop() {
-            if id != run_id && lock_run(&txn, id).await?.is_none() {
+            if id != run_id && tx.lock_run(id).await?.is_none() {
                 continue;
             }
             let running = nodes::Entity::find()
@@ -1541,26 +1578,6 @@ impl Runs {
     }
 }
 
-/// Takes run `run_id`'s row lock (bumps its `seq`) if it is running; answers the run.
-async fn lock_run(txn: &DatabaseTransaction, run_id: i64) -> Result<Option<runs::Model>> {
-    let update = runs::Entity::update_many()
-        .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
-        .filter(runs::Column::Id.eq(run_id))
-        .filter(runs::Column::Status.eq(status::RUNNING));
-    // one statement where UPDATE … RETURNING exists (not MySQL/MariaDB)
-    if matches!(
-        txn.get_database_backend(),
-        sea_orm::DbBackend::Postgres | sea_orm::DbBackend::Sqlite
-    ) {
-        return Ok(update.exec_with_returning(txn).await?.into_iter().next());
-    }
-    let r = update.exec(txn).await?;
-    if r.rows_affected == 0 {
-        return Ok(None);
-    }
-    Ok(runs::Entity::find_by_id(run_id).one(txn).await?)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn node_row(
     run_id: i64,
@@ -1570,39 +1587,38 @@ fn node_row(
     state: &str,
     now: i64,
     msg: Option<&str>,
-) -> nodes::ActiveModel {
+) -> nodes::Model {
     let final_ = state != status::RUNNING;
-    nodes::ActiveModel {
-        run_id: Set(run_id),
-        node_key: Set(key.to_string()),
-        attempt: Set(attempt),
-        max_attempts: Set(max_attempts),
-        state: Set(state.to_string()),
-        decision: Set(None),
-        shards_total: Set(0),
-        shards_done: Set(0),
-        shards_failed: Set(0),
-        child_run: Set(None),
-        start_time: Set(now),
-        end_time: Set(final_.then_some(now)),
-        message: Set(msg.map(cap)),
-        cleared: Set(0),
-        ..Default::default()
+    nodes::Model {
+        id: 0,
+        run_id,
+        node_key: key.to_string(),
+        attempt,
+        max_attempts,
+        state: state.to_string(),
+        decision: None,
+        shards_total: 0,
+        shards_done: 0,
+        shards_failed: 0,
+        child_run: None,
+        start_time: now,
+        end_time: final_.then_some(now),
+        message: msg.map(cap),
+        cleared: 0,
     }
 }
 
 /// Records attempt `attempt` of node `key` as failed before it ran (`msg` says why); answers the
 /// node's outcome.
 async fn fail_node(
-    txn: &DatabaseTransaction,
+    tx: &impl Tx,
     run_id: i64,
     key: &str,
     attempt: i32,
     now: i64,
     msg: &str,
 ) -> Result<Option<bool>> {
-    insert_node(
-        txn,
+    let row = node_row(
         run_id,
         key,
         attempt,
@@ -1610,26 +1626,9 @@ async fn fail_node(
         status::FAILED,
         now,
         Some(msg),
-    )
-    .await?;
+    );
+    tx.insert_node(&row).await?;
     Ok(Some(false))
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn insert_node(
-    txn: &DatabaseTransaction,
-    run_id: i64,
-    key: &str,
-    attempt: i32,
-    max_attempts: i32,
-    state: &str,
-    now: i64,
-    msg: Option<&str>,
-) -> Result<()> {
-    node_row(run_id, key, attempt, max_attempts, state, now, msg)
-        .insert(txn)
-        .await?;
-    Ok(())
 }
 
 /// The alarm of a failed top-level run: the workflow, the nodes that failed, and the first

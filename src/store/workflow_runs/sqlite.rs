@@ -1,0 +1,502 @@
+//! [`Tx`] on the run-row writer's own SQLite connection (a SQLite file this node holds): the
+//! same reads and writes as [`super::tx::SeaTx`], as cached prepared statements in one
+//! transaction on the writer's thread. The rules are async (they are shared with the sea-orm
+//! path); here no statement ever waits, so [`in_tx`] drives them to the end at once.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use entity::xjob_workflow as wf;
+use entity::xjob_workflow_node_run as nodes;
+use entity::xjob_workflow_run as runs;
+use parking_lot::Mutex;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::status;
+use super::tx::{Job, NodeUpdate, PendingRow, Tx};
+use crate::error::Result;
+use crate::model::{AlarmStatus, TriggerType, fire_state};
+use crate::store::sqlite_sync::{self as sync, naive_text};
+
+/// [`Tx`] on a rusqlite connection inside `BEGIN IMMEDIATE` (see [`in_tx`]). The connection
+/// is behind a mutex only so the shared async rules may hold a reference to it: one thread
+/// uses it, and no lock is held across an await.
+pub(crate) struct SqliteTx<'c> {
+    c: Mutex<&'c mut Connection>,
+}
+
+/// Runs `f` in one write transaction on `conn`: committed when it answers `Ok`, rolled back
+/// otherwise.
+pub(crate) fn in_tx<R>(
+    conn: &mut Connection,
+    f: impl AsyncFnOnce(&SqliteTx<'_>) -> Result<R>,
+) -> Result<R> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let tx = SqliteTx {
+        c: Mutex::new(conn),
+    };
+    let out = futures::executor::block_on(f(&tx));
+    let conn = tx.c.into_inner();
+    match out {
+        Ok(v) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(v)
+        }
+        Err(e) => {
+            if let Err(r) = conn.execute_batch("ROLLBACK") {
+                tracing::error!(error = %r, "workflow transaction not rolled back");
+            }
+            Err(e)
+        }
+    }
+}
+
+const RUN_COLUMNS: &str = "id, workflow_id, version, job_group, status, trigger_type, params, \
+    context, parent_node_run, depth, seq, start_time, end_time, message";
+
+fn run(r: &rusqlite::Row<'_>) -> rusqlite::Result<runs::Model> {
+    Ok(runs::Model {
+        id: r.get(0)?,
+        workflow_id: r.get(1)?,
+        version: r.get(2)?,
+        job_group: r.get(3)?,
+        status: r.get(4)?,
+        trigger_type: r.get(5)?,
+        params: r.get(6)?,
+        context: r.get(7)?,
+        parent_node_run: r.get(8)?,
+        depth: r.get(9)?,
+        seq: r.get(10)?,
+        start_time: r.get(11)?,
+        end_time: r.get(12)?,
+        message: r.get(13)?,
+    })
+}
+
+const NODE_COLUMNS: &str = "id, run_id, node_key, attempt, max_attempts, state, decision, \
+    shards_total, shards_done, shards_failed, child_run, start_time, end_time, message, cleared";
+
+fn node(r: &rusqlite::Row<'_>) -> rusqlite::Result<nodes::Model> {
+    Ok(nodes::Model {
+        id: r.get(0)?,
+        run_id: r.get(1)?,
+        node_key: r.get(2)?,
+        attempt: r.get(3)?,
+        max_attempts: r.get(4)?,
+        state: r.get(5)?,
+        decision: r.get(6)?,
+        shards_total: r.get(7)?,
+        shards_done: r.get(8)?,
+        shards_failed: r.get(9)?,
+        child_run: r.get(10)?,
+        start_time: r.get(11)?,
+        end_time: r.get(12)?,
+        message: r.get(13)?,
+        cleared: r.get(14)?,
+    })
+}
+
+const WORKFLOW_COLUMNS: &str = "id, job_group, name, description, author, version, definition, \
+    created_at, updated_at, schedule_type, schedule_conf, misfire_strategy, trigger_status, \
+    trigger_next_time, concurrency, max_queued";
+
+fn workflow(r: &rusqlite::Row<'_>) -> rusqlite::Result<wf::Model> {
+    Ok(wf::Model {
+        id: r.get(0)?,
+        job_group: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        author: r.get(4)?,
+        version: r.get(5)?,
+        definition: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+        schedule_type: r.get(9)?,
+        schedule_conf: r.get(10)?,
+        misfire_strategy: r.get(11)?,
+        trigger_status: r.get(12)?,
+        trigger_next_time: r.get(13)?,
+        concurrency: r.get(14)?,
+        max_queued: r.get(15)?,
+    })
+}
+
+/// `?1, ?2, …` for a list of `n`.
+fn marks(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl SqliteTx<'_> {
+    fn with<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        let c = self.c.lock();
+        Ok(f(&c)?)
+    }
+}
+
+impl Tx for SqliteTx<'_> {
+    async fn workflow(&self, id: i32) -> Result<Option<wf::Model>> {
+        static SQL: LazyLock<String> =
+            LazyLock::new(|| format!("SELECT {WORKFLOW_COLUMNS} FROM xjob_workflow WHERE id = ?1"));
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .query_row(params![id], workflow)
+                .optional()
+        })
+    }
+
+    async fn definition(&self, workflow_id: i32, version: i32) -> Result<Option<String>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT definition FROM xjob_workflow_version WHERE workflow_id = ?1 \
+                 AND version = ?2",
+            )?
+            .query_row(params![workflow_id, version], |r| r.get(0))
+            .optional()
+        })
+    }
+
+    async fn job(&self, id: i32) -> Result<Option<Job>> {
+        self.with(|c| Ok(sync::job_by_id(c, id)?.map(|(j, _)| j)))
+    }
+
+    async fn group_addresses(&self, group: i32) -> Result<Option<Option<String>>> {
+        self.with(|c| {
+            c.prepare_cached("SELECT address_list FROM xxl_job_group WHERE id = ?1")?
+                .query_row(params![group], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    async fn lock_workflow(&self, id: i32) -> Result<()> {
+        // the transaction holds SQLite's write lock already: nothing else decides meanwhile
+        let _ = id;
+        Ok(())
+    }
+
+    async fn count_top_runs(&self, workflow_id: i32, st: &'static str) -> Result<u64> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT COUNT(*) FROM xjob_workflow_run WHERE workflow_id = ?1 AND status = ?2 \
+                 AND parent_node_run IS NULL",
+            )?
+            .query_row(params![workflow_id, st], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+        })
+    }
+
+    async fn oldest_queued(&self, workflow_id: i32) -> Result<Option<runs::Model>> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run WHERE workflow_id = ?1 \
+                 AND status = '{}' ORDER BY id LIMIT 1",
+                status::QUEUED
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .query_row(params![workflow_id], run)
+                .optional()
+        })
+    }
+
+    async fn promote_run(&self, id: i64, now: i64) -> Result<bool> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE xjob_workflow_run SET status = '{}', start_time = ?2 \
+                 WHERE id = ?1 AND status = '{}'",
+                status::RUNNING,
+                status::QUEUED
+            )
+        });
+        self.with(|c| Ok(c.prepare_cached(&SQL)?.execute(params![id, now])? == 1))
+    }
+
+    async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            let cols = RUN_COLUMNS.trim_start_matches("id, ");
+            format!(
+                "INSERT INTO xjob_workflow_run ({cols}) VALUES ({})",
+                marks(13)
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?.execute(params![
+                r.workflow_id,
+                r.version,
+                r.job_group,
+                r.status,
+                r.trigger_type,
+                r.params,
+                r.context,
+                r.parent_node_run,
+                r.depth,
+                r.seq,
+                r.start_time,
+                r.end_time,
+                r.message,
+            ])?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    async fn lock_run(&self, id: i64) -> Result<Option<runs::Model>> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id = ?1 AND status = '{}' \
+                 RETURNING {RUN_COLUMNS}",
+                status::RUNNING
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .query_row(params![id], run)
+                .optional()
+        })
+    }
+
+    async fn end_run(
+        &self,
+        id: i64,
+        st: &'static str,
+        now: i64,
+        message: Option<String>,
+    ) -> Result<()> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE xjob_workflow_run SET status = ?2, end_time = ?3, message = ?4 \
+                 WHERE id = ?1 AND status = '{}'",
+                status::RUNNING
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .execute(params![id, st, now, message])
+                .map(|_| ())
+        })
+    }
+
+    async fn set_context(&self, id: i64, context: &str) -> Result<()> {
+        self.with(|c| {
+            c.prepare_cached("UPDATE xjob_workflow_run SET context = ?2 WHERE id = ?1")?
+                .execute(params![id, context])
+                .map(|_| ())
+        })
+    }
+
+    async fn node_rows(&self, run_id: i64) -> Result<Vec<nodes::Model>> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!("SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE run_id = ?1")
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .query_map(params![run_id], node)?
+                .collect()
+        })
+    }
+
+    async fn node(&self, id: i64) -> Result<Option<nodes::Model>> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!("SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE id = ?1")
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?
+                .query_row(params![id], node)
+                .optional()
+        })
+    }
+
+    async fn insert_node(&self, n: &nodes::Model) -> Result<i64> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            let cols = NODE_COLUMNS.trim_start_matches("id, ");
+            format!(
+                "INSERT INTO xjob_workflow_node_run ({cols}) VALUES ({})",
+                marks(14)
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?.execute(params![
+                n.run_id,
+                n.node_key,
+                n.attempt,
+                n.max_attempts,
+                n.state,
+                n.decision,
+                n.shards_total,
+                n.shards_done,
+                n.shards_failed,
+                n.child_run,
+                n.start_time,
+                n.end_time,
+                n.message,
+                n.cleared,
+            ])?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    async fn update_node(&self, id: i64, u: &NodeUpdate) -> Result<()> {
+        self.with(|c| {
+            match u.end {
+                Some((st, end)) => c
+                    .prepare_cached(
+                        "UPDATE xjob_workflow_node_run SET shards_done = ?2, \
+                         shards_failed = ?3, message = ?4, state = ?5, end_time = ?6 \
+                         WHERE id = ?1",
+                    )?
+                    .execute(params![
+                        id,
+                        u.shards_done,
+                        u.shards_failed,
+                        u.message,
+                        st,
+                        end
+                    ])?,
+                None => c
+                    .prepare_cached(
+                        "UPDATE xjob_workflow_node_run SET shards_done = ?2, \
+                         shards_failed = ?3, message = ?4 WHERE id = ?1",
+                    )?
+                    .execute(params![id, u.shards_done, u.shards_failed, u.message])?,
+            };
+            Ok(())
+        })
+    }
+
+    async fn set_child(&self, id: i64, child: i64, end: Option<(&'static str, i64)>) -> Result<()> {
+        self.with(|c| {
+            match end {
+                Some((st, t)) => c
+                    .prepare_cached(
+                        "UPDATE xjob_workflow_node_run SET child_run = ?2, state = ?3, \
+                         end_time = ?4 WHERE id = ?1",
+                    )?
+                    .execute(params![id, child, st, t])?,
+                None => c
+                    .prepare_cached(
+                        "UPDATE xjob_workflow_node_run SET child_run = ?2 WHERE id = ?1",
+                    )?
+                    .execute(params![id, child])?,
+            };
+            Ok(())
+        })
+    }
+
+    async fn end_node_if_running(&self, id: i64, st: &'static str, now: i64) -> Result<bool> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE xjob_workflow_node_run SET state = ?2, end_time = ?3 \
+                 WHERE id = ?1 AND state = '{}'",
+                status::RUNNING
+            )
+        });
+        self.with(|c| Ok(c.prepare_cached(&SQL)?.execute(params![id, st, now])? > 0))
+    }
+
+    async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+                 handle_code, executor_param, executor_sharding_param, \
+                 executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, \
+                 chain_depth) VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, 0, {}, NULL, {}, '{}', 0)",
+                AlarmStatus::Unchecked.code(),
+                fire_state::PENDING,
+                TriggerType::Workflow.as_str()
+            )
+        });
+        self.with(|c| {
+            c.prepare_cached(&SQL)?.execute(params![
+                row.job.job_group,
+                row.job.id,
+                naive_text(row.now),
+                row.param,
+                row.sharding,
+            ])?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    async fn insert_link(
+        &self,
+        log_id: i64,
+        node_run_id: i64,
+        run_id: i64,
+        shard: i32,
+    ) -> Result<()> {
+        self.with(|c| {
+            c.prepare_cached(
+                "INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
+                 VALUES (?1, ?2, ?3, ?4, 0)",
+            )?
+            .execute(params![log_id, node_run_id, run_id, shard])
+            .map(|_| ())
+        })
+    }
+
+    async fn open_links(&self, log_ids: &[i64]) -> Result<HashSet<i64>> {
+        self.with(|c| {
+            let mut s = c.prepare_cached(
+                "SELECT 1 FROM xjob_workflow_node_log WHERE log_id = ?1 AND done = 0",
+            )?;
+            let mut out = HashSet::with_capacity(log_ids.len());
+            for &id in log_ids {
+                if s.exists(params![id])? {
+                    out.insert(id);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    async fn close_links(&self, log_ids: &[i64]) -> Result<()> {
+        self.with(|c| {
+            let mut s =
+                c.prepare_cached("UPDATE xjob_workflow_node_log SET done = 1 WHERE log_id = ?1")?;
+            for &id in log_ids {
+                s.execute(params![id])?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// [`super::Runs::finished`] on the writer's connection.
+pub(crate) fn finished(c: &Connection, limit: u64) -> Result<Vec<super::Finished>> {
+    static SQL: LazyLock<String> = LazyLock::new(|| format!("{} LIMIT ?1", super::finished_sql()));
+    let mut s = c.prepare_cached(&SQL)?;
+    let rows = s.query_map(params![limit as i64], |r| {
+        Ok(super::Finished::of(
+            (r.get(0)?, r.get(1)?, r.get(2)?),
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Claims pending run rows `ids` (as [`crate::store::logs::claim`]); answers those claimed.
+pub(crate) fn claim(c: &mut Connection, ids: &[i64]) -> Result<Vec<i64>> {
+    let token: i64 = rand::random_range(2..i64::MAX);
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut out = Vec::with_capacity(ids.len());
+    {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE xxl_job_log SET fire_state = ?2 WHERE id = ?1 AND fire_state + 0 = {}",
+                fire_state::PENDING
+            )
+        });
+        let mut s = tx.prepare_cached(&SQL)?;
+        for &id in ids {
+            if s.execute(params![id, token])? == 1 {
+                out.push(id);
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(out)
+}
