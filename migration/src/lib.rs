@@ -17,6 +17,7 @@ mod m20261125_000009_partial_log_indexes;
 mod m20261126_000010_create_xjob_api_key;
 mod m20261126_000011_create_xjob_workflow;
 mod m20261126_000012_create_xjob_workflow_run;
+mod m20261126_000013_index_workflow_links_by_run;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000010_create_xjob_api_key::Migration),
             Box::new(m20261126_000011_create_xjob_workflow::Migration),
             Box::new(m20261126_000012_create_xjob_workflow_run::Migration),
+            Box::new(m20261126_000013_index_workflow_links_by_run::Migration),
         ]
     }
 }

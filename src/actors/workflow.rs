@@ -167,7 +167,7 @@ impl WorkflowActor {
                 .await?;
             let mut worked = !ch.dispatch.is_empty();
             out.done(&ch);
-            dispatch(&db, &runs, &pool, ch.dispatch).await;
+            dispatch(&db, &runs, &pool, ch).await;
             loop {
                 let (ch, n) = runs.apply_finished(&db, BATCH, clock.now_ms()).await?;
                 if n == 0 {
@@ -175,7 +175,7 @@ impl WorkflowActor {
                 }
                 worked = true;
                 out.done(&ch);
-                dispatch(&db, &runs, &pool, ch.dispatch).await;
+                dispatch(&db, &runs, &pool, ch).await;
                 if (n as u64) < BATCH {
                     break;
                 }
@@ -267,40 +267,49 @@ async fn recover_pass(
             rows = stale.len(),
             "dispatching workflow node runs an earlier node recorded but did not send"
         );
-        dispatch(db, runs, pool, stale).await;
+        let ch = Changes {
+            dispatch: stale,
+            ..Changes::default()
+        };
+        dispatch(db, runs, pool, ch).await;
     }
     let gone = runs.vanished(db, BATCH).await?;
     if !gone.is_empty() {
         let ch = runs.apply(db, gone, now).await?;
-        dispatch(db, runs, pool, ch.dispatch).await;
+        dispatch(db, runs, pool, ch).await;
     }
     Ok(())
 }
 
-/// Claims `list`'s pending rows and hands the ones this node won to the trigger pool.
+/// Claims `ch`'s pending rows to dispatch (unless it holds claimed ones already) and hands
+/// the ones this node won to the trigger pool.
 pub(crate) async fn dispatch(
     db: &DatabaseConnection,
     runs: &Runs,
     pool: &Addr<TriggerPool>,
-    list: Vec<Dispatch>,
+    ch: Changes,
 ) {
+    let list: Vec<Dispatch> = ch.dispatch;
     if list.is_empty() {
         return;
     }
-    let ids: Vec<i64> = list.iter().map(|d| d.log_id).collect();
-    let n = ids.len();
-    let claimed = match runs.claim(db, ids).await {
-        Ok(c) => c,
-        Err(e) => {
-            // left pending: the recovery pass claims them
-            tracing::warn!(error = %e, rows = n, "cannot claim workflow node runs; recovery sends them");
-            return;
+    let claimed: Option<std::collections::HashSet<i64>> = if ch.claimed {
+        None
+    } else {
+        let ids: Vec<i64> = list.iter().map(|d| d.log_id).collect();
+        let n = ids.len();
+        match runs.claim(db, ids).await {
+            Ok(c) => Some(c.into_iter().collect()),
+            Err(e) => {
+                // left pending: the recovery pass claims them
+                tracing::warn!(error = %e, rows = n, "cannot claim workflow node runs; recovery sends them");
+                return;
+            }
         }
     };
-    let claimed: std::collections::HashSet<i64> = claimed.into_iter().collect();
     let reqs: Vec<TriggerRequest> = list
         .into_iter()
-        .filter(|d| claimed.contains(&d.log_id))
+        .filter(|d| claimed.as_ref().is_none_or(|c| c.contains(&d.log_id)))
         .map(|d| {
             let mut req = TriggerRequest::new(d.job_id, TriggerType::Workflow);
             req.log_id = Some(d.log_id);
@@ -357,7 +366,7 @@ impl Handler<StartRun> for WorkflowActor {
                 )
                 .await?;
             out.done(&ch);
-            dispatch(&db, &runs, &pool, ch.dispatch).await;
+            dispatch(&db, &runs, &pool, ch).await;
             drop(guard);
             Ok(id)
         })

@@ -650,7 +650,7 @@ impl Engine {
             .runs
             .again(&self.db, run_id, how, who, self.clock.now_ms())
             .await?;
-        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch.dispatch).await;
+        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch).await;
         Ok(())
     }
 
@@ -668,7 +668,7 @@ impl Engine {
                 self.clock.now_ms(),
             )
             .await?;
-        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch.dispatch).await;
+        crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch).await;
         Ok(())
     }
 

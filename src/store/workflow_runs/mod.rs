@@ -382,6 +382,33 @@ pub struct Changes {
     pub started: usize,
     /// Jobs read in this transaction (a job node's job is read once per batch).
     pub(crate) jobs: HashMap<i32, Option<Arc<entity::xxl_job_info::Model>>>,
+    /// `dispatch` holds only the rows this node claimed already (after the commit, in a
+    /// transaction of their own, as [`Runs::claim`]).
+    pub(crate) claimed: bool,
+}
+
+impl Changes {
+    /// Claims the rows to dispatch on the writer's connection, after the transaction that
+    /// recorded them committed; on an error they are left pending for the recovery pass.
+    fn claim_on(mut self, conn: &mut rusqlite::Connection) -> Changes {
+        if self.dispatch.is_empty() {
+            self.claimed = true;
+            return self;
+        }
+        let ids: Vec<i64> = self.dispatch.iter().map(|d| d.log_id).collect();
+        match sqlite::claim(conn, &ids) {
+            Ok(won) => {
+                let won: std::collections::HashSet<i64> = won.into_iter().collect();
+                self.dispatch.retain(|d| won.contains(&d.log_id));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, rows = ids.len(), "cannot claim workflow node runs; recovery sends them");
+                self.dispatch.clear();
+            }
+        }
+        self.claimed = true;
+        self
+    }
 }
 
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -440,10 +467,11 @@ impl Runs {
             let me = self.clone();
             return writer
                 .exec(move |conn| {
-                    sqlite::in_tx(conn, async |tx| {
+                    let (id, ch) = sqlite::in_tx(conn, async |tx| {
                         me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
                             .await
-                    })
+                    })?;
+                    Ok((id, ch.claim_on(conn)))
                 })
                 .await?;
         }
@@ -1093,7 +1121,10 @@ impl Runs {
         if let Some(writer) = &self.file {
             let me = self.clone();
             return writer
-                .exec(move |conn| sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await))
+                .exec(move |conn| {
+                    let ch = sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await)?;
+                    Ok(ch.claim_on(conn))
+                })
                 .await?;
         }
         let txn = crate::store::begin_writing(db).await?;
@@ -1120,7 +1151,8 @@ impl Runs {
                     if n == 0 {
                         return Ok((Changes::default(), 0));
                     }
-                    sqlite::in_tx(conn, async |tx| Ok((me.apply_in(tx, items, now).await?, n)))
+                    let ch = sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await)?;
+                    Ok((ch.claim_on(conn), n))
                 })
                 .await?;
         }
