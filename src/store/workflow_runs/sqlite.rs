@@ -178,9 +178,10 @@ impl Tx for SqliteTx<'_> {
 
     async fn count_top_runs(&self, workflow_id: i32, st: &'static str) -> Result<u64> {
         self.with(|c| {
+            // by status: the workflow's index would walk every run it ever had
             c.prepare_cached(
-                "SELECT COUNT(*) FROM xjob_workflow_run WHERE workflow_id = ?1 AND status = ?2 \
-                 AND parent_node_run IS NULL",
+                "SELECT COUNT(*) FROM xjob_workflow_run INDEXED BY i_wf_run_status \
+                 WHERE status = ?2 AND workflow_id = ?1 AND parent_node_run IS NULL",
             )?
             .query_row(params![workflow_id, st], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
@@ -188,10 +189,11 @@ impl Tx for SqliteTx<'_> {
     }
 
     async fn oldest_queued(&self, workflow_id: i32) -> Result<Option<runs::Model>> {
+        // by status, as above: it runs each time a run ends
         static SQL: LazyLock<String> = LazyLock::new(|| {
             format!(
-                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run WHERE workflow_id = ?1 \
-                 AND status = '{}' ORDER BY id LIMIT 1",
+                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run INDEXED BY i_wf_run_status \
+                 WHERE status = '{}' AND workflow_id = ?1 ORDER BY id LIMIT 1",
                 status::QUEUED
             )
         });
