@@ -502,3 +502,181 @@ pub(crate) fn claim(c: &mut Connection, ids: &[i64]) -> Result<Vec<i64>> {
     tx.commit()?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::workflow_runs::{Finished, Runs, tx::SeaTx};
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+
+    /// Open run rows of the runs (log id, run id, node key).
+    async fn open_rows(db: &sea_orm::DatabaseConnection) -> Vec<(i64, i64, String)> {
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT nl.log_id, nl.run_id, nr.node_key FROM xjob_workflow_node_log nl \
+                 JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id WHERE nl.done = 0 \
+                 ORDER BY nl.log_id",
+            ))
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|r| {
+                (
+                    r.try_get("", "log_id").unwrap(),
+                    r.try_get("", "run_id").unwrap(),
+                    r.try_get("", "node_key").unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// What a run recorded, without ids: its status, context and message, each node run's
+    /// key, attempt, state, decision, shards and message, and each run row's param.
+    async fn recorded(db: &sea_orm::DatabaseConnection, run: i64) -> String {
+        let r = crate::store::workflow_runs::get(db, run).await.unwrap();
+        let mut out = format!("{} {} {:?}\n", r.status, r.context, r.message);
+        let mut nodes = crate::store::workflow_runs::node_runs(db, run)
+            .await
+            .unwrap();
+        nodes.sort_by(|a, b| (&a.0.node_key, a.0.attempt).cmp(&(&b.0.node_key, b.0.attempt)));
+        for (n, logs) in nodes {
+            out.push_str(&format!(
+                "{} {}/{} {} {:?} {}/{}/{} {:?} {}",
+                n.node_key,
+                n.attempt,
+                n.max_attempts,
+                n.state,
+                n.decision,
+                n.shards_total,
+                n.shards_done,
+                n.shards_failed,
+                n.message,
+                n.cleared
+            ));
+            for id in logs {
+                let l = crate::store::logs::get(db, id).await.unwrap();
+                out.push_str(&format!(" [{:?} {}]", l.executor_param, l.fire_state));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// One run moved on by sea-orm statements and one by the writer connection's statements,
+    /// given the same results, record the same rows: decisions on the context, values passed
+    /// downstream, a failure skipping what depends on it, the run's end.
+    #[tokio::test]
+    async fn both_kinds_of_transaction_record_the_same_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let db = crate::store::tests::file_db(&path).await;
+        let t0 = 1_800_000_000_000;
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .unwrap();
+        let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+        let def = serde_json::json!({
+            "nodes": [
+                { "key": "a", "type": "JOB", "jobId": job },
+                { "key": "b", "type": "JOB", "jobId": job, "param": "k=${k}" },
+                { "key": "d", "type": "DECISION", "expression": "k == 1" },
+                { "key": "c", "type": "JOB", "jobId": job },
+                { "key": "bad", "type": "JOB", "jobId": job },
+                { "key": "after", "type": "JOB", "jobId": job },
+                { "key": "gone", "type": "JOB", "jobId": 999 }
+            ],
+            "edges": [
+                { "from": "a", "to": "b" },
+                { "from": "a", "to": "d" },
+                { "from": "d", "to": "c", "condition": "TRUE" },
+                { "from": "a", "to": "bad" },
+                { "from": "bad", "to": "after" },
+                { "from": "c", "to": "gone" }
+            ]
+        });
+        let w = crate::store::workflows::insert(
+            &db,
+            entity::xjob_workflow::Model {
+                id: 0,
+                job_group: g,
+                name: "w".into(),
+                description: None,
+                author: "t".into(),
+                version: 1,
+                definition: def.to_string(),
+                created_at: t0,
+                updated_at: t0,
+                schedule_type: "NONE".into(),
+                schedule_conf: None,
+                misfire_strategy: "DO_NOTHING".into(),
+                trigger_status: 0,
+                trigger_next_time: 0,
+                concurrency: "PARALLEL".into(),
+                max_queued: 0,
+            },
+        )
+        .await
+        .unwrap();
+        let runs = Runs::default();
+        let mut conn = Connection::open(&path).unwrap();
+        let ctx = || crate::store::workflow_runs::initial_context(Some(r#"{"p":1}"#)).unwrap();
+        let txn = db.begin().await.unwrap();
+        let (sea_run, _) = runs
+            .start_tx(&SeaTx(&txn), w.id, TriggerType::Api, None, ctx(), t0)
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        let (file_run, _) = in_tx(&mut conn, async |tx| {
+            runs.start_tx(tx, w.id, TriggerType::Api, None, ctx(), t0)
+                .await
+        })
+        .unwrap();
+        // results as an executor would send them: `a` puts k=1, `bad` fails
+        for step in 1..10 {
+            let open = open_rows(&db).await;
+            if open.is_empty() {
+                break;
+            }
+            for (log_id, _, key) in &open {
+                let (code, msg) = match key.as_str() {
+                    "a" => (200, "xjob.context={\"k\":1}\nfine"),
+                    "bad" => (500, "broken"),
+                    _ => (200, "fine"),
+                };
+                db.execute_raw(Statement::from_sql_and_values(
+                    db.get_database_backend(),
+                    "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, fire_state = 0 \
+                     WHERE id = ?",
+                    [code.into(), msg.into(), (*log_id).into()],
+                ))
+                .await
+                .unwrap();
+            }
+            let done = runs.finished(&db, 1000).await.unwrap();
+            let (sea, file): (Vec<Finished>, Vec<Finished>) =
+                done.into_iter().partition(|f| f.run_id == sea_run);
+            let now = t0 + step * 1000;
+            let txn = db.begin().await.unwrap();
+            runs.apply_in(&SeaTx(&txn), sea, now).await.unwrap();
+            txn.commit().await.unwrap();
+            in_tx(&mut conn, async |tx| runs.apply_in(tx, file, now).await).unwrap();
+        }
+        let (sea, file) = (recorded(&db, sea_run).await, recorded(&db, file_run).await);
+        assert_eq!(sea, file);
+        // and what they recorded is the rules' answer
+        assert!(sea.starts_with("FAILED {\"k\":1,\"p\":1}"), "{sea}");
+        for line in [
+            "b 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"k=1\") 0]",
+            "d 1/1 SUCCEEDED Some(1)",
+            "after 1/1 SKIPPED",
+            "gone 1/1 FAILED None 0/0/0 Some(\"job 999 not found\")",
+        ] {
+            assert!(sea.contains(line), "{line} in {sea}");
+        }
+    }
+}
