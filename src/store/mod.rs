@@ -49,7 +49,7 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
         std::fs::create_dir_all(dir)?;
     }
     let mut opts = ConnectOptions::new(cfg.url.clone());
-    opts.max_connections(cfg.max_connections)
+    opts.max_connections(cfg.pool_size())
         .min_connections(1)
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|o| {
