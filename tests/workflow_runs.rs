@@ -991,6 +991,19 @@ fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_po
             until_ended(&app, first).await;
             let r = app.engine.workflow_run(second).await.unwrap();
             assert_eq!(r.status, "RUNNING", "started when the first ended");
+            // running an ended run again obeys the policy too
+            let again = app
+                .engine
+                .rerun_workflow_run(first, Some("s".into()), "tester")
+                .await;
+            assert!(
+                matches!(&again, Err(xjob::Error::Conflict { reason }) if reason.contains("concurrency QUEUE")),
+                "{again:?}"
+            );
+            assert_eq!(
+                app.engine.workflow_run(first).await.unwrap().status,
+                "SUCCEEDED"
+            );
             let third = app
                 .engine
                 .trigger_workflow(q, TriggerType::Manual, None)

@@ -1480,6 +1480,24 @@ impl Runs {
                 "node `{k}` is running: wait for it or stop the run first"
             ));
         }
+        // an ended run running again is a run of its workflow like a new one: its concurrency
+        // policy holds (a queue's waiting runs go first, so none jumps it)
+        if ended {
+            let w = workflow_of(&tx, run.workflow_id).await?;
+            if w.concurrency != "PARALLEL" {
+                // (as a start: one decides at a time)
+                tx.lock_workflow(w.id).await?;
+            }
+            if w.concurrency != "PARALLEL"
+                && (tx.count_top_runs(w.id, status::RUNNING).await? > 0
+                    || tx.count_top_runs(w.id, status::QUEUED).await? > 0)
+            {
+                return conflict(format!(
+                    "a run of workflow {} is running or queued (concurrency {}): run {run_id} again once it ended",
+                    w.id, w.concurrency
+                ));
+            }
+        }
         if let Again::Mark(key) = &how {
             let a = next.get(key.as_str()).copied().unwrap_or(1);
             let msg = format!("marked succeeded by {who}");
