@@ -3,7 +3,8 @@
 //!
 //! Run: `cargo run --release --example wfbench -- --shape wide --nodes 1000 --fanout 100` or
 //! `-- --shape many --runs 2000 --nodes 5`; `--repeat K` runs the shape K times one after
-//! another and measures them together.
+//! another and measures them together; `--database URL` uses that (empty) database instead of
+//! a temporary SQLite file.
 //! - `wide`: one workflow of N nodes: a start node, then stages of F nodes in parallel each
 //!   joined by one node (fan-out F then fan-in), until N nodes.
 //! - `many`: R runs of a small workflow of N nodes (a start, N-2 in parallel, a join) started
@@ -74,10 +75,12 @@ fn main() -> anyhow::Result<()> {
     let fanout: usize = arg(&args, "--fanout").map_or(Ok(100), |v| v.parse())?;
     let runs: usize = arg(&args, "--runs").map_or(Ok(2000), |v| v.parse())?;
     let repeat: usize = arg(&args, "--repeat").map_or(Ok(1), |v| v.parse())?;
+    let database = arg(&args, "--database");
     let baseline = args.iter().any(|a| a == "--baseline");
     let dir = tempfile::tempdir()?;
     let mut cfg = Config::default();
-    cfg.database.url = format!("sqlite://{}?mode=rwc", dir.path().join("wf.db").display());
+    cfg.database.url = database
+        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.path().join("wf.db").display()));
     cfg.executor.app_name = xjob::demo::DEMO_APP.into();
     cfg.executor.address = "http://127.0.0.1:1/".into();
     cfg.executor.queue_capacity = 1_000_000;
