@@ -139,7 +139,8 @@ fn main() -> anyhow::Result<()> {
             // past the first (partial) second
             wait_for(metrics.callback_count() + k as u64).await;
             let (c0, t0, before) = (cpu_s(), Instant::now(), metrics.callback_count());
-            wait_for(before + (2 * k).max(total_nodes) as u64).await;
+            // ten seconds' worth at least: CPU is read in 10 ms ticks
+            wait_for(before + (10 * k).max(total_nodes) as u64).await;
             let wall = t0.elapsed().as_secs_f64();
             let fires = metrics.callback_count() - before;
             base_us = Some((cpu_s() - c0 - idle_per_s * wall) * 1e6 / fires as f64);

@@ -1133,29 +1133,16 @@ impl Runs {
         Ok(ch)
     }
 
-    /// Applies the results of node runs' run rows written so far, at most `limit` of them, in
-    /// one transaction ([`Runs::finished`] then [`Runs::apply`]); answers the changes and how
-    /// many results there were.
+    /// Applies the results of node runs' run rows written so far, at most `limit` of them
+    /// ([`Runs::finished`] then [`Runs::apply`]); answers the changes and how many results
+    /// there were. The look for results reads through the pool (an idle poll costs the writer
+    /// nothing); the apply runs on the writer's connection where it has one.
     pub(crate) async fn apply_finished(
         &self,
         db: &DatabaseConnection,
         limit: u64,
         now: i64,
     ) -> Result<(Changes, usize)> {
-        if let Some(writer) = &self.file {
-            let me = self.clone();
-            return writer
-                .exec(move |conn| {
-                    let items = sqlite::finished(conn, limit)?;
-                    let n = items.len();
-                    if n == 0 {
-                        return Ok((Changes::default(), 0));
-                    }
-                    let ch = sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await)?;
-                    Ok((ch.claim_on(conn), n))
-                })
-                .await?;
-        }
         let items = self.finished(db, limit).await?;
         let n = items.len();
         if n == 0 {

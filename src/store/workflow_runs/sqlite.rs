@@ -465,21 +465,6 @@ impl Tx for SqliteTx<'_> {
     }
 }
 
-/// [`super::Runs::finished`] on the writer's connection.
-pub(crate) fn finished(c: &Connection, limit: u64) -> Result<Vec<super::Finished>> {
-    static SQL: LazyLock<String> = LazyLock::new(|| format!("{} LIMIT ?1", super::finished_sql()));
-    let mut s = c.prepare_cached(&SQL)?;
-    let rows = s.query_map(params![limit as i64], |r| {
-        Ok(super::Finished::of(
-            (r.get(0)?, r.get(1)?, r.get(2)?),
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-        ))
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
 /// Claims pending run rows `ids` (as [`crate::store::logs::claim`]); answers those claimed.
 pub(crate) fn claim(c: &mut Connection, ids: &[i64]) -> Result<Vec<i64>> {
     let token: i64 = rand::random_range(2..i64::MAX);
