@@ -27,16 +27,7 @@ use xjob::prelude::*;
 
 #[path = "bench_args/mod.rs"]
 mod bench_args;
-use bench_args::{arg, xjob_binary};
-
-/// (utime + stime) of this process in seconds.
-fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (t(11) + t(12)) / 100.0
-}
+use bench_args::{arg, cpu_s, xjob_binary};
 
 /// CPU seconds per thread name (threads of one name summed), from `/proc/self/task`.
 fn cpu_by_thread() -> std::collections::BTreeMap<String, f64> {

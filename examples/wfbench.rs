@@ -25,20 +25,10 @@ use xjob::prelude::*;
 
 #[path = "bench_args/mod.rs"]
 mod bench_args;
-use bench_args::arg;
+use bench_args::{arg, cpu_s};
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// (utime + stime) of this process in seconds (10 ms ticks: `--repeat` makes a small
-/// shape's CPU large enough to read).
-fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (t(11) + t(12)) / 100.0
-}
 
 /// A definition of `n` nodes: a start, then stages of `fanout` parallel nodes each joined by
 /// one node.

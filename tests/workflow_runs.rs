@@ -29,6 +29,18 @@ fn workflow(group: i32, name: &str, def: Value) -> WorkflowInput {
     }
 }
 
+/// The runs of workflow `id`, newest first (the first page).
+async fn runs_of(app: &TestApp, id: i32) -> Vec<RunView> {
+    app.engine
+        .workflow_runs(&RunQuery {
+            workflow_id: Some(id),
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap()
+        .items
+}
+
 /// Steps time until run `id` ended (bounded); answers it.
 async fn until_ended(app: &TestApp, id: i64) -> RunView {
     for _ in 0..300 {
@@ -925,18 +937,7 @@ fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_po
                 "{bad}"
             );
             app.advance(36_000).await;
-            let runs = |id: i32| {
-                let e = app.engine.clone();
-                async move {
-                    e.workflow_runs(&RunQuery {
-                        workflow_id: Some(id),
-                        ..RunQuery::default()
-                    })
-                    .await
-                    .unwrap()
-                    .items
-                }
-            };
+            let runs = |id: i32| runs_of(&app, id);
             // fires at +10 (runs to +25), +20 (skipped), +30 (runs)
             let r = runs(skip_id).await;
             assert_eq!(r.len(), 2, "{r:?}");
@@ -1048,18 +1049,7 @@ fn scheduled_workflows_fire_once_per_time_under_their_concurrency_and_misfire_po
         // both schedules go on from now
         let app = TestApp::start_in(dir.path(), T0 + 2 * 3_600_000 + 60_000, |_| {}).await;
         app.advance(2_000).await;
-        let list = |id: i32| {
-            let e = app.engine.clone();
-            async move {
-                e.workflow_runs(&RunQuery {
-                    workflow_id: Some(id),
-                    ..RunQuery::default()
-                })
-                .await
-                .unwrap()
-                .items
-            }
-        };
+        let list = |id: i32| runs_of(&app, id);
         let once = list(once_id).await;
         assert_eq!(once.len(), 1);
         assert_eq!(once[0].trigger_type, "MISFIRE");

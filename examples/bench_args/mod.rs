@@ -1,6 +1,15 @@
-//! Command-line helpers shared by the bench examples (`loadbench`, `createbench`); included
+//! Command-line helpers shared by the bench examples (`loadbench`, `createbench`, `wfbench`); included
 //! with `#[path]`, not an example of its own (each uses what it needs).
 #![allow(dead_code)]
+
+/// (utime + stime) of this process in seconds (10 ms ticks).
+pub fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / 100.0
+}
 
 /// The value after `name` in `args`, if any.
 pub fn arg(args: &[String], name: &str) -> Option<String> {

@@ -169,14 +169,17 @@ impl WorkflowActor {
             out.done(&ch);
             dispatch(&db, &runs, &pool, ch).await;
             loop {
-                let (ch, n) = runs.apply_finished(&db, BATCH, clock.now_ms()).await?;
+                // the look reads through the pool: an idle poll costs the writer nothing
+                let items = runs.finished(&db, BATCH).await?;
+                let n = items.len() as u64;
                 if n == 0 {
                     break;
                 }
                 worked = true;
+                let ch = runs.apply(&db, items, clock.now_ms()).await?;
                 out.done(&ch);
                 dispatch(&db, &runs, &pool, ch).await;
-                if (n as u64) < BATCH {
+                if n < BATCH {
                     break;
                 }
             }

@@ -1133,24 +1133,6 @@ impl Runs {
         Ok(ch)
     }
 
-    /// Applies the results of node runs' run rows written so far, at most `limit` of them
-    /// ([`Runs::finished`] then [`Runs::apply`]); answers the changes and how many results
-    /// there were. The look for results reads through the pool (an idle poll costs the writer
-    /// nothing); the apply runs on the writer's connection where it has one.
-    pub(crate) async fn apply_finished(
-        &self,
-        db: &DatabaseConnection,
-        limit: u64,
-        now: i64,
-    ) -> Result<(Changes, usize)> {
-        let items = self.finished(db, limit).await?;
-        let n = items.len();
-        if n == 0 {
-            return Ok((Changes::default(), 0));
-        }
-        Ok((self.apply(db, items, now).await?, n))
-    }
-
     /// Claims `ids` (pending run rows) for dispatch by this node; answers those it won.
     pub(crate) async fn claim(&self, db: &DatabaseConnection, ids: Vec<i64>) -> Result<Vec<i64>> {
         if let Some(writer) = &self.file {

@@ -121,12 +121,13 @@ fn workflow(r: &rusqlite::Row<'_>) -> rusqlite::Result<wf::Model> {
     })
 }
 
-/// `?1, ?2, …` for a list of `n`.
-fn marks(n: usize) -> String {
-    (1..=n)
+/// `INSERT INTO table (columns but the first, `id`) VALUES (?1, ?2, …)`.
+fn insert_sql(table: &str, columns: &str) -> String {
+    let cols = columns.trim_start_matches("id, ");
+    let marks: Vec<String> = (1..=cols.split(',').count())
         .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    format!("INSERT INTO {table} ({cols}) VALUES ({})", marks.join(", "))
 }
 
 impl SqliteTx<'_> {
@@ -217,13 +218,8 @@ impl Tx for SqliteTx<'_> {
     }
 
     async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
-        static SQL: LazyLock<String> = LazyLock::new(|| {
-            let cols = RUN_COLUMNS.trim_start_matches("id, ");
-            format!(
-                "INSERT INTO xjob_workflow_run ({cols}) VALUES ({})",
-                marks(13)
-            )
-        });
+        static SQL: LazyLock<String> =
+            LazyLock::new(|| insert_sql("xjob_workflow_run", RUN_COLUMNS));
         self.with(|c| {
             c.prepare_cached(&SQL)?.execute(params![
                 r.workflow_id,
@@ -311,13 +307,8 @@ impl Tx for SqliteTx<'_> {
     }
 
     async fn insert_node(&self, n: &nodes::Model) -> Result<i64> {
-        static SQL: LazyLock<String> = LazyLock::new(|| {
-            let cols = NODE_COLUMNS.trim_start_matches("id, ");
-            format!(
-                "INSERT INTO xjob_workflow_node_run ({cols}) VALUES ({})",
-                marks(14)
-            )
-        });
+        static SQL: LazyLock<String> =
+            LazyLock::new(|| insert_sql("xjob_workflow_node_run", NODE_COLUMNS));
         self.with(|c| {
             c.prepare_cached(&SQL)?.execute(params![
                 n.run_id,
