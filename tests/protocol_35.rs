@@ -399,3 +399,131 @@ fn our_executor_works_with_a_3_5_admin() {
         handle.stop(false).await;
     });
 }
+
+/// A stand-in executor at `127.0.0.1:0` answering `/run` (2.x) or, with `next`, `/trigger` only
+/// (3.5), recording each call's path and `logId`; answers the address and the server's handle.
+fn stand_in(
+    next: bool,
+    seen: Arc<Mutex<Vec<(String, i64)>>>,
+) -> (String, actix_web::dev::ServerHandle) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}/", l.local_addr().unwrap());
+    let server = HttpServer::new(move || {
+        let seen = seen.clone();
+        App::new().default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
+            let seen = seen.clone();
+            async move {
+                let path = req.path().to_string();
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                seen.lock()
+                    .push((path.clone(), body["logId"].as_i64().unwrap_or(-1)));
+                let served = if next { "/trigger" } else { "/run" };
+                if path != served {
+                    return answer(
+                        500,
+                        &format!("invalid request, uri-mapping({path}) not found."),
+                    );
+                }
+                answer(200, &format!("ran {}", body["logId"]))
+            }
+        }))
+    })
+    .workers(1)
+    .listen(l)
+    .unwrap()
+    .run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    (address, handle)
+}
+
+/// One batch of `/run` calls (a dispatch pass's `run_each`) to a 2.x executor, a 3.5 executor
+/// and an address nobody serves: every call is answered once under its own index — the 2.x
+/// ones on `/run`, the 3.5 ones on `/trigger` after learning it, the unserved ones with the
+/// remoting error text — and a second batch goes to the 3.5 executor on `/trigger` only.
+#[test]
+fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
+    use futures::StreamExt;
+    use xjob::executor::{ExecutorClient, HttpExecutorClient};
+    use xjob::model::wire::TriggerParam;
+    init_tracing();
+    actix_rt::System::new().block_on(async {
+        let (old_seen, new_seen) = (Arc::default(), Arc::default());
+        let (old, h1) = stand_in(false, Arc::clone(&old_seen));
+        let (new, h2) = stand_in(true, Arc::clone(&new_seen));
+        let dead = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/", l.local_addr().unwrap())
+        };
+        let client = HttpExecutorClient::new(None, std::time::Duration::from_secs(5));
+        let at = |i: usize| [&old, &new, &dead][i % 3].clone();
+        let batch = |from: i64, n: usize, to: &dyn Fn(usize) -> String| {
+            (0..n)
+                .map(|i| {
+                    let param = TriggerParam {
+                        log_id: from + i as i64,
+                        ..Default::default()
+                    };
+                    (to(i), param)
+                })
+                .collect::<Vec<_>>()
+        };
+        let answers: Vec<(usize, xjob::model::wire::ReturnT)> =
+            client.run_each(batch(100, 30, &at)).concat().await;
+        let mut by_index: Vec<_> = answers.iter().map(|(i, r)| (*i, r.clone())).collect();
+        by_index.sort_by_key(|(i, _)| *i);
+        assert_eq!(
+            by_index.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            (0..30).collect::<Vec<_>>(),
+            "each call answered once"
+        );
+        for (i, r) in &by_index {
+            let log_id = 100 + *i as i64;
+            match i % 3 {
+                0 | 1 => assert_eq!(
+                    (r.code, r.msg.clone()),
+                    (200, Some(format!("ran {log_id}"))),
+                    "call {i}"
+                ),
+                _ => assert!(
+                    r.code == 500
+                        && r.msg
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with("xxl-job remoting error(")),
+                    "call {i}: {r:?}"
+                ),
+            }
+        }
+        let served = |seen: &Arc<Mutex<Vec<(String, i64)>>>, path: &str| {
+            let mut ids: Vec<i64> = seen
+                .lock()
+                .iter()
+                .filter(|s| s.0 == path)
+                .map(|s| s.1)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        let expect = |r: usize| {
+            (0..30)
+                .filter(|i| i % 3 == r)
+                .map(|i| 100 + i as i64)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(served(&old_seen, "/run"), expect(0));
+        assert_eq!(served(&new_seen, "/trigger"), expect(1));
+
+        // learned: the next batch goes to the 3.5 executor on /trigger alone
+        new_seen.lock().clear();
+        let again: Vec<_> = client
+            .run_each(batch(200, 5, &|_| new.clone()))
+            .concat()
+            .await;
+        assert_eq!(again.len(), 5);
+        assert!(again.iter().all(|(_, r)| r.code == 200), "{again:?}");
+        let paths: Vec<String> = new_seen.lock().iter().map(|s| s.0.clone()).collect();
+        assert_eq!(paths, vec!["/trigger"; 5]);
+        h1.stop(false).await;
+        h2.stop(false).await;
+    });
+}

@@ -66,6 +66,13 @@ pub trait ExecutorClient: Send + Sync + 'static {
     }
 }
 
+/// One remote client's share of a batch: the client, its calls, their indexes in the batch.
+type Share = (
+    Arc<dyn ExecutorClient>,
+    Vec<(String, TriggerParam)>,
+    Vec<usize>,
+);
+
 /// Normalises an address for comparison: a trailing slash is added as XXL-JOB does.
 pub(crate) fn normalise(address: &str) -> String {
     let a = address.trim();
@@ -187,10 +194,11 @@ impl ExecutorClient for NodeClient {
 
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
         // the in-process executor's share goes over in one step; the rest call one by one
-        let n = calls.len().max(1);
+        // each remote client's share goes over in one step too (`run_each`)
         let mut local = Vec::new();
         let mut local_at = Vec::new();
-        let other = FuturesUnordered::new();
+        let mut failed = Vec::new();
+        let mut remote: Vec<Share> = Vec::new();
         for (i, (a, p)) in calls.into_iter().enumerate() {
             if self.local_for(&a).is_some() {
                 local_at.push(i);
@@ -198,23 +206,37 @@ impl ExecutorClient for NodeClient {
                 continue;
             }
             match self.pick(&a) {
-                Ok(c) => other.push(c.run(&a, p).map(move |r| (i, r)).boxed()),
-                Err(e) => other.push(futures::future::ready((i, e)).boxed()),
+                Ok(c) => match remote.iter_mut().find(|(k, _, _)| Arc::ptr_eq(k, &c)) {
+                    Some((_, calls, at)) => {
+                        calls.push((a, p));
+                        at.push(i);
+                    }
+                    None => remote.push((c, vec![(a, p)], vec![i])),
+                },
+                Err(e) => failed.push((i, e)),
             }
         }
-        let local_answers = match (&self.local, local.is_empty()) {
-            (Some(l), false) => l
-                .run_each(local)
+        let share = |answers: Answers, at: Vec<usize>| {
+            answers
                 .map(move |answers| {
                     answers
                         .into_iter()
-                        .filter_map(|(j, r)| local_at.get(j).map(|&i| (i, r)))
-                        .collect()
+                        .filter_map(|(j, r)| at.get(j).map(|&i| (i, r)))
+                        .collect::<Vec<_>>()
                 })
-                .boxed(),
-            _ => futures::stream::empty().boxed(),
+                .boxed()
         };
-        futures::stream::select(local_answers, other.ready_chunks(n)).boxed()
+        let mut streams: Vec<Answers> = Vec::new();
+        if !failed.is_empty() {
+            streams.push(futures::stream::once(futures::future::ready(failed)).boxed());
+        }
+        if let (Some(l), false) = (&self.local, local.is_empty()) {
+            streams.push(share(l.run_each(local), local_at));
+        }
+        for (c, calls, at) in remote {
+            streams.push(share(c.run_each(calls), at));
+        }
+        futures::stream::select_all(streams).boxed()
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
@@ -319,7 +341,8 @@ mod tests {
     }
 
     /// A batch mixing the node's own address (with and without its trailing slash) and other
-    /// executors answers every call under its index; the local share goes over in one step.
+    /// executors answers every call under its index; the local share and each remote client's
+    /// share go over in one step each.
     #[test]
     fn run_each_answers_every_call_by_index_and_hands_the_local_share_over_at_once() {
         let local = Arc::new(Named {
@@ -359,9 +382,10 @@ mod tests {
             vec![2],
             "one hand-over for the local share"
         );
-        assert!(
-            remote.batches.lock().is_empty(),
-            "others are called one by one"
+        assert_eq!(
+            *remote.batches.lock(),
+            vec![2],
+            "one hand-over for the remote client's share"
         );
         // no remote client: other addresses fail with the remoting text, in place
         let alone = NodeClient::new(Some(("http://me:1".into(), local.clone() as _)), None);

@@ -10,14 +10,16 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix::{Arbiter, ArbiterHandle};
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use rustls::ClientConfig;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use super::ExecutorClient;
+use super::client::Answers;
 use super::h1;
 use super::log_page::{LOG_BODY_CAP, page_from_prefix};
 use crate::error::{Error, Result};
@@ -42,6 +44,52 @@ thread_local! {
     /// The client thread's pooled client (set when the thread starts, see
     /// [`HttpExecutorClient::with_ca_file`]; built with the default roots otherwise).
     static CLIENT: RefCell<Option<awc::Client>> = const { RefCell::new(None) };
+    /// `/run` calls the client thread is making.
+    static RUNS_IN_FLIGHT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How long the client thread waits before it sleeps while `/run` calls are in flight, so that
+/// the answers that come meanwhile are read on one wake-up instead of one each (an executor
+/// answers a burst of calls one by one; every wake-up of a thread costs far more than reading
+/// one more answer). Adds at most this to a call's answer, never to an idle thread.
+const NAP: Duration = Duration::from_millis(1);
+
+/// The client thread: a runtime like actix's default, napping before it sleeps while `/run`
+/// calls are in flight ([`NAP`]).
+fn client_thread() -> Arbiter {
+    let made = Arbiter::try_with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(|| {
+                if RUNS_IN_FLIGHT.with(std::cell::Cell::get) > 0 {
+                    std::thread::sleep(NAP);
+                }
+            })
+            .build()
+    });
+    match made {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(error = %e, "the HTTP client thread runs without its nap");
+            Arbiter::new()
+        }
+    }
+}
+
+/// Counts one `/run` call in flight on the client thread for as long as it lives.
+struct InFlight;
+
+impl InFlight {
+    fn new() -> InFlight {
+        RUNS_IN_FLIGHT.with(|n| n.set(n.get() + 1));
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        RUNS_IN_FLIGHT.with(|n| n.set(n.get().saturating_sub(1)));
+    }
 }
 
 /// This thread's client.
@@ -333,7 +381,7 @@ impl HttpExecutorClient {
     }
 
     fn on_thread(token: Option<String>, timeout: Duration, tls: Option<Arc<ClientConfig>>) -> Self {
-        let thread = Arbiter::new().handle();
+        let thread = client_thread().handle();
         // the thread's first task: everything it sends later goes through this client
         thread.spawn_fn(move || CLIENT.with(|c| *c.borrow_mut() = Some(build_client(tls))));
         HttpExecutorClient {
@@ -537,6 +585,75 @@ impl HttpExecutorClient {
     }
 }
 
+/// How long answers to a batch of `/run` calls wait on the client thread for more answers
+/// before going back to the dispatching thread as one group.
+const ANSWER_GROUP_WAIT: Duration = Duration::from_millis(2);
+
+impl HttpExecutorClient {
+    /// `POST /run` (2.x–3.4), or `/trigger` to an executor known to speak XXL-JOB 3.5; an
+    /// executor that does not serve the path is sent the other one at once, and the one it
+    /// serves is remembered. On the client thread.
+    async fn run_here(self, address: String, payload: Bytes) -> ReturnT {
+        let _counted = InFlight::new();
+        let next = Peers::has(&self.peers.triggers, &address);
+        let (first, other) = if next {
+            ("trigger", "run")
+        } else {
+            ("run", "trigger")
+        };
+        let (cred, timeout) = (self.cred.clone(), self.timeout);
+        let r = post::<String>(join_url(&address, first), payload.clone(), cred, timeout).await;
+        if !path_unknown(&r) {
+            return r;
+        }
+        let cred = self.cred.clone();
+        let again = post::<String>(join_url(&address, other), payload, cred, timeout).await;
+        if !path_unknown(&again) {
+            tracing::info!(%address, path = other, "the executor serves the other trigger path");
+            Peers::set(&self.peers.triggers, &address, !next);
+        }
+        again
+    }
+
+    /// Makes `calls` concurrently on the client thread, sending their answers to `answers` in
+    /// groups ([`ANSWER_GROUP_WAIT`]).
+    async fn run_all_here(
+        self,
+        calls: Vec<(usize, String, Bytes)>,
+        answers: tokio::sync::mpsc::UnboundedSender<Vec<(usize, ReturnT)>>,
+    ) {
+        let mut pending: FuturesUnordered<_> = calls
+            .into_iter()
+            .map(|(i, address, payload)| {
+                self.clone().run_here(address, payload).map(move |r| (i, r))
+            })
+            .collect();
+        let mut group = Vec::new();
+        let mut due: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match due {
+                None => pending.next().await,
+                Some(at) => match tokio::time::timeout_at(at, pending.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let _ = answers.send(std::mem::take(&mut group));
+                        due = None;
+                        continue;
+                    }
+                },
+            };
+            let Some(answer) = next else { break };
+            group.push(answer);
+            if due.is_none() {
+                due = Some(tokio::time::Instant::now() + ANSWER_GROUP_WAIT);
+            }
+        }
+        if !group.is_empty() {
+            let _ = answers.send(group);
+        }
+    }
+}
+
 impl HttpExecutorClient {
     /// `POST {admin}/api/callback` with a batch of results: a JSON array (2.x–3.4), or the
     /// object `{"callbackList": [...]}` to an admin known to speak XXL-JOB 3.5. An admin that
@@ -598,31 +715,58 @@ impl ExecutorClient for HttpExecutorClient {
     /// executor that does not serve the path is sent the other one at once, and the one it
     /// serves is remembered.
     fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
-        let next = Peers::has(&self.peers.triggers, address);
         let payload = match encode(&param) {
             Ok(b) => b,
             Err(f) => return futures::future::ready(f).boxed(),
         };
-        let (first, other) = if next {
-            ("trigger", "run")
-        } else {
-            ("run", "trigger")
-        };
-        let sent = self.send(address, first, payload.clone());
         let (this, address) = (self.clone(), address.to_string());
-        async move {
-            let r = sent.await;
-            if !path_unknown(&r) {
-                return r;
+        let stopped = ReturnT::fail(format!(
+            "xxl-job remoting error(client thread stopped), for url : {}",
+            join_url(&address, "run")
+        ));
+        self.on_client_thread(move || this.run_here(address, payload), stopped)
+    }
+
+    /// The calls go to the client thread in one hop and are made there concurrently; their
+    /// answers come back in groups, each at most [`ANSWER_GROUP_WAIT`] after its first answer
+    /// (or when the last call answered), so the dispatching thread is woken a few times per
+    /// batch instead of once per call.
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<(usize, ReturnT)>>();
+        let mut ready = Vec::new();
+        let mut encoded = Vec::with_capacity(calls.len());
+        for (i, (address, param)) in calls.into_iter().enumerate() {
+            match encode(&param) {
+                Ok(b) => encoded.push((i, address, b)),
+                Err(f) => ready.push((i, f)),
             }
-            let again = this.send(&address, other, payload).await;
-            if !path_unknown(&again) {
-                tracing::info!(%address, path = other, "the executor serves the other trigger path");
-                Peers::set(&this.peers.triggers, &address, !next);
-            }
-            again
         }
-        .boxed()
+        if !ready.is_empty() {
+            let _ = tx.send(ready);
+        }
+        let this = self.clone();
+        let stopped: Vec<(usize, String)> = encoded
+            .iter()
+            .map(|(i, a, _)| (*i, join_url(a, "run")))
+            .collect();
+        let answers = tx.clone();
+        let sent = self.thread.spawn_fn(move || {
+            actix::spawn(this.run_all_here(encoded, answers));
+        });
+        if !sent {
+            let failed = stopped
+                .into_iter()
+                .map(|(i, url)| {
+                    let msg =
+                        format!("xxl-job remoting error(client thread stopped), for url : {url}");
+                    (i, ReturnT::fail(msg))
+                })
+                .collect();
+            let _ = tx.send(failed);
+        }
+        drop(tx);
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|a| (a, rx)) })
+            .boxed()
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {

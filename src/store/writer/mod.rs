@@ -60,6 +60,10 @@ pub(crate) const OUTCOME_HOLD: Duration = Duration::from_secs(1);
 /// executor calls are still being made (a batch's outcomes come when its last call answered).
 /// A result is not acknowledged (`/api/callback` does not answer) before it is written.
 pub(crate) const RESULT_HOLD: Duration = Duration::from_secs(1);
+/// How long the SQLite writer waits after the first of a small batch of run rows for more.
+pub(crate) const LINGER: Duration = Duration::from_millis(5);
+/// A batch of at least this many items is written without waiting for more.
+pub(crate) const LINGER_BELOW: usize = 256;
 /// Most outcomes the SQLite writer holds at once; beyond that they are written at once.
 const MAX_HELD: usize = 16_384;
 /// How long an exclusive lock on the SQLite file is waited for at start (a node of this

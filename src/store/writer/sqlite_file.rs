@@ -119,6 +119,11 @@ pub(super) fn run(
                 }
             }
         };
+        let (ops, closed) = if closed {
+            (ops, closed)
+        } else {
+            linger(ops, &mut rx, &timer)
+        };
         let flush = closed || ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
         // a bug in one batch must not stop every later write: its transaction rolls back
         // (dropped while unwinding), its waiters hear of the failure (their results are
@@ -142,6 +147,46 @@ pub(super) fn run(
             break;
         }
     }
+}
+
+/// Gathers a small batch of run rows for up to [`LINGER`] after its first item, so that a
+/// trickle of callbacks and outcomes is written a few transactions a second rather than one
+/// transaction per item (each commit appends every page it touched to the WAL). Anything that
+/// a caller waits for besides a result's acknowledgement (work on the connection, a flush, an
+/// audit entry) ends the wait at once. Answers the ops and whether the queue closed.
+fn linger(
+    mut ops: Vec<Queued>,
+    rx: &mut mpsc::Receiver<Queued>,
+    timer: &tokio::runtime::Runtime,
+) -> (Vec<Queued>, bool) {
+    let lingers = |q: &Queued| {
+        matches!(
+            q.op,
+            Op::Outcomes(_) | Op::Dispatching(_) | Op::Results { .. }
+        )
+    };
+    let mut n: usize = ops.iter().map(|q| q.op.len()).sum();
+    if ops.is_empty() || n >= LINGER_BELOW || !ops.iter().all(lingers) {
+        return (ops, false);
+    }
+    let until = tokio::time::Instant::now() + LINGER;
+    while n < LINGER_BELOW {
+        let next = timer.block_on(async { tokio::time::timeout_at(until, rx.recv()).await });
+        match next {
+            Ok(Some(q)) => {
+                let more = fill(q, rx);
+                n += more.iter().map(|q| q.op.len()).sum::<usize>();
+                let urgent = !more.iter().all(lingers);
+                ops.extend(more);
+                if urgent {
+                    break;
+                }
+            }
+            Ok(None) => return (ops, true),
+            Err(_) => break,
+        }
+    }
+    (ops, false)
 }
 
 /// Writes one batch ([`Pairing::prepare`]), a few tries, then settles it.
