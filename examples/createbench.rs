@@ -105,8 +105,12 @@ fn main() -> anyhow::Result<()> {
                             .send()
                             .await
                         {
-                            Ok(r) if r.status().is_success() => ok += 1,
-                            _ => errors += 1,
+                            // read to the end, so the connection is kept for the next job
+                            Ok(mut r) => match (r.status().is_success(), r.body().await) {
+                                (true, Ok(_)) => ok += 1,
+                                _ => errors += 1,
+                            },
+                            Err(_) => errors += 1,
                         }
                     }
                     (ok, errors)
