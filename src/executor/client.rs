@@ -29,8 +29,8 @@ pub trait ExecutorClient: Send + Sync + 'static {
     /// `POST /run` for several triggers at once (one dispatch pass): every answer as soon as it
     /// comes, with its call's index (answers that came together in one item), so a run's
     /// outcome can be recorded before its result arrives. The default makes the calls
-    /// concurrently; a client that can hand a batch over in one step (the in-process executor)
-    /// overrides it.
+    /// concurrently; a client that can hand a batch over in one step (the in-process executor,
+    /// the HTTP client's thread) overrides it.
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
         let n = calls.len().max(1);
         calls
@@ -193,8 +193,8 @@ impl ExecutorClient for NodeClient {
     }
 
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
-        // the in-process executor's share goes over in one step; the rest call one by one
-        // each remote client's share goes over in one step too (`run_each`)
+        // the in-process executor's share goes over in one step, and so does each remote
+        // client's share (the HTTP client makes its calls on its own thread)
         let mut local = Vec::new();
         let mut local_at = Vec::new();
         let mut failed = Vec::new();
