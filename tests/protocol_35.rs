@@ -24,6 +24,19 @@ const GROUP_TOKEN: &str = "next-group-token-0123456789";
 const GLOBAL_TOKEN: &str = "next-global-token";
 const BAD: &str = "invalid request, accessToken or appname is invalid.";
 
+/// Serves the `App` that `$app` builds (per worker) on a fresh loopback port with one worker:
+/// answers its base URL (with the trailing slash) and the server's handle.
+macro_rules! serve {
+    ($app:expr) => {{
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = format!("http://{}/", l.local_addr().unwrap());
+        let server = HttpServer::new($app).workers(1).listen(l).unwrap().run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (address, handle)
+    }};
+}
+
 /// What a stand-in saw: (path, token header, app header, body).
 type Seen = Arc<Mutex<Vec<(String, String, String, Value)>>>;
 
@@ -158,19 +171,11 @@ fn a_3_5_executor_works_with_our_admin() {
             admin: admin.clone(),
             seen: seen.clone(),
         });
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = format!("http://{}/", l.local_addr().unwrap());
-        let server = HttpServer::new(move || {
+        let (address, handle) = serve!(move || {
             App::new()
                 .app_data(state.clone())
                 .default_service(web::to(executor_call))
-        })
-        .workers(1)
-        .listen(l)
-        .unwrap()
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
+        });
         let reg =
             json!({ "registryGroup": "EXECUTOR", "registryKey": APP, "registryValue": address });
         let r = post(&format!("{admin}api/registry"), GROUP_TOKEN, APP, reg).await;
@@ -280,19 +285,11 @@ fn our_executor_works_with_a_3_5_admin() {
     actix_rt::System::new().block_on(async {
         let seen: Seen = Arc::default();
         let state = web::Data::new(Admin { seen: seen.clone() });
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let admin = format!("http://{}/", l.local_addr().unwrap());
-        let server = HttpServer::new(move || {
+        let (admin, handle) = serve!(move || {
             App::new()
                 .app_data(state.clone())
                 .default_service(web::to(admin_call))
-        })
-        .workers(1)
-        .listen(l)
-        .unwrap()
-        .run();
-        let handle = server.handle();
-        actix_rt::spawn(server);
+        });
 
         let mut c = Config::default();
         c.executor.app_name = APP.into();
@@ -406,9 +403,7 @@ fn stand_in(
     next: bool,
     seen: Arc<Mutex<Vec<(String, i64)>>>,
 ) -> (String, actix_web::dev::ServerHandle) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = format!("http://{}/", l.local_addr().unwrap());
-    let server = HttpServer::new(move || {
+    serve!(move || {
         let seen = seen.clone();
         App::new().default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
             let seen = seen.clone();
@@ -428,13 +423,6 @@ fn stand_in(
             }
         }))
     })
-    .workers(1)
-    .listen(l)
-    .unwrap()
-    .run();
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    (address, handle)
 }
 
 /// One batch of `/run` calls (a dispatch pass's `run_each`) to a 2.x executor, a 3.5 executor

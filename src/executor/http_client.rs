@@ -585,6 +585,32 @@ impl HttpExecutorClient {
     }
 }
 
+/// A batch of encoded `/run` calls (index, address, body) on its way to the client thread, and
+/// where their answers go. Dropped with its calls unmade (the thread stopped, or never ran it),
+/// it answers each of them with XXL-JOB's remoting error text.
+struct Unsent {
+    calls: Vec<(usize, String, Bytes)>,
+    answers: tokio::sync::mpsc::UnboundedSender<Vec<(usize, ReturnT)>>,
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        if self.calls.is_empty() {
+            return;
+        }
+        let failed = self
+            .calls
+            .drain(..)
+            .map(|(i, address, _)| {
+                let url = join_url(&address, "run");
+                let msg = format!("xxl-job remoting error(client thread stopped), for url : {url}");
+                (i, ReturnT::fail(msg))
+            })
+            .collect();
+        let _ = self.answers.send(failed);
+    }
+}
+
 /// How long answers to a batch of `/run` calls wait on the client thread for more answers
 /// before going back to the dispatching thread as one group.
 const ANSWER_GROUP_WAIT: Duration = Duration::from_millis(2);
@@ -615,14 +641,11 @@ impl HttpExecutorClient {
         again
     }
 
-    /// Makes `calls` concurrently on the client thread, sending their answers to `answers` in
+    /// Makes the batch's calls concurrently on the client thread, sending their answers in
     /// groups ([`ANSWER_GROUP_WAIT`]).
-    async fn run_all_here(
-        self,
-        calls: Vec<(usize, String, Bytes)>,
-        answers: tokio::sync::mpsc::UnboundedSender<Vec<(usize, ReturnT)>>,
-    ) {
-        let mut pending: FuturesUnordered<_> = calls
+    async fn run_all_here(self, mut batch: Unsent) {
+        let answers = batch.answers.clone();
+        let mut pending: FuturesUnordered<_> = std::mem::take(&mut batch.calls)
             .into_iter()
             .map(|(i, address, payload)| {
                 self.clone().run_here(address, payload).map(move |r| (i, r))
@@ -744,26 +767,15 @@ impl ExecutorClient for HttpExecutorClient {
         if !ready.is_empty() {
             let _ = tx.send(ready);
         }
+        let batch = Unsent {
+            calls: encoded,
+            answers: tx.clone(),
+        };
         let this = self.clone();
-        let stopped: Vec<(usize, String)> = encoded
-            .iter()
-            .map(|(i, a, _)| (*i, join_url(a, "run")))
-            .collect();
-        let answers = tx.clone();
-        let sent = self.thread.spawn_fn(move || {
-            actix::spawn(this.run_all_here(encoded, answers));
+        // a stopped thread drops the batch unsent, and the batch answers its calls itself
+        self.thread.spawn_fn(move || {
+            actix::spawn(this.run_all_here(batch));
         });
-        if !sent {
-            let failed = stopped
-                .into_iter()
-                .map(|(i, url)| {
-                    let msg =
-                        format!("xxl-job remoting error(client thread stopped), for url : {url}");
-                    (i, ReturnT::fail(msg))
-                })
-                .collect();
-            let _ = tx.send(failed);
-        }
         drop(tx);
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|a| (a, rx)) })
             .boxed()
@@ -797,5 +809,47 @@ impl ExecutorClient for HttpExecutorClient {
         self.call_with(address, "log", &param, move |url, body, cred, timeout| {
             post_log(url, body, cred, timeout, from)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch the client thread never ran answers every call with the remoting error naming
+    /// its URL; a batch whose calls were taken to be made answers nothing itself.
+    #[test]
+    fn a_batch_dropped_unsent_answers_each_call_with_the_remoting_error() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = |i: usize, a: &str| (i, a.to_string(), Bytes::from_static(b"{}"));
+        drop(Unsent {
+            calls: vec![call(3, "http://a:1"), call(7, "http://b:2/")],
+            answers: tx.clone(),
+        });
+        let failed = rx.try_recv().unwrap();
+        let got: Vec<(usize, i32, String)> = failed
+            .into_iter()
+            .map(|(i, r)| (i, r.code, r.msg.unwrap_or_default()))
+            .collect();
+        let text =
+            |u: &str| format!("xxl-job remoting error(client thread stopped), for url : {u}");
+        assert_eq!(
+            got,
+            vec![
+                (3, 500, text("http://a:1/run")),
+                (7, 500, text("http://b:2/run")),
+            ]
+        );
+        let mut taken = Unsent {
+            calls: vec![call(1, "http://a:1")],
+            answers: tx,
+        };
+        let calls = std::mem::take(&mut taken.calls);
+        drop(taken);
+        assert_eq!(calls.len(), 1);
+        assert!(
+            rx.try_recv().is_err(),
+            "nothing answered for calls being made"
+        );
     }
 }
