@@ -428,7 +428,9 @@ fn stand_in(
 /// One batch of `/run` calls (a dispatch pass's `run_each`) to a 2.x executor, a 3.5 executor
 /// and an address nobody serves: every call is answered once under its own index — the 2.x
 /// ones on `/run`, the 3.5 ones on `/trigger` after learning it, the unserved ones with the
-/// remoting error text — and a second batch goes to the 3.5 executor on `/trigger` only.
+/// remoting error text; each executor is first offered its share as xjob's `/runBatch` and
+/// falls back when it answers the path unknown — and a second batch goes to the 3.5 executor
+/// on `/trigger` only.
 #[test]
 fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
     use futures::StreamExt;
@@ -500,6 +502,9 @@ fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
         };
         assert_eq!(served(&old_seen, "/run"), expect(0));
         assert_eq!(served(&new_seen, "/trigger"), expect(1));
+        // each was offered its share as one xjob batch first, and took none of it
+        assert_eq!(served(&old_seen, "/runBatch"), vec![-1]);
+        assert_eq!(served(&new_seen, "/runBatch"), vec![-1]);
 
         // learned: the next batch goes to the 3.5 executor on /trigger alone
         new_seen.lock().clear();
@@ -510,7 +515,7 @@ fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
         assert_eq!(again.len(), 5);
         assert!(again.iter().all(|(_, r)| r.code == 200), "{again:?}");
         let paths: Vec<String> = new_seen.lock().iter().map(|s| s.0.clone()).collect();
-        assert_eq!(paths, vec!["/trigger"; 5]);
+        assert_eq!(paths, vec!["/trigger"; 5], "no batch offered again");
         h1.stop(false).await;
         h2.stop(false).await;
     });

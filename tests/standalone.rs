@@ -880,3 +880,112 @@ fn walk(root: &std::path::Path, name: &str) -> usize {
         })
         .sum()
 }
+
+/// xjob's `/runBatch`: the standalone executor takes many triggers in one request and answers
+/// each in order (an unknown handler's trigger fails alone); a wrong token, a body that is not
+/// an array and a batch over the limit are refused as a whole. The HTTP client sends an
+/// executor's share of a batch this way and answers each call by its index.
+#[test]
+fn a_batch_of_triggers_runs_in_one_request_and_is_answered_in_order() {
+    use futures::StreamExt;
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let dead_admin = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/", l.local_addr().unwrap())
+        };
+        let exec = StandaloneExecutor::start(
+            &executor_config(dir.path(), &dead_admin),
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        let address = exec.address.clone();
+        let trigger = |job_id: i32, log_id: i64, handler: &str| TriggerParam {
+            job_id,
+            executor_handler: Some(handler.into()),
+            executor_block_strategy: Some("SERIAL_EXECUTION".into()),
+            glue_type: Some("BEAN".into()),
+            log_id,
+            log_date_time: 1_800_000_000_000,
+            ..Default::default()
+        };
+        let post = |token: &str, body: Value| {
+            let req = awc::Client::default()
+                .post(format!("{address}runBatch"))
+                .insert_header(("XXL-JOB-ACCESS-TOKEN", token.to_string()));
+            async move {
+                // XXL-JOB's executors answer JSON as `text/html`: read the bytes
+                let bytes = req.send_json(&body).await.unwrap().body().await.unwrap();
+                serde_json::from_slice::<Value>(&bytes).unwrap()
+            }
+        };
+        let batch = json!([
+            trigger(1, 11, "demoJobHandler"),
+            trigger(2, 12, "noSuchHandler"),
+            trigger(3, 13, "demoJobHandler"),
+        ]);
+        let r = post(TOKEN, batch.clone()).await;
+        assert_eq!(r["code"], 200, "{r}");
+        let answers = r["content"].as_array().unwrap();
+        let codes: Vec<i64> = answers
+            .iter()
+            .map(|a| a["code"].as_i64().unwrap())
+            .collect();
+        assert_eq!(codes, vec![200, 500, 200], "{r}");
+        assert_eq!(
+            answers[1]["msg"], "job handler [noSuchHandler] not found.",
+            "the unknown handler's trigger fails alone"
+        );
+
+        let wrong = post("wrong", batch).await;
+        assert_eq!(wrong["code"], 500);
+        assert!(wrong.get("content").is_none(), "{wrong}");
+        let not_array = post(TOKEN, json!({"logId": 1})).await;
+        assert_eq!(not_array["code"], 500);
+        assert!(
+            not_array["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("request error:"),
+            "{not_array}"
+        );
+        let too_many: Vec<TriggerParam> = (0..4_097)
+            .map(|i| trigger(9, 100 + i, "demoJobHandler"))
+            .collect();
+        let over = post(TOKEN, json!(too_many)).await;
+        assert_eq!(over["code"], 500);
+        assert!(
+            over["msg"].as_str().unwrap().contains("at most 4096"),
+            "{over}"
+        );
+
+        // the client's batch path: every call answered under its own index
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(3));
+        let calls: Vec<(String, TriggerParam)> = (0..20)
+            .map(|i| {
+                let handler = if i == 7 {
+                    "noSuchHandler"
+                } else {
+                    "demoJobHandler"
+                };
+                (address.clone(), trigger(20 + i, 200 + i as i64, handler))
+            })
+            .collect();
+        let mut got: Vec<(usize, i32)> = client
+            .run_each(calls)
+            .concat()
+            .await
+            .into_iter()
+            .map(|(i, r)| (i, r.code))
+            .collect();
+        got.sort_unstable();
+        let want: Vec<(usize, i32)> = (0..20)
+            .map(|i| (i, if i == 7 { 500 } else { 200 }))
+            .collect();
+        assert_eq!(got, want);
+        exec.stop().await;
+    });
+}

@@ -182,10 +182,13 @@ struct Credentials {
 /// speak XXL-JOB 3.5 (`/trigger` instead of `/run`) and the admins that take 3.5's callback
 /// object (`{"callbackList": [...]}` instead of an array). Both start empty (the 2.x–3.4
 /// protocol) and follow each peer's answers.
+/// It also learns the executors that do not serve xjob's `/runBatch` (every executor is
+/// sent a batch first; one that answers the path unknown gets `/run` per call from then on).
 #[derive(Debug, Default)]
 struct Peers {
     triggers: parking_lot::RwLock<std::collections::HashSet<String>>,
     callback_objects: parking_lot::RwLock<std::collections::HashSet<String>>,
+    no_batch: parking_lot::RwLock<std::collections::HashSet<String>>,
 }
 
 impl Peers {
@@ -615,6 +618,48 @@ impl Drop for Unsent {
 /// before going back to the dispatching thread as one group.
 const ANSWER_GROUP_WAIT: Duration = Duration::from_millis(2);
 
+/// Most bytes of encoded triggers one `/runBatch` request carries (the executor takes
+/// [`EXECUTOR_MAX_BODY`](super::server::EXECUTOR_MAX_BODY)); a trigger alone larger than
+/// this goes in a request of its own.
+const RUN_BATCH_BYTES: usize = 2 << 20;
+
+/// One executor's calls of a batch (index, encoded trigger) cut into `/runBatch` requests of at
+/// most [`RUN_BATCH_MAX`](super::server::RUN_BATCH_MAX) triggers and about
+/// [`RUN_BATCH_BYTES`].
+fn batch_chunks(calls: Vec<(usize, Bytes)>) -> Vec<Vec<(usize, Bytes)>> {
+    let mut chunks = Vec::new();
+    let (mut chunk, mut bytes) = (Vec::new(), 0);
+    for (i, payload) in calls {
+        if !chunk.is_empty()
+            && (chunk.len() == super::server::RUN_BATCH_MAX
+                || bytes + payload.len() > RUN_BATCH_BYTES)
+        {
+            chunks.push(std::mem::take(&mut chunk));
+            bytes = 0;
+        }
+        bytes += payload.len();
+        chunk.push((i, payload));
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// A JSON array of the encoded triggers: a `/runBatch` body.
+fn batch_body(calls: &[(usize, Bytes)]) -> Bytes {
+    let mut body = Vec::with_capacity(calls.iter().map(|(_, p)| p.len() + 1).sum::<usize>() + 2);
+    body.push(b'[');
+    for (k, (_, p)) in calls.iter().enumerate() {
+        if k > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(p);
+    }
+    body.push(b']');
+    Bytes::from(body)
+}
+
 impl HttpExecutorClient {
     /// `POST /run` (2.x–3.4), or `/trigger` to an executor known to speak XXL-JOB 3.5; an
     /// executor that does not serve the path is sent the other one at once, and the one it
@@ -641,16 +686,97 @@ impl HttpExecutorClient {
         again
     }
 
+    /// One executor's calls as one `/runBatch` request; each call answers its own answer from
+    /// the batch's, or, when the request failed as a whole, the batch's failure. An executor
+    /// that does not serve the path (an XXL-JOB one, an older xjob) ran none of them: they go
+    /// as `/run` calls at once, and it is sent no batch again. On the client thread.
+    async fn run_batch_here(
+        self,
+        address: String,
+        calls: Vec<(usize, Bytes)>,
+    ) -> Vec<(usize, ReturnT)> {
+        let _counted = InFlight::new();
+        let url = join_url(&address, super::server::RUN_BATCH);
+        let (cred, timeout) = (self.cred.clone(), self.timeout);
+        let r = post::<Vec<ReturnT>>(url.clone(), batch_body(&calls), cred, timeout).await;
+        if path_unknown(&r) {
+            tracing::info!(%address, "the executor takes no /runBatch: /run per call");
+            Peers::set(&self.peers.no_batch, &address, true);
+            let each = calls.into_iter().map(|(i, payload)| {
+                let call = self.clone().run_here(address.clone(), payload);
+                call.map(move |r| (i, r))
+            });
+            return futures::future::join_all(each).await;
+        }
+        match r {
+            ReturnT {
+                code: crate::model::wire::SUCCESS_CODE,
+                content: Some(answers),
+                ..
+            } if answers.len() == calls.len() => calls
+                .into_iter()
+                .zip(answers)
+                .map(|((i, _), r)| (i, r))
+                .collect(),
+            ReturnT {
+                code: crate::model::wire::SUCCESS_CODE,
+                content,
+                ..
+            } => {
+                let got = content.map_or(0, |a| a.len());
+                let msg = format!(
+                    "xxl-job remoting (url={url}) response content invalid({got} answers to {} triggers).",
+                    calls.len()
+                );
+                calls
+                    .into_iter()
+                    .map(|(i, _)| (i, ReturnT::fail(msg.clone())))
+                    .collect()
+            }
+            failed => calls
+                .into_iter()
+                .map(|(i, _)| {
+                    let f = ReturnT {
+                        code: failed.code,
+                        msg: failed.msg.clone(),
+                        content: None,
+                    };
+                    (i, f)
+                })
+                .collect(),
+        }
+    }
+
     /// Makes the batch's calls concurrently on the client thread, sending their answers in
-    /// groups ([`ANSWER_GROUP_WAIT`]).
+    /// groups ([`ANSWER_GROUP_WAIT`]): an executor's several calls as `/runBatch` requests
+    /// ([`Self::run_batch_here`]) unless it is known not to serve them, the rest one by one.
     async fn run_all_here(self, mut batch: Unsent) {
         let answers = batch.answers.clone();
-        let mut pending: FuturesUnordered<_> = std::mem::take(&mut batch.calls)
-            .into_iter()
-            .map(|(i, address, payload)| {
-                self.clone().run_here(address, payload).map(move |r| (i, r))
-            })
-            .collect();
+        let mut by_address: std::collections::HashMap<String, Vec<(usize, Bytes)>> =
+            std::collections::HashMap::new();
+        for (i, address, payload) in std::mem::take(&mut batch.calls) {
+            by_address.entry(address).or_default().push((i, payload));
+        }
+        let pending: FuturesUnordered<
+            futures::future::LocalBoxFuture<'static, Vec<(usize, ReturnT)>>,
+        > = FuturesUnordered::new();
+        for (address, calls) in by_address {
+            if calls.len() > 1 && !Peers::has(&self.peers.no_batch, &address) {
+                for chunk in batch_chunks(calls) {
+                    pending.push(
+                        self.clone()
+                            .run_batch_here(address.clone(), chunk)
+                            .boxed_local(),
+                    );
+                }
+            } else {
+                for (i, payload) in calls {
+                    let call = self.clone().run_here(address.clone(), payload);
+                    pending.push(call.map(move |r| vec![(i, r)]).boxed_local());
+                }
+            }
+        }
+        let mut pending = pending.flat_map(futures::stream::iter);
         let mut group = Vec::new();
         let mut due: Option<tokio::time::Instant> = None;
         loop {

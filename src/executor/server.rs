@@ -4,6 +4,11 @@
 //! `/trigger` is `/run`, a log request may name `logDateTime`, and an `XXL-JOB-APPNAME` header,
 //! when sent, must name this executor's app.
 //!
+//! Beside the protocol, `POST /runBatch` ([`RUN_BATCH`]) takes many `/run` bodies in one request
+//! (a JSON array) and answers each in a `ReturnT` whose content is the array of their answers,
+//! in order: what an xjob admin sends an xjob executor a dispatch batch as (an XXL-JOB executor
+//! answers the path unknown, and the admin falls back to `/run` per call).
+//!
 //! Always HTTP 200 with the result in `code`; rejections in XXL-JOB's order and words: method,
 //! token, app name, path; a malformed body is a 500 in the body, never a panic.
 
@@ -54,8 +59,22 @@ impl ExecutorApi {
 /// XXL-JOB 3.5's answer to a request whose token or app name is wrong.
 const WRONG_APP: &str = "invalid request, accessToken or appname is invalid.";
 
+/// xjob's extension: many `/run` bodies in one request (see the module docs).
+pub(crate) const RUN_BATCH: &str = "runBatch";
+
+/// Most triggers one `/runBatch` request may carry.
+pub(crate) const RUN_BATCH_MAX: usize = 4_096;
+
 /// The executor paths.
-pub(crate) const PATHS: [&str; 6] = ["/beat", "/idleBeat", "/run", "/trigger", "/kill", "/log"];
+pub(crate) const PATHS: [&str; 7] = [
+    "/beat",
+    "/idleBeat",
+    "/run",
+    "/trigger",
+    "/kill",
+    "/log",
+    "/runBatch",
+];
 
 fn reply<T: Serialize>(r: &ReturnT<T>) -> HttpResponse {
     HttpResponse::Ok()
@@ -116,6 +135,14 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
             Ok(p) => reply(&backend.run("", p).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
+        "/runBatch" => match parse::<Vec<TriggerParam>>(&body) {
+            Ok(calls) if calls.len() > RUN_BATCH_MAX => reply(&ReturnT::<String>::fail(format!(
+                "request error:a batch of {} triggers, at most {RUN_BATCH_MAX} allowed",
+                calls.len()
+            ))),
+            Ok(calls) => reply(&run_batch(backend.as_ref(), calls).await),
+            Err(e) => reply(&ReturnT::<String>::fail(e)),
+        },
         "/kill" => match parse::<JobIdParam>(&body) {
             Ok(p) => reply(&backend.kill("", p.job_id).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
@@ -137,5 +164,33 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
         other => reply(&ReturnT::<String>::fail(format!(
             "invalid request, uri-mapping({other}) not found."
         ))),
+    }
+}
+
+/// Runs a `/runBatch` request's triggers as one batch of the backend; answers every trigger's
+/// answer in the order sent.
+async fn run_batch(
+    backend: &dyn ExecutorClient,
+    calls: Vec<TriggerParam>,
+) -> ReturnT<Vec<ReturnT>> {
+    use futures::StreamExt;
+    let n = calls.len();
+    let mut answers: Vec<Option<ReturnT>> = vec![None; n];
+    let mut stream = backend.run_each(calls.into_iter().map(|p| (String::new(), p)).collect());
+    while let Some(group) = stream.next().await {
+        for (i, r) in group {
+            if let Some(slot) = answers.get_mut(i) {
+                *slot = Some(r);
+            }
+        }
+    }
+    let answers = answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| ReturnT::fail("the executor gave no answer for this trigger")))
+        .collect();
+    ReturnT {
+        code: crate::model::wire::SUCCESS_CODE,
+        msg: None,
+        content: Some(answers),
     }
 }
