@@ -46,15 +46,21 @@ impl JobLogger {
         tracing::debug!(log_id = self.log_id, "{text}");
         let Some(path) = &self.file else { return };
         let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
+        let line = format!("{stamp} {text}\r\n");
+        let open = || std::fs::OpenOptions::new().create(true).append(true).open(path);
+        // the day's directory is made by the day's first run: every other line is one open
+        // and one write (no look at the directory first)
         let write = || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            write!(f, "{stamp} {text}\r\n")
+            let mut f = match open() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if let Some(dir) = path.parent() {
+                        std::fs::create_dir_all(dir)?;
+                    }
+                    open()?
+                }
+                other => other?,
+            };
+            f.write_all(line.as_bytes())
         };
         if let Err(e) = write() {
             tracing::warn!(log_id = self.log_id, error = %e, "cannot write run log");
@@ -170,5 +176,33 @@ impl JobContext {
     /// The run log.
     pub fn logger(&self) -> &JobLogger {
         &self.logger
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's lines land in its day's directory, made by the first line; a directory removed
+    /// between two lines is made again, and no line is lost.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_log_makes_its_day_directory_when_it_is_missing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let t = 1_800_000_000_000;
+        let clock = Clock::tokio_at(t);
+        let logger = JobLogger::new(Some(dir.path().to_path_buf()), clock, 7, t);
+        let path = logger.path().expect("a file").clone();
+        assert!(!path.parent().expect("day dir").exists());
+        logger.log("first");
+        logger.log("second");
+        std::fs::remove_dir_all(path.parent().expect("day dir")).expect("removed");
+        logger.log("third");
+        let text = std::fs::read_to_string(&path).expect("the log");
+        let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(lines[0].ends_with(" third"), "{text}");
+        logger.log("fourth");
+        let text = std::fs::read_to_string(&path).expect("the log");
+        assert!(text.ends_with(" third\r\n2027-01-15 08:00:00 fourth\r\n"), "{text:?}");
     }
 }
