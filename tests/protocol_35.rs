@@ -520,3 +520,83 @@ fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
         h2.stop(false).await;
     });
 }
+
+/// Executors that do not take xjob's `/runBatch` answer it in their own ways — another
+/// text than XXL-JOB's, a success without the answers, a 404: none of it is taken for the
+/// runs' answers. Each executor's share goes as `/run` calls at once, every call is answered
+/// by its own, and the next batch goes as `/run` calls only.
+#[test]
+fn an_executor_that_does_not_take_a_batch_gets_run_calls_whatever_it_answers() {
+    use futures::StreamExt;
+    use xjob::executor::{ExecutorClient, HttpExecutorClient};
+    use xjob::model::wire::TriggerParam;
+    init_tracing();
+    actix_rt::System::new().block_on(async {
+        // how each stand-in answers a path it does not serve
+        let kinds: [fn(&str) -> HttpResponse; 3] = [
+            |p| answer(500, &format!("unknown path {p}")),
+            |_| HttpResponse::Ok().json(json!({ "code": 200 })),
+            |_| HttpResponse::NotFound().finish(),
+        ];
+        let mut stand_ins = Vec::new();
+        for unknown in kinds {
+            let seen: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+            let s = seen.clone();
+            let (address, handle) = serve!(move || {
+                let seen = s.clone();
+                App::new().default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
+                    let seen = seen.clone();
+                    async move {
+                        let path = req.path().to_string();
+                        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        seen.lock()
+                            .push((path.clone(), body["logId"].as_i64().unwrap_or(-1)));
+                        if path != "/run" {
+                            return unknown(&path);
+                        }
+                        answer(200, &format!("ran {}", body["logId"]))
+                    }
+                }))
+            });
+            stand_ins.push((address, handle, seen));
+        }
+        let client = HttpExecutorClient::new(None, std::time::Duration::from_secs(5));
+        let batch = |from: i64| {
+            (0..12)
+                .map(|i| {
+                    let param = TriggerParam {
+                        log_id: from + i as i64,
+                        ..Default::default()
+                    };
+                    (stand_ins[i % 3].0.clone(), param)
+                })
+                .collect::<Vec<_>>()
+        };
+        for (round, from) in [(0, 100), (1, 200)] {
+            let mut answers: Vec<(usize, xjob::model::wire::ReturnT)> =
+                client.run_each(batch(from)).concat().await;
+            answers.sort_by_key(|(i, _)| *i);
+            let got: Vec<(usize, i32, Option<String>)> = answers
+                .into_iter()
+                .map(|(i, r)| (i, r.code, r.msg))
+                .collect();
+            let want: Vec<(usize, i32, Option<String>)> = (0..12)
+                .map(|i| (i, 200, Some(format!("ran {}", from + i as i64))))
+                .collect();
+            assert_eq!(got, want, "round {round}");
+            for (k, (_, _, seen)) in stand_ins.iter().enumerate() {
+                let paths: Vec<String> = seen.lock().drain(..).map(|s| s.0).collect();
+                let mut want = if round == 0 {
+                    vec!["/runBatch".to_string()]
+                } else {
+                    vec![]
+                };
+                want.extend(vec!["/run".to_string(); 4]);
+                assert_eq!(paths, want, "stand-in {k}, round {round}");
+            }
+        }
+        for (_, h, _) in stand_ins {
+            h.stop(false).await;
+        }
+    });
+}

@@ -47,7 +47,12 @@ impl JobLogger {
         let Some(path) = &self.file else { return };
         let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
         let line = format!("{stamp} {text}\r\n");
-        let open = || std::fs::OpenOptions::new().create(true).append(true).open(path);
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        };
         // the day's directory is made by the day's first run: every other line is one open
         // and one write (no look at the directory first)
         let write = || -> std::io::Result<()> {
@@ -203,6 +208,9 @@ mod tests {
         assert!(lines[0].ends_with(" third"), "{text}");
         logger.log("fourth");
         let text = std::fs::read_to_string(&path).expect("the log");
-        assert!(text.ends_with(" third\r\n2027-01-15 08:00:00 fourth\r\n"), "{text:?}");
+        assert!(
+            text.ends_with(" third\r\n2027-01-15 08:00:00 fourth\r\n"),
+            "{text:?}"
+        );
     }
 }

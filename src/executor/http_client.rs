@@ -216,6 +216,15 @@ fn path_unknown<T>(r: &ReturnT<T>) -> bool {
         })
 }
 
+/// Whether a call failed in the exchange itself (not sent, or its answer not read): the
+/// executor may have acted on it. Any other failure is an answer the executor gave.
+fn exchange_failed<T>(r: &ReturnT<T>) -> bool {
+    !r.is_success()
+        && r.msg
+            .as_deref()
+            .is_some_and(|m| m.starts_with("xxl-job remoting error("))
+}
+
 /// `address` + `path`, adding the `/` XXL-JOB adds.
 pub(super) fn join_url(address: &str, path: &str) -> String {
     let a = address.trim();
@@ -687,9 +696,12 @@ impl HttpExecutorClient {
     }
 
     /// One executor's calls as one `/runBatch` request; each call answers its own answer from
-    /// the batch's, or, when the request failed as a whole, the batch's failure. An executor
-    /// that does not serve the path (an XXL-JOB one, an older xjob) ran none of them: they go
-    /// as `/run` calls at once, and it is sent no batch again. On the client thread.
+    /// the batch's. An executor that does not take the batch ran none of it, whatever it
+    /// answered (a 404, XXL-JOB's unknown-path text, another executor's own words, a success
+    /// without the answers): its calls go as `/run` calls at once, and once one of those is
+    /// accepted it is sent no batch again. Only a failed exchange (nothing or not all of the
+    /// answer came back: the batch may have run) answers every call with its failure, as a
+    /// `/run` would. On the client thread.
     async fn run_batch_here(
         self,
         address: String,
@@ -699,33 +711,29 @@ impl HttpExecutorClient {
         let url = join_url(&address, super::server::RUN_BATCH);
         let (cred, timeout) = (self.cred.clone(), self.timeout);
         let r = post::<Vec<ReturnT>>(url.clone(), batch_body(&calls), cred, timeout).await;
-        if path_unknown(&r) {
-            tracing::info!(%address, "the executor takes no /runBatch: /run per call");
-            Peers::set(&self.peers.no_batch, &address, true);
+        let taken = r.is_success() && r.content.is_some();
+        if !taken && !exchange_failed(&r) {
             let each = calls.into_iter().map(|(i, payload)| {
                 let call = self.clone().run_here(address.clone(), payload);
                 call.map(move |r| (i, r))
             });
-            return futures::future::join_all(each).await;
+            let answers = futures::future::join_all(each).await;
+            if answers.iter().any(|(_, r)| r.is_success()) {
+                tracing::info!(%address, "the executor takes no /runBatch: /run per call");
+                Peers::set(&self.peers.no_batch, &address, true);
+            }
+            return answers;
         }
-        match r {
-            ReturnT {
-                code: crate::model::wire::SUCCESS_CODE,
-                content: Some(answers),
-                ..
-            } if answers.len() == calls.len() => calls
+        match r.content {
+            Some(answers) if answers.len() == calls.len() => calls
                 .into_iter()
                 .zip(answers)
                 .map(|((i, _), r)| (i, r))
                 .collect(),
-            ReturnT {
-                code: crate::model::wire::SUCCESS_CODE,
-                content,
-                ..
-            } => {
-                let got = content.map_or(0, |a| a.len());
+            Some(answers) => {
                 let msg = format!(
-                    "xxl-job remoting (url={url}) response content invalid({got} answers to {} triggers).",
+                    "xxl-job remoting (url={url}) response content invalid({} answers to {} triggers).",
+                    answers.len(),
                     calls.len()
                 );
                 calls
@@ -733,16 +741,9 @@ impl HttpExecutorClient {
                     .map(|(i, _)| (i, ReturnT::fail(msg.clone())))
                     .collect()
             }
-            failed => calls
+            None => calls
                 .into_iter()
-                .map(|(i, _)| {
-                    let f = ReturnT {
-                        code: failed.code,
-                        msg: failed.msg.clone(),
-                        content: None,
-                    };
-                    (i, f)
-                })
+                .map(|(i, _)| (i, ReturnT::fail(r.msg.clone().unwrap_or_default())))
                 .collect(),
         }
     }
