@@ -121,11 +121,21 @@ fn main() -> anyhow::Result<()> {
         seconds,
         mode,
         url,
-        connections,
+        Sizes {
+            connections,
+            fast_max,
+        },
         idle_jobs,
-        fast_max,
         remote,
     ))
+}
+
+/// The engine's sizes the bench can set.
+struct Sizes {
+    /// The database pool's size (`--connections`).
+    connections: u32,
+    /// The fast lane's places (`--fast-max`), or the configuration's default.
+    fast_max: Option<usize>,
 }
 
 /// Remote mode's settings.
@@ -261,15 +271,14 @@ async fn run(
     seconds: i64,
     mode: String,
     url: String,
-    connections: u32,
+    sizes: Sizes,
     idle_jobs: u64,
-    fast_max: Option<usize>,
     remote: Option<Remote>,
 ) -> anyhow::Result<()> {
     let mut cfg = Config::default();
     cfg.database.url = url;
-    cfg.database.max_connections = connections;
-    if let Some(n) = fast_max {
+    cfg.database.max_connections = sizes.connections;
+    if let Some(n) = sizes.fast_max {
         cfg.trigger_pool.fast_max = n;
     }
     cfg.executor.app_name = if remote.is_some() {
