@@ -399,9 +399,24 @@ fn our_executor_works_with_a_3_5_admin() {
 
 /// A stand-in executor at `127.0.0.1:0` answering `/run` (2.x) or, with `next`, `/trigger` only
 /// (3.5), recording each call's path and `logId`; answers the address and the server's handle.
+/// A path it does not serve gets XXL-JOB's unknown-path answer.
 fn stand_in(
     next: bool,
     seen: Arc<Mutex<Vec<(String, i64)>>>,
+) -> (String, actix_web::dev::ServerHandle) {
+    stand_in_with(next, seen, |path| {
+        answer(
+            500,
+            &format!("invalid request, uri-mapping({path}) not found."),
+        )
+    })
+}
+
+/// [`stand_in`], answering a path it does not serve with `unknown(path)`.
+fn stand_in_with(
+    next: bool,
+    seen: Arc<Mutex<Vec<(String, i64)>>>,
+    unknown: fn(&str) -> HttpResponse,
 ) -> (String, actix_web::dev::ServerHandle) {
     serve!(move || {
         let seen = seen.clone();
@@ -414,10 +429,7 @@ fn stand_in(
                     .push((path.clone(), body["logId"].as_i64().unwrap_or(-1)));
                 let served = if next { "/trigger" } else { "/run" };
                 if path != served {
-                    return answer(
-                        500,
-                        &format!("invalid request, uri-mapping({path}) not found."),
-                    );
+                    return unknown(&path);
                 }
                 answer(200, &format!("ran {}", body["logId"]))
             }
@@ -541,23 +553,7 @@ fn an_executor_that_does_not_take_a_batch_gets_run_calls_whatever_it_answers() {
         let mut stand_ins = Vec::new();
         for unknown in kinds {
             let seen: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
-            let s = seen.clone();
-            let (address, handle) = serve!(move || {
-                let seen = s.clone();
-                App::new().default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
-                    let seen = seen.clone();
-                    async move {
-                        let path = req.path().to_string();
-                        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                        seen.lock()
-                            .push((path.clone(), body["logId"].as_i64().unwrap_or(-1)));
-                        if path != "/run" {
-                            return unknown(&path);
-                        }
-                        answer(200, &format!("ran {}", body["logId"]))
-                    }
-                }))
-            });
+            let (address, handle) = stand_in_with(false, Arc::clone(&seen), unknown);
             stand_ins.push((address, handle, seen));
         }
         let client = HttpExecutorClient::new(None, std::time::Duration::from_secs(5));

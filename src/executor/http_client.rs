@@ -182,8 +182,9 @@ struct Credentials {
 /// speak XXL-JOB 3.5 (`/trigger` instead of `/run`) and the admins that take 3.5's callback
 /// object (`{"callbackList": [...]}` instead of an array). Both start empty (the 2.x–3.4
 /// protocol) and follow each peer's answers.
-/// It also learns the executors that do not serve xjob's `/runBatch` (every executor is
-/// sent a batch first; one that answers the path unknown gets `/run` per call from then on).
+/// It also learns the executors that do not take xjob's `/runBatch`: every executor is sent
+/// its calls as a batch first; one that answers it with anything but the calls' answers, and
+/// then accepts one of them as a `/run`, gets `/run` per call from then on.
 #[derive(Debug, Default)]
 struct Peers {
     triggers: parking_lot::RwLock<std::collections::HashSet<String>>,
