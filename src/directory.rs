@@ -3,7 +3,10 @@
 //!
 //! - **Groups** (a small table): a shared, versioned snapshot, replaced whole by every scan pass
 //!   and by the registry right after it rewrites address lists (so a dead executor leaves
-//!   routing before its runs are marked lost).
+//!   routing before its runs are marked lost). A read takes a ticket before it starts
+//!   ([`Directory::read_ticket`]) and its snapshot replaces only a read that started before
+//!   it: a scan pass that read the groups before the registry's rewrite cannot put the old
+//!   lists back after the registry's own read.
 //! - **Jobs**: each fire carries the job as the scan read it (an `Arc`, seconds ahead). A
 //!   console edit on this node marks the job edited; a fire read before the edit reads the job
 //!   again at dispatch. Edits on other nodes are picked up by the next scan pass's read.
@@ -136,6 +139,10 @@ struct Inner {
     groups: RwLock<Arc<HashMap<i32, Group>>>,
     tokens: RwLock<Arc<GroupTokens>>,
     version: AtomicU64,
+    /// The last read ticket handed out.
+    tickets: AtomicU64,
+    /// The ticket of the read the snapshot holds (0: none yet).
+    applied: Mutex<u64>,
     /// Job id → when this node last edited it (epoch ms).
     edits: Mutex<HashMap<i32, i64>>,
 }
@@ -145,17 +152,37 @@ struct Inner {
 pub struct Directory(Arc<Inner>);
 
 impl Directory {
-    /// Replaces the group snapshot with `groups`.
+    /// Replaces the group snapshot with `groups` (read now).
     pub fn set_groups(&self, groups: Vec<entity::xxl_job_group::Model>) {
+        self.set_groups_read(self.read_ticket(), groups);
+    }
+
+    /// A ticket for a read of the groups about to start: the read sees every write committed
+    /// before the ticket was taken.
+    pub fn read_ticket(&self) -> u64 {
+        self.0.tickets.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Replaces the group snapshot with `groups`, read under `ticket`, unless the snapshot
+    /// holds a read that started later (and saw at least what this one saw); answers whether
+    /// it replaced it.
+    pub fn set_groups_read(&self, ticket: u64, groups: Vec<entity::xxl_job_group::Model>) -> bool {
+        let mut applied = self.0.applied.lock();
+        if ticket <= *applied {
+            return false;
+        }
+        *applied = ticket;
         let map: HashMap<i32, Group> = groups.into_iter().map(|g| (g.id, Arc::new(g))).collect();
         *self.0.tokens.write() = Arc::new(GroupTokens::of(&map));
         *self.0.groups.write() = Arc::new(map);
         self.0.version.fetch_add(1, Ordering::Release);
+        true
     }
 
     /// Reads every group from `db` into the snapshot.
     pub async fn load_groups(&self, db: &impl ConnectionTrait) -> Result<()> {
-        self.set_groups(crate::store::groups::all(db).await?);
+        let ticket = self.read_ticket();
+        self.set_groups_read(ticket, crate::store::groups::all(db).await?);
         Ok(())
     }
 
@@ -227,5 +254,42 @@ mod tests {
         assert_eq!(d.groups().len(), 1);
         assert_eq!(d.groups()[&1].address_list.as_deref(), Some("c"));
         assert_eq!(d.version(), 2);
+    }
+
+    /// A read that started before another never replaces the other's snapshot, whichever is
+    /// set first: the scan's read of the old lists cannot undo the registry's rewrite.
+    #[test]
+    fn an_older_read_never_replaces_a_newer_one() {
+        let d = Directory::default();
+        let g = |list: &str| entity::xxl_job_group::Model {
+            access_token: None,
+            id: 1,
+            app_name: "app".into(),
+            title: "t".into(),
+            address_type: 0,
+            address_list: Some(list.into()),
+            update_time: None,
+        };
+        let list = |d: &Directory| d.groups()[&1].address_list.clone().unwrap();
+        // the scan reads, the registry rewrites and reads, the scan sets last
+        let scan = d.read_ticket();
+        let registry = d.read_ticket();
+        assert!(d.set_groups_read(registry, vec![g("new")]));
+        assert!(!d.set_groups_read(scan, vec![g("old")]));
+        assert_eq!(list(&d), "new");
+        assert_eq!(
+            d.version(),
+            1,
+            "a refused read does not count as a replacement"
+        );
+        // in order: both apply
+        let (first, second) = (d.read_ticket(), d.read_ticket());
+        assert!(d.set_groups_read(first, vec![g("a")]));
+        assert!(d.set_groups_read(second, vec![g("b")]));
+        assert_eq!(list(&d), "b");
+        // an unconditional set is a read that starts now
+        d.set_groups(vec![g("c")]);
+        assert!(!d.set_groups_read(second, vec![g("b")]));
+        assert_eq!(list(&d), "c");
     }
 }

@@ -249,4 +249,16 @@ pub mod testing {
     }
     pub use crate::token::random_hex;
     pub use crate::trigger::{Trigger, TriggerRequest};
+
+    /// The address list of group `group_id` as dispatch routes by it now (the in-memory
+    /// directory, which follows the stored list a moment after the registry rewrites it).
+    pub fn routed_addresses(engine: &crate::Engine, group_id: i32) -> Vec<String> {
+        engine
+            .directory()
+            .groups()
+            .get(&group_id)
+            .and_then(|g| g.address_list.clone())
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .unwrap_or_default()
+    }
 }

@@ -27,7 +27,8 @@ const PAGE: u64 = 2_000;
 struct Page {
     fires: Vec<Fire>,
     report: ScanReport,
-    groups: Option<Vec<entity::xxl_job_group::Model>>,
+    /// The groups, with the directory's ticket for their read.
+    groups: Option<(u64, Vec<entity::xxl_job_group::Model>)>,
     /// The last job id of a full page (there may be more), `None` when the pass is done.
     next_after: Option<i32>,
 }
@@ -56,7 +57,8 @@ fn page(
                 "fires claimed by a node that stopped mid-dispatch recorded as failed"
             );
         }
-        Some(sync::groups(&tx)?)
+        let ticket = directory.read_ticket();
+        Some((ticket, sync::groups(&tx)?))
     } else {
         None
     };
@@ -141,8 +143,8 @@ pub(super) async fn pass(
             Ok((Err(e), c)) => return (Err(e), c),
             Err(e) => return (Err(e), ScanCache::default()),
         };
-        if let Some(groups) = page.groups {
-            cx.directory.set_groups(groups);
+        if let Some((ticket, groups)) = page.groups {
+            cx.directory.set_groups_read(ticket, groups);
         }
         total.add(&page.report);
         if !page.fires.is_empty() {
@@ -201,7 +203,7 @@ mod tests {
                     chrono_tz::UTC,
                 )
                 .unwrap();
-                pages.push((p.report.jobs, p.groups.map(|g| g.len())));
+                pages.push((p.report.jobs, p.groups.map(|(_, g)| g.len())));
                 fires.extend(p.fires.iter().map(|f| (f.job_id, f.fire_time)));
                 match p.next_after {
                     Some(id) => after = id,

@@ -63,8 +63,9 @@ async fn transaction(
     let txn = crate::store::begin_writing(&db).await?;
     let now = cx.clock.now_ms();
     let mut report = ScanReport::default();
+    let ticket = cx.directory.read_ticket();
     cx.directory
-        .set_groups(crate::store::groups::all(&txn).await?);
+        .set_groups_read(ticket, crate::store::groups::all(&txn).await?);
     if set.is_empty() && set.takeovers.is_empty() {
         txn.commit().await?;
         return Ok((Vec::new(), report));
