@@ -174,11 +174,18 @@ impl xjob::executor::ExecutorClient for TimedClient {
         &self,
         calls: Vec<(String, xjob::model::wire::TriggerParam)>,
     ) -> xjob::executor::Answers {
+        self.run_each_counted(calls).1
+    }
+    /// The same, with the client's count of executor calls (the lane's places).
+    fn run_each_counted(
+        &self,
+        calls: Vec<(String, xjob::model::wire::TriggerParam)>,
+    ) -> (usize, xjob::executor::Answers) {
         use futures::StreamExt;
         let ids: Vec<i64> = calls.iter().map(|(_, p)| p.log_id).collect();
         let (clock, runs) = (self.clock.clone(), self.runs.clone());
-        self.inner
-            .run_each(calls)
+        let (made, answers) = self.inner.run_each_counted(calls);
+        let answers = answers
             .inspect(move |group| {
                 let now = clock.now_ms();
                 let mut runs = runs.lock();
@@ -188,7 +195,8 @@ impl xjob::executor::ExecutorClient for TimedClient {
                     }
                 }
             })
-            .boxed()
+            .boxed();
+        (made, answers)
     }
     fn beat(&self, a: &str) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
         self.inner.beat(a)

@@ -178,9 +178,10 @@ pub struct DatabaseConfig {
     /// one connection does the hot writes and each pooled connection's page cache is memory
     /// that more readers than cores do not pay back (8 cost 18–24 MB of RSS at 5,000 fires/s).
     pub max_connections: u32,
-    /// On a SQLite file with several CPUs: the run-row writer thread gets one CPU to itself
-    /// and the thread that starts the engine (the dispatch) keeps off it. Turn off when you
-    /// manage thread affinity yourself.
+    /// On a SQLite file with several CPUs: the run-row writer thread gets one CPU and the
+    /// thread that starts the engine (the dispatch) keeps off it; with the system clock the
+    /// in-process executor runs on a thread of its own on the writer's CPU, ahead of the
+    /// writer (which lowers its priority). Turn off when you manage thread affinity yourself.
     pub separate_writer_cpu: bool,
 }
 
@@ -250,7 +251,10 @@ impl Default for SchedulerConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TriggerPoolConfig {
-    /// Most triggers in flight on the fast lane (XXL-JOB: 200).
+    /// Most executor calls in flight on the fast lane (XXL-JOB: 200 trigger threads, each
+    /// making one call). A call is one trigger, except a batch of fires handed over in one
+    /// call (the in-process executor's message, an xjob executor's `/runBatch`), which holds
+    /// a place per fire until it is made and one place after.
     pub fast_max: usize,
     /// Most triggers in flight on the slow lane (XXL-JOB: 100).
     pub slow_max: usize,

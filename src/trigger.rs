@@ -297,6 +297,18 @@ impl Trigger {
     /// item). A request that is not
     /// [`Trigger::batchable`] goes through [`Trigger::trigger`] on its own.
     pub async fn dispatch_batch(&self, reqs: Vec<TriggerRequest>) -> Result<()> {
+        self.dispatch_batch_on(reqs, None).await
+    }
+
+    /// [`Trigger::dispatch_batch`] holding `lane`, the fast lane's places taken for the batch
+    /// (one per fire): once the executor calls are made, it keeps one place per call and
+    /// gives the rest back (a call carrying many fires takes one place, as one of XXL-JOB's
+    /// trigger threads would); the places it keeps are released as the last answer comes.
+    pub(crate) async fn dispatch_batch_on(
+        &self,
+        reqs: Vec<TriggerRequest>,
+        mut lane: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<()> {
         let now = self.clock.now_ms();
         let mut planned = Vec::with_capacity(reqs.len());
         let mut calls = Vec::with_capacity(reqs.len());
@@ -333,11 +345,17 @@ impl Trigger {
                 .dispatching(calls.iter().map(|(_, p)| p.log_id).collect());
         }
         let started = std::time::Instant::now();
-        let mut answers = if calls.is_empty() {
-            futures::stream::empty().boxed()
+        let (made, mut answers) = if calls.is_empty() {
+            (0, futures::stream::empty().boxed())
         } else {
-            self.client.run_each(calls)
+            self.client.run_each_counted(calls)
         };
+        if let Some(places) = lane.as_mut() {
+            let spare = places.num_permits().saturating_sub(made);
+            if spare > 0 {
+                drop(places.split(spare));
+            }
+        }
         // the planned fire of each call, by the call's index
         let call_at: Vec<usize> = planned
             .iter()
@@ -381,6 +399,7 @@ impl Trigger {
             .collect();
         n += unanswered.len();
         self.writer.outcomes(unanswered).await?;
+        drop(lane);
         tracing::debug!(fires = n, "triggered a batch");
         Ok(())
     }

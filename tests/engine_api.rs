@@ -153,3 +153,76 @@ fn groups_are_created_changed_and_removed() {
         app.close().await;
     });
 }
+
+/// With the SQLite writer on a CPU of its own (the default on a machine with several), the
+/// in-process executor starts handlers on a thread of its own, off the dispatching one, and
+/// runs end as they do on one thread.
+#[test]
+fn with_a_cpu_for_the_writer_handlers_run_off_the_dispatching_thread() {
+    common::init_tracing();
+    // this test's thread dispatches: the engine keeps it (and what it starts) off the
+    // writer's CPU, which touches no other test's thread
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let mut cfg = common::test_config(dir.path());
+        cfg.database.separate_writer_cpu = true;
+        let ran_on = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let mut handlers = xjob::demo::handlers().unwrap();
+        let seen = ran_on.clone();
+        handlers
+            .register_fn("where", move |_ctx: JobContext| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().push(std::thread::current().id());
+                    Ok(())
+                }
+            })
+            .unwrap();
+        let engine = Engine::builder(cfg)
+            .handlers(handlers)
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let group = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        common::eventually("the executor is routed to", 10, || async {
+            !xjob::testing::routed_addresses(&engine, group).is_empty()
+        })
+        .await;
+        let job = engine
+            .add_job(JobSpec::cron(group, "where", "0 0 0 * * ?", "where"))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            engine.trigger_job(job, None, None).await.unwrap();
+        }
+        let db = engine.db().clone();
+        common::eventually("three runs succeeded", 10, || {
+            let db = db.clone();
+            async move {
+                let rows = xjob::testing::store::logs::for_job(&db, job).await.unwrap();
+                rows.len() == 3 && rows.iter().all(|r| r.handle_code == 200)
+            }
+        })
+        .await;
+        let here = std::thread::current().id();
+        let threads = ran_on.lock().clone();
+        assert_eq!(threads.len(), 3);
+        if cpus >= 2 {
+            assert!(
+                threads.iter().all(|t| *t != here),
+                "{threads:?} vs {here:?}"
+            );
+        } else {
+            assert!(threads.iter().all(|t| *t == here), "one CPU: one thread");
+        }
+        engine
+            .stop(std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+    });
+}

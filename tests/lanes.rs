@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::Semaphore;
 use xjob::console::Paging;
 use xjob::model::wire::{LogParam, LogResult, ReturnT, TriggerParam};
@@ -345,6 +345,99 @@ fn a_callback_answers_while_its_child_trigger_waits_for_a_lane() {
         settle(engine.activity()).await;
         let runs = engine.runs(child, Paging::default()).await.unwrap();
         assert_eq!(runs.total, 1, "the child ran once");
+        engine.db().clone().close().await.unwrap();
+    });
+}
+
+/// Hands each batch of triggers over in one call (as the in-process executor and xjob's
+/// `/runBatch` do), answering every trigger once the gate lets the call through.
+#[derive(Clone, Default)]
+struct BatchClient {
+    gated: GatedClient,
+    /// Triggers handed over so far.
+    fires: Arc<AtomicUsize>,
+}
+
+impl ExecutorClient for BatchClient {
+    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        self.gated.run(address, param)
+    }
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> xjob::executor::Answers {
+        let me = self.clone();
+        let n = calls.len();
+        me.fires.fetch_add(n, Ordering::SeqCst);
+        me.gated.calls.fetch_add(1, Ordering::SeqCst);
+        futures::stream::once(async move {
+            me.gated.gate.acquire().await.unwrap().forget();
+            (0..n).map(|i| (i, ReturnT::success())).collect::<Vec<_>>()
+        })
+        .boxed()
+    }
+    fn run_each_counted(
+        &self,
+        calls: Vec<(String, TriggerParam)>,
+    ) -> (usize, xjob::executor::Answers) {
+        (usize::from(!calls.is_empty()), self.run_each(calls))
+    }
+    fn beat(&self, a: &str) -> BoxFuture<'static, ReturnT> {
+        self.gated.beat(a)
+    }
+    fn idle_beat(&self, a: &str, j: i32) -> BoxFuture<'static, ReturnT> {
+        self.gated.idle_beat(a, j)
+    }
+    fn kill(&self, a: &str, j: i32) -> BoxFuture<'static, ReturnT> {
+        self.gated.kill(a, j)
+    }
+    fn log(&self, a: &str, p: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        self.gated.log(a, p)
+    }
+}
+
+/// A batch of fires handed over in one executor call holds one fast-lane place once the call
+/// is made (XXL-JOB's lane bounds calls: one trigger thread, one call), so more fires than
+/// places can be in flight; fires called one by one still hold a place each (above).
+#[test]
+fn a_batch_handed_over_in_one_call_holds_one_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = BatchClient::default();
+    run_paused(|| async {
+        let mut cfg = test_config(dir.path());
+        cfg.executor.app_name = String::new();
+        // 8 places, chunks of 2 fires
+        cfg.trigger_pool.fast_max = 8;
+        cfg.trigger_pool.slow_max = 1;
+        let engine = Engine::builder(cfg)
+            .clock(Clock::tokio_at(T0))
+            .remote_client(Arc::new(client.clone()))
+            .start()
+            .await
+            .unwrap();
+        let group = xjob::testing::store::groups::insert(
+            engine.db(),
+            "batch-app",
+            "batch",
+            1,
+            Some("http://10.9.9.8:9999/".into()),
+            engine.clock().now_naive(),
+        )
+        .await
+        .unwrap();
+        for i in 0..12 {
+            let spec = JobSpec::cron(group, &format!("every second {i}"), "* * * * * ?", "x");
+            let id = engine.add_job(spec).await.unwrap();
+            engine.start_job(id).await.unwrap();
+        }
+        engine.scan_now().await.unwrap();
+        // one second's 12 fires come due; the executor answers nothing yet
+        tokio::time::advance(Duration::from_millis(1_100)).await;
+        wait_until(&engine, "every fire in flight", |s| s.fast_in_flight == 12).await;
+        assert_eq!(client.fires.load(Ordering::SeqCst), 12, "all handed over");
+        assert_eq!(client.gated.calls.load(Ordering::SeqCst), 6, "in six calls");
+        let s = engine.pool_stats().await.unwrap();
+        assert_eq!(s.fast_waiting, 0, "none waits for a place: {s:?}");
+        client.gated.gate.add_permits(10_000);
+        wait_until(&engine, "all answered", |s| s.fast_in_flight == 0).await;
+        settle(engine.activity()).await;
         engine.db().clone().close().await.unwrap();
     });
 }

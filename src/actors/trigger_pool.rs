@@ -160,8 +160,9 @@ impl Shared {
     }
 
     /// Waits for one fast-lane place per fire of `chunk`, then dispatches the chunk as one
-    /// batch ([`Trigger::dispatch_batch`]) in its own task; the places are held until every
-    /// executor call of the chunk has answered.
+    /// batch ([`Trigger::dispatch_batch_on`]) in its own task: once its executor calls are
+    /// made it keeps one place per call (a batch handed over in one call keeps one), until
+    /// every call has answered.
     async fn dispatch_chunk(self: Arc<Self>, chunk: Vec<TriggerRequest>) {
         let n = chunk.len();
         self.stats.lock().fast_waiting += n;
@@ -177,10 +178,9 @@ impl Shared {
             let _guard = guard;
             let started = me.clock.now_ms();
             let jobs: Vec<i32> = chunk.iter().map(|r| r.job_id).collect();
-            if let Err(e) = me.trigger.dispatch_batch(chunk).await {
+            if let Err(e) = me.trigger.dispatch_batch_on(chunk, Some(permits)).await {
                 tracing::error!(fires = n, error = %e, "batched trigger failed");
             }
-            drop(permits);
             let now = me.clock.now_ms();
             let elapsed = (now - started).max(0) as u64;
             if elapsed > me.cfg.slow_threshold_ms {

@@ -223,6 +223,21 @@ impl EngineBuilder {
         if local_address.is_some() {
             crate::executor::builtin::register(&mut handlers, &cfg.executor, http.clone())?;
         }
+        // With the SQLite writer on a CPU of its own, the in-process executor (its job threads,
+        // handler starts and results) runs on a thread kept on that CPU, ahead of the writer:
+        // a second's burst of fires is routed on this thread while the other starts the
+        // handlers, instead of both on this one (10,000 fires/s: p99 lateness 37–41 → 25–29
+        // ms; BENCHMARKS.md, session 18). Only with the system clock (a test's paused clock
+        // belongs to this thread's runtime).
+        let executor_thread = match writer.writer_cpu() {
+            Some(cpu) if clock.is_system() && local_address.is_some() => {
+                let thread = actix::Arbiter::new();
+                thread.spawn_fn(move || crate::store::writer::pin_to_cpu(cpu));
+                writer.exec(|_| crate::store::writer::yield_cpu()).await?;
+                Some(thread)
+            }
+            _ => None,
+        };
         let local = local_address.as_ref().map(|addr| {
             let exec = InProcessExecutor::start(
                 handlers.clone(),
@@ -234,6 +249,7 @@ impl EngineBuilder {
                     log_dir: self.log_dir.clone(),
                     ..RuntimeConfig::default()
                 },
+                executor_thread.as_ref().map(|t| t.handle()).as_ref(),
             );
             (addr.clone(), exec)
         });

@@ -41,6 +41,13 @@ pub trait ExecutorClient: Send + Sync + 'static {
             .ready_chunks(n)
             .boxed()
     }
+    /// [`ExecutorClient::run_each`], answering also how many executor calls it makes for
+    /// them: one per trigger unless the client sends several in one call (the in-process
+    /// executor takes a batch in one message, xjob's executors in one `/runBatch`). Each call
+    /// holds a trigger-lane place while in flight, as one of XXL-JOB's trigger threads would.
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+        (calls.len(), self.run_each(calls))
+    }
     /// `POST /beat`: liveness.
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT>;
     /// `POST /idleBeat`: is the job idle on that executor.
@@ -193,6 +200,10 @@ impl ExecutorClient for NodeClient {
     }
 
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
+        self.run_each_counted(calls).1
+    }
+
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
         // the in-process executor's share goes over in one step, and so does each remote
         // client's share (the HTTP client makes its calls on its own thread)
         let mut local = Vec::new();
@@ -227,16 +238,21 @@ impl ExecutorClient for NodeClient {
                 .boxed()
         };
         let mut streams: Vec<Answers> = Vec::new();
+        let mut made = 0;
         if !failed.is_empty() {
             streams.push(futures::stream::once(futures::future::ready(failed)).boxed());
         }
         if let (Some(l), false) = (&self.local, local.is_empty()) {
-            streams.push(share(l.run_each(local), local_at));
+            let (n, answers) = l.run_each_counted(local);
+            made += n;
+            streams.push(share(answers, local_at));
         }
         for (c, calls, at) in remote {
-            streams.push(share(c.run_each(calls), at));
+            let (n, answers) = c.run_each_counted(calls);
+            made += n;
+            streams.push(share(answers, at));
         }
-        futures::stream::select_all(streams).boxed()
+        (made, futures::stream::select_all(streams).boxed())
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
@@ -278,10 +294,12 @@ mod tests {
     use super::*;
     use parking_lot::Mutex;
 
-    /// Answers every call with its own name and the log id; counts `run_each` calls.
+    /// Answers every call with its own name and the log id; counts `run_each` calls; with
+    /// `one_call`, says it hands a batch over in one executor call.
     struct Named {
         name: &'static str,
         batches: Mutex<Vec<usize>>,
+        one_call: bool,
     }
 
     impl ExecutorClient for Named {
@@ -300,6 +318,14 @@ mod tests {
                 .map(|(i, (a, p))| (i, ReturnT::fail(format!("{} {a} {}", self.name, p.log_id))))
                 .collect();
             futures::stream::once(futures::future::ready(out)).boxed()
+        }
+        fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+            let made = if self.one_call {
+                usize::from(!calls.is_empty())
+            } else {
+                calls.len()
+            };
+            (made, self.run_each(calls))
         }
         fn beat(&self, _: &str) -> BoxFuture<'static, ReturnT> {
             futures::future::ready(ReturnT::success()).boxed()
@@ -348,10 +374,12 @@ mod tests {
         let local = Arc::new(Named {
             name: "local",
             batches: Mutex::new(Vec::new()),
+            one_call: true,
         });
         let remote = Arc::new(Named {
             name: "remote",
             batches: Mutex::new(Vec::new()),
+            one_call: false,
         });
         let node = NodeClient::new(
             Some((
@@ -366,6 +394,11 @@ mod tests {
             (" http://me:1".to_string(), param(3)),
             ("http://me:12/".to_string(), param(4)),
         ];
+        // the executor calls made: the local share's one, the remote client's one per trigger
+        let (made, _) = node.run_each_counted(calls.clone());
+        assert_eq!(made, 1 + 2);
+        local.batches.lock().clear();
+        remote.batches.lock().clear();
         let answers = in_order(&node, calls);
         let msgs: Vec<String> = answers.into_iter().map(|r| r.msg.unwrap()).collect();
         assert_eq!(

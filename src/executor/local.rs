@@ -37,18 +37,23 @@ fn stopped<T>() -> ReturnT<T> {
 }
 
 impl InProcessExecutor {
-    /// Starts an executor for `handlers` reporting results to `callback`.
+    /// Starts an executor for `handlers` reporting results to `callback`, on `thread` (its job
+    /// threads and handlers with it) or on the current one.
     pub(crate) fn start(
         handlers: HandlerRegistry,
         callback: Recipient<Callback>,
         clock: Clock,
         cfg: RuntimeConfig,
+        thread: Option<&ArbiterHandle>,
     ) -> Self {
         let log_dir = cfg.log_dir.clone();
         let run_logs = cfg.run_logs;
         let actor = ExecutorActor::new(handlers, callback, clock.clone(), cfg);
         let reporter = actor.reporter();
-        let addr = actor.start();
+        let addr = match thread {
+            Some(t) => ExecutorActor::start_in_arbiter(t, move |_| actor),
+            None => actor.start(),
+        };
         InProcessExecutor {
             addr,
             clock,
@@ -92,6 +97,11 @@ impl ExecutorClient for InProcessExecutor {
     fn run(&self, _address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
         let f = self.addr.send(Run(param));
         async move { f.await.unwrap_or_else(|_| stopped()) }.boxed()
+    }
+
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+        // the whole batch is one message to the executor
+        (usize::from(!calls.is_empty()), self.run_each(calls))
     }
 
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {

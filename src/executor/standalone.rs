@@ -124,6 +124,7 @@ impl StandaloneExecutor {
                 run_logs: cfg.executor.run_logs,
                 ..RuntimeConfig::default()
             },
+            None,
         );
         let api = ExecutorApi {
             backend: Arc::new(executor.clone()) as Arc<dyn ExecutorClient>,

@@ -235,6 +235,8 @@ async fn lock_file(path: &str) -> Result<std::fs::File> {
     }
 }
 
+pub(crate) use sqlite_file::{pin as pin_to_cpu, yield_cpu};
+
 /// A handle to the writer (cheap to clone).
 #[derive(Clone)]
 pub struct LogWriter {
@@ -244,6 +246,9 @@ pub struct LogWriter {
     lock: Arc<Mutex<Option<std::fs::File>>>,
     /// Outcomes the SQLite writer holds for their results.
     held: Arc<AtomicUsize>,
+    /// The CPU the SQLite writer has to itself, kept off the dispatching thread (see
+    /// [`Target::separate_cpus`]).
+    writer_cpu: Option<usize>,
 }
 
 impl LogWriter {
@@ -253,6 +258,7 @@ impl LogWriter {
         let (tx, rx) = mpsc::channel(QUEUE);
         let single_node = target.single_node();
         let held = Arc::new(AtomicUsize::new(0));
+        let mut cpu = None;
         let lock = match target {
             Target::SqliteFile {
                 path,
@@ -265,6 +271,7 @@ impl LogWriter {
                 } else {
                     None
                 };
+                cpu = writer_cpu;
                 let (activity, held) = (activity.clone(), held.clone());
                 let (ready, started) = oneshot::channel();
                 let shown = path.clone();
@@ -298,12 +305,20 @@ impl LogWriter {
             single_node,
             lock: Arc::new(Mutex::new(lock)),
             held,
+            writer_cpu: cpu,
         })
     }
 
     /// Whether the database serves only this node (a locked SQLite file).
     pub fn single_node(&self) -> bool {
         self.single_node
+    }
+
+    /// The CPU the SQLite writer was given to itself (`database.separate_writer_cpu` on a
+    /// machine with several CPUs); the dispatching thread and the threads it starts later are
+    /// kept off it.
+    pub(crate) fn writer_cpu(&self) -> Option<usize> {
+        self.writer_cpu
     }
 
     async fn queue(&self, op: Op) -> Result<()> {
