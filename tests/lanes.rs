@@ -102,7 +102,7 @@ async fn wait_calls(client: &GatedClient, n: usize) {
 /// for it; `tweak` adjusts the config. Answers the engine and the group.
 async fn engine_with(
     dir: &std::path::Path,
-    client: GatedClient,
+    client: impl ExecutorClient,
     tweak: impl FnOnce(&mut Config),
 ) -> (Engine, i32) {
     let mut cfg = test_config(dir);
@@ -401,27 +401,9 @@ fn a_batch_handed_over_in_one_call_holds_one_place() {
     let dir = tempfile::tempdir().unwrap();
     let client = BatchClient::default();
     run_paused(|| async {
-        let mut cfg = test_config(dir.path());
-        cfg.executor.app_name = String::new();
         // 8 places, chunks of 2 fires
-        cfg.trigger_pool.fast_max = 8;
-        cfg.trigger_pool.slow_max = 1;
-        let engine = Engine::builder(cfg)
-            .clock(Clock::tokio_at(T0))
-            .remote_client(Arc::new(client.clone()))
-            .start()
-            .await
-            .unwrap();
-        let group = xjob::testing::store::groups::insert(
-            engine.db(),
-            "batch-app",
-            "batch",
-            1,
-            Some("http://10.9.9.8:9999/".into()),
-            engine.clock().now_naive(),
-        )
-        .await
-        .unwrap();
+        let (engine, group) =
+            engine_with(dir.path(), client.clone(), |c| c.trigger_pool.fast_max = 8).await;
         for i in 0..12 {
             let spec = JobSpec::cron(group, &format!("every second {i}"), "* * * * * ?", "x");
             let id = engine.add_job(spec).await.unwrap();

@@ -231,6 +231,7 @@ impl EngineBuilder {
         // belongs to this thread's runtime).
         let executor_thread = match writer.writer_cpu() {
             Some(cpu) if clock.is_system() && local_address.is_some() => {
+                // the System keeps the arbiter's handle: it runs until the System stops
                 let thread = actix::Arbiter::new();
                 thread.spawn_fn(move || crate::store::writer::pin_to_cpu(cpu));
                 writer.exec(|_| crate::store::writer::yield_cpu()).await?;

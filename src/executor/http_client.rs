@@ -882,28 +882,6 @@ impl ExecutorClient for HttpExecutorClient {
     /// answers come back in groups, each at most [`ANSWER_GROUP_WAIT`] after its first answer
     /// (or when the last call answered), so the dispatching thread is woken a few times per
     /// batch instead of once per call.
-    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
-        // as `run_all_here` will send them: an executor's share in `/runBatch` requests of up
-        // to `RUN_BATCH_MAX` when it takes them (the 2 MiB cut is not counted), else a `/run`
-        // per call
-        let mut per_address: std::collections::HashMap<&str, usize> =
-            std::collections::HashMap::new();
-        for (a, _) in &calls {
-            *per_address.entry(a.as_str()).or_default() += 1;
-        }
-        let made = per_address
-            .iter()
-            .map(|(a, &n)| {
-                if n > 1 && !Peers::has(&self.peers.no_batch, a) {
-                    n.div_ceil(super::server::RUN_BATCH_MAX)
-                } else {
-                    n
-                }
-            })
-            .sum();
-        (made, self.run_each(calls))
-    }
-
     fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<(usize, ReturnT)>>();
         let mut ready = Vec::new();
@@ -929,6 +907,28 @@ impl ExecutorClient for HttpExecutorClient {
         drop(tx);
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|a| (a, rx)) })
             .boxed()
+    }
+
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+        // as `run_all_here` will send them: an executor's share in `/runBatch` requests of up
+        // to `RUN_BATCH_MAX` when it takes them (the 2 MiB cut is not counted), else a `/run`
+        // per call
+        let mut per_address: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::new();
+        for (a, _) in &calls {
+            *per_address.entry(a.as_str()).or_default() += 1;
+        }
+        let made = per_address
+            .iter()
+            .map(|(a, &n)| {
+                if n > 1 && !Peers::has(&self.peers.no_batch, a) {
+                    n.div_ceil(super::server::RUN_BATCH_MAX)
+                } else {
+                    n
+                }
+            })
+            .sum();
+        (made, self.run_each(calls))
     }
 
     fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
