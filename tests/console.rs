@@ -1302,6 +1302,56 @@ fn the_documented_contract_holds_at_its_edges() {
     });
 }
 
+/// A job's creation and start are stored with their audit entries (on the node's SQLite file,
+/// in the change's own transaction): the entries are in the table when the answers come, with
+/// the new job's id, and a refused start records nothing.
+#[test]
+fn a_jobs_creation_and_start_are_stored_with_their_audit_entries() {
+    run_paused(|| async {
+        use sea_orm::{ConnectionTrait, Statement};
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let job = create_job(
+            &api,
+            job_body(app.group as i64, "at once", "demoJobHandler"),
+        )
+        .await;
+        assert_eq!(
+            api.post(&format!("/v1/jobs/{job}/start"), None).await.0,
+            StatusCode::OK
+        );
+        let (s, _) = api.post("/v1/jobs/999999/start", None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        // read straight from the table: no flush of queued entries first
+        let db = app.engine.db();
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT action, target_id FROM xjob_audit WHERE target_type = 'job' ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let got: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.try_get::<String>("", "action").unwrap(),
+                    r.try_get::<String>("", "target_id").unwrap(),
+                )
+            })
+            .collect();
+        let id = job.to_string();
+        assert_eq!(
+            got,
+            [
+                ("job.create".to_string(), id.clone()),
+                ("job.start".to_string(), id)
+            ]
+        );
+        app.close().await;
+    });
+}
+
 /// Every change through the console is in the audit log with who, from where, what and a short
 /// detail (never a password); administrators read it with filters and paging, others may not.
 #[test]

@@ -122,20 +122,33 @@ impl Console {
         target_id: impl ToString,
         detail: impl Into<String>,
     ) {
+        let entry = self.audit_entry(who, action, target_type, target_id, detail);
+        self.write_audit(entry).await;
+    }
+
+    /// The entry [`Console::audit`] records, for a store that writes it with the change.
+    pub(crate) fn audit_entry(
+        &self,
+        who: &Principal,
+        action: &'static str,
+        target_type: &'static str,
+        target_id: impl ToString,
+        detail: impl Into<String>,
+    ) -> Entry {
         let detail = match &who.key {
             // a change made with an API key names the key
             Some(key) => format!("[key {key}] {}", detail.into()),
             None => detail.into(),
         };
-        self.audit_as(
-            &who.username,
-            &who.client,
+        Entry {
+            time: self.now(),
+            username: who.username.clone(),
+            client_ip: who.client.clone(),
             action,
             target_type,
-            target_id,
+            target_id: target_id.to_string(),
             detail,
-        )
-        .await;
+        }
     }
 
     /// [`Console::audit`] for a user not signed in (login attempts).
@@ -148,7 +161,7 @@ impl Console {
         target_id: impl ToString,
         detail: impl Into<String>,
     ) {
-        let entry = Entry {
+        self.write_audit(Entry {
             time: self.now(),
             username: username.to_string(),
             client_ip: client.to_string(),
@@ -156,12 +169,18 @@ impl Console {
             target_type,
             target_id: target_id.to_string(),
             detail: detail.into(),
-        };
-        // with the run-row writer's next batch; straight to the database when it is stopped
+        })
+        .await;
+    }
+
+    /// Writes `entry`: with the run-row writer's next batch; straight to the database when it
+    /// is stopped. A failure is logged.
+    pub(crate) async fn write_audit(&self, entry: Entry) {
         let entry = match self.engine.audit(entry).await {
             Ok(()) => return,
             Err(entry) => entry,
         };
+        let action = entry.action;
         if let Err(e) = audit::record(self.db(), entry).await {
             tracing::error!(error = %e, action, "cannot write the audit log");
         }

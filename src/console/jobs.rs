@@ -292,16 +292,21 @@ impl Console {
             .check_children(who, None, spec.child_job_id.as_deref())
             .await?;
         let model = spec.validate(self.tz(), self.now())?;
-        let job: JobView = self.engine.insert_job(model).await?.into();
         let detail = format!(
             "{}; handler {}; {} {}",
-            shown(&job.job_desc),
-            shown(job.executor_handler.as_deref().unwrap_or_default()),
-            job.schedule_type,
-            job.schedule_conf.as_deref().unwrap_or_default()
+            shown(&model.job_desc),
+            shown(model.executor_handler.as_deref().unwrap_or_default()),
+            model.schedule_type,
+            model.schedule_conf.as_deref().unwrap_or_default()
         );
-        self.audit(who, "job.create", "job", job.id, detail).await;
-        Ok(job)
+        // the target id is the new job's, set where it is stored
+        let entry = self.audit_entry(who, "job.create", "job", "", detail);
+        let (job, unwritten) = self.engine.insert_job_audited(model, entry).await?;
+        if let Some(mut entry) = unwritten {
+            entry.target_id = job.id.to_string();
+            self.write_audit(entry).await;
+        }
+        Ok(job.into())
     }
 
     /// Edits a job's definition (not its GLUE type or source).
@@ -374,11 +379,18 @@ impl Console {
     /// Starts a job.
     pub async fn start_job(&self, who: &Principal, id: i32) -> Result<JobView> {
         let me = who.clone();
-        let job = self
+        let entry = self.audit_entry(who, "job.start", "job", id, "");
+        let (job, unwritten) = self
             .engine
-            .start_checked(id, move |job| me.require_group(job.job_group, "id"))
+            .start_checked(
+                id,
+                move |job| me.require_group(job.job_group, "id"),
+                Some(entry),
+            )
             .await?;
-        self.audit(who, "job.start", "job", id, "").await;
+        if let Some(entry) = unwritten {
+            self.write_audit(entry).await;
+        }
         Ok(job.into())
     }
 

@@ -565,28 +565,52 @@ impl Engine {
         &self,
         model: entity::xxl_job_info::Model,
     ) -> Result<entity::xxl_job_info::Model> {
-        self.scan_store.insert_job(model).await
+        Ok(self.scan_store.insert_job(model, None).await?.0)
+    }
+
+    /// [`Engine::insert_job`] recording `audit` (its target id set to the new job's) with the
+    /// job where the store can (one transaction); answers `audit` back when it was not written.
+    pub(crate) async fn insert_job_audited(
+        &self,
+        model: entity::xxl_job_info::Model,
+        audit: crate::store::audit::Entry,
+    ) -> Result<(
+        entity::xxl_job_info::Model,
+        Option<crate::store::audit::Entry>,
+    )> {
+        self.scan_store.insert_job(model, Some(audit)).await
     }
 
     /// Starts a job: its first fire is the schedule's next time after now.
     pub async fn start_job(&self, job_id: i32) -> Result<()> {
-        self.start_checked(job_id, |_| Ok(())).await.map(|_| ())
+        self.start_checked(job_id, |_| Ok(()), None)
+            .await
+            .map(|_| ())
     }
 
     /// Starts job `job_id` if `check` accepts it as read (the console's permission check);
-    /// answers it as stored. On a single node the read, the check and the write are one
-    /// round trip to the writer's connection.
+    /// answers it as stored, and `audit` back unless it was written with the change. On a
+    /// single node the read, the check, the write and `audit` are one transaction in one round
+    /// trip to the writer's connection.
     pub(crate) async fn start_checked(
         &self,
         job_id: i32,
         check: impl FnOnce(&entity::xxl_job_info::Model) -> Result<()> + Send + Sync + 'static,
-    ) -> Result<entity::xxl_job_info::Model> {
+        audit: Option<crate::store::audit::Entry>,
+    ) -> Result<(
+        entity::xxl_job_info::Model,
+        Option<crate::store::audit::Entry>,
+    )> {
         let (tz, now) = (self.config.time_zone(), self.clock.now_ms());
         self.scan_store
-            .start_job(job_id, move |job| {
-                check(job)?;
-                first_fire(job, tz, now)
-            })
+            .start_job(
+                job_id,
+                move |job| {
+                    check(job)?;
+                    first_fire(job, tz, now)
+                },
+                audit,
+            )
             .await
     }
 

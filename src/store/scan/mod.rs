@@ -32,6 +32,7 @@ use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::{Error, Result};
 use crate::ownership::Ownership;
+use crate::store::audit::Entry;
 use crate::store::jobs;
 use crate::store::logs::Fire;
 use crate::store::writer::LogWriter;
@@ -150,51 +151,82 @@ impl ScanStore {
         }
     }
 
-    /// Stores a new job (created stopped); answers it as stored. On a SQLite file, on the
-    /// writer's connection: one round trip, where the pool's INSERT … RETURNING took a hop to
-    /// one of sqlx's worker threads and back.
+    /// Stores a new job (created stopped); answers it as stored, and `audit` unless it was
+    /// written. On a SQLite file, on the writer's connection: one round trip, where the pool's
+    /// INSERT … RETURNING took a hop to one of sqlx's worker threads and back; `audit` (its
+    /// target id set to the new job's) goes in the same transaction, so a console change costs
+    /// one commit and one wake-up of the writer instead of two (BENCHMARKS.md, session 19).
     pub(crate) async fn insert_job(
         &self,
         job: entity::xxl_job_info::Model,
-    ) -> Result<entity::xxl_job_info::Model> {
+        audit: Option<Entry>,
+    ) -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
         let Some(writer) = &self.file else {
-            return jobs::insert_model(&self.db, job).await;
+            return Ok((jobs::insert_model(&self.db, job).await?, audit));
         };
         writer
-            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
-                use crate::store::sqlite_sync as sync;
-                let id = sync::insert_job(conn, &job)?;
-                Ok(sync::job_by_id(conn, id)?
-                    .ok_or(Error::JobNotFound { job_id: id })?
-                    .0)
-            })
+            .exec(
+                move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
+                    use crate::store::sqlite_sync as sync;
+                    let tx = write_tx(conn)?;
+                    let id = sync::insert_job(&tx, &job)?;
+                    if let Some(mut e) = audit {
+                        e.target_id = id.to_string();
+                        crate::store::audit::record_sync(&tx, &e)?;
+                    }
+                    let stored = sync::job_by_id(&tx, id)?
+                        .ok_or(Error::JobNotFound { job_id: id })?
+                        .0;
+                    tx.commit()?;
+                    Ok((stored, None))
+                },
+            )
             .await?
     }
 
     /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
-    /// it unchanged); answers the job as stored. On a SQLite file the read and the write are
-    /// one round trip to the writer's connection.
+    /// it unchanged); answers the job as stored, and `audit` unless it was written. On a
+    /// SQLite file the read, the write and `audit` are one transaction in one round trip to
+    /// the writer's connection.
     pub(crate) async fn start_job(
         &self,
         job_id: i32,
         first: impl FnOnce(&entity::xxl_job_info::Model) -> Result<i64> + Send + Sync + 'static,
-    ) -> Result<entity::xxl_job_info::Model> {
+        audit: Option<Entry>,
+    ) -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
         let Some(writer) = &self.file else {
             let job = jobs::get(&self.db, job_id).await?;
             let next = first(&job)?;
-            return jobs::set_running(&self.db, job_id, next).await;
+            return Ok((jobs::set_running(&self.db, job_id, next).await?, audit));
         };
         writer
-            .exec(move |conn| -> Result<entity::xxl_job_info::Model> {
-                use crate::store::sqlite_sync as sync;
-                let (job, _) =
-                    sync::job_by_id(conn, job_id)?.ok_or(Error::JobNotFound { job_id })?;
-                let next = first(&job)?;
-                sync::set_running(conn, job_id, next)?;
-                Ok(sync::job_by_id(conn, job_id)?
-                    .ok_or(Error::JobNotFound { job_id })?
-                    .0)
-            })
+            .exec(
+                move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
+                    use crate::store::sqlite_sync as sync;
+                    let tx = write_tx(conn)?;
+                    let (job, _) =
+                        sync::job_by_id(&tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
+                    let next = first(&job)?;
+                    sync::set_running(&tx, job_id, next)?;
+                    if let Some(e) = audit {
+                        crate::store::audit::record_sync(&tx, &e)?;
+                    }
+                    let stored = sync::job_by_id(&tx, job_id)?
+                        .ok_or(Error::JobNotFound { job_id })?
+                        .0;
+                    tx.commit()?;
+                    Ok((stored, None))
+                },
+            )
             .await?
     }
+}
+
+/// A transaction on the writer's connection holding the write lock from its start: a deferred
+/// one that reads first takes a snapshot, and when a pool connection (a heartbeat, a console
+/// read-modify-write) commits before its first write, that write fails at once with
+/// `SQLITE_BUSY_SNAPSHOT` ("database is locked") instead of waiting its turn — seen on job
+/// starts under load.
+fn write_tx(conn: &mut rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
