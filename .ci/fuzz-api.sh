@@ -18,7 +18,8 @@ bind = "127.0.0.1:$port"
 admin_password = "fuzz-admin-password"
 access_token = "fuzz-token"
 TOML
-(cd "$dir" && RUST_LOG=warn "$OLDPWD/$BIN" serve --config xjob.toml > serve.log 2>&1) &
+# exec: $! is then the server itself, which the trap stops (a plain subshell left it running)
+(cd "$dir" && RUST_LOG=warn exec "$OLDPWD/$BIN" serve --config xjob.toml > serve.log 2>&1) &
 server=$!
 trap 'kill $server 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 1 100); do

@@ -461,6 +461,58 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
     });
 }
 
+/// A run's first log line is in its file while its handler waits (a long run shows its start),
+/// and a run done at once has its first and last lines, in order, when its result is out.
+#[test]
+fn a_runs_first_line_is_written_when_its_handler_waits_or_with_its_last() {
+    let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
+    let events: Events = Arc::default();
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::tokio_at(T0);
+        let mut handlers = registry(events.clone(), clock.clone());
+        handlers
+            .register_fn("instant", |_ctx: JobContext| async { Ok(()) })
+            .unwrap();
+        let probe = Probe(results.clone()).start();
+        let exec = ExecutorActor::new(
+            handlers,
+            probe.recipient(),
+            clock,
+            RuntimeConfig {
+                log_dir: Some(dir.path().to_path_buf()),
+                ..RuntimeConfig::default()
+            },
+        )
+        .start();
+        let day = xjob::testing::clock::ms_to_naive(0)
+            .format("%Y-%m-%d")
+            .to_string();
+        let log =
+            |id: i64| std::fs::read_to_string(dir.path().join(&day).join(format!("{id}.log")));
+
+        let waits = trigger(1, "SERIAL_EXECUTION", 60_000);
+        assert_eq!(exec.send(Run(waits)).await.unwrap().code, 200);
+        yields(16).await;
+        assert!(results.lock().is_empty(), "still running");
+        let text = log(1).expect("the first line, written as the handler waits");
+        assert!(text.contains("xxl-job job execute start"), "{text}");
+        assert!(!text.contains("execute end"), "{text}");
+
+        let mut instant = trigger(2, "SERIAL_EXECUTION", 0);
+        instant.job_id = 2;
+        instant.executor_handler = Some("instant".into());
+        assert_eq!(exec.send(Run(instant)).await.unwrap().code, 200);
+        yields(16).await;
+        assert_eq!(results.lock().len(), 1, "the instant run reported");
+        let text = log(2).expect("both lines");
+        let start = text.find("xxl-job job execute start").expect("first line");
+        let end = text.find("execute end(finish)").expect("last line");
+        assert!(start < end, "{text}");
+        assert_eq!(text.matches("execute start").count(), 1, "{text}");
+    });
+}
+
 /// Script runs fail with a clear message unless `executor.scripts_enabled` is set.
 #[test]
 fn scripts_are_refused_unless_enabled() {

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::clock::Clock;
 
@@ -12,6 +13,24 @@ pub struct JobLogger {
     file: Option<PathBuf>,
     clock: Clock,
     log_id: i64,
+    /// A line held back to be written with the next ([`JobLogger::hold`]).
+    held: Arc<Held>,
+}
+
+/// A run's first line, held until the next line or until the handler waits: a run that
+/// finishes in its handler's first poll writes its two lines with one open instead of two.
+#[derive(Debug, Default)]
+struct Held {
+    line: parking_lot::Mutex<Option<(PathBuf, String, i64)>>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // a run dropped before its handler was polled (killed at once) still has its first line
+        if let Some((path, line, log_id)) = self.line.get_mut().take() {
+            append(&path, log_id, line.as_bytes());
+        }
+    }
 }
 
 impl JobLogger {
@@ -27,6 +46,7 @@ impl JobLogger {
             file,
             clock,
             log_id,
+            held: Arc::default(),
         }
     }
 
@@ -41,35 +61,74 @@ impl JobLogger {
         self.file.is_some() || tracing::enabled!(tracing::Level::DEBUG)
     }
 
-    /// Appends one timestamped line. I/O errors are reported through `tracing`, never to the job.
+    /// Appends one timestamped line (with a line held before it, in one write). I/O errors are
+    /// reported through `tracing`, never to the job.
     pub fn log(&self, text: &str) {
         tracing::debug!(log_id = self.log_id, "{text}");
         let Some(path) = &self.file else { return };
-        let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
-        let line = format!("{stamp} {text}\r\n");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
+        let line = self.line(text);
+        let out = match self.held.line.lock().take() {
+            Some((_, mut first, _)) => {
+                first.push_str(&line);
+                first
+            }
+            None => line,
         };
-        // the day's directory is made by the day's first run: every other line is one open
-        // and one write (no look at the directory first)
-        let write = || -> std::io::Result<()> {
-            let mut f = match open() {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if let Some(dir) = path.parent() {
-                        std::fs::create_dir_all(dir)?;
-                    }
-                    open()?
-                }
-                other => other?,
-            };
-            f.write_all(line.as_bytes())
-        };
-        if let Err(e) = write() {
-            tracing::warn!(log_id = self.log_id, error = %e, "cannot write run log");
+        append(path, self.log_id, out.as_bytes());
+    }
+
+    /// Holds `text`'s line back: it is written with the next line, by [`JobLogger::release`],
+    /// or when the last copy of this logger goes.
+    pub(crate) fn hold(&self, text: &str) {
+        tracing::debug!(log_id = self.log_id, "{text}");
+        let Some(path) = &self.file else { return };
+        let line = self.line(text);
+        let earlier = self
+            .held
+            .line
+            .lock()
+            .replace((path.clone(), line, self.log_id));
+        if let Some((path, line, log_id)) = earlier {
+            append(&path, log_id, line.as_bytes());
         }
+    }
+
+    /// Writes the held line now, if there is one (the handler is waiting: its run may be long).
+    pub(crate) fn release(&self) {
+        if let Some((path, line, log_id)) = self.held.line.lock().take() {
+            append(&path, log_id, line.as_bytes());
+        }
+    }
+
+    fn line(&self, text: &str) -> String {
+        let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
+        format!("{stamp} {text}\r\n")
+    }
+}
+
+/// Appends `bytes` to `path`, making its (day) directory when it is missing: every other
+/// write is one open and one write, no look at the directory first. Errors go to `tracing`.
+fn append(path: &std::path::Path, log_id: i64, bytes: &[u8]) {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    };
+    let write = || -> std::io::Result<()> {
+        let mut f = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                open()?
+            }
+            other => other?,
+        };
+        f.write_all(bytes)
+    };
+    if let Err(e) = write() {
+        tracing::warn!(log_id, error = %e, "cannot write run log");
     }
 }
 
@@ -187,6 +246,53 @@ impl JobContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A held line is written with the next one, by a release, or when the last copy of the
+    /// logger goes; never twice, never lost.
+    #[test]
+    fn a_held_line_is_written_once_with_the_next_or_when_released_or_dropped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let t = 1_800_000_000_000;
+        let at = |id: i64| JobLogger::new(Some(dir.path().to_path_buf()), Clock::system(), id, t);
+        let read = |l: &JobLogger| std::fs::read_to_string(l.path().expect("a file"));
+        let lines = |l: &JobLogger| -> Vec<String> {
+            read(l)
+                .expect("the log")
+                .split("\r\n")
+                .filter(|x| !x.is_empty())
+                .map(|x| x.split_once(' ').map(|(_, rest)| rest).unwrap_or(x)[9..].to_string())
+                .collect()
+        };
+
+        let next = at(1);
+        next.hold("start");
+        assert!(read(&next).is_err(), "held, not written");
+        next.clone().log("end");
+        assert_eq!(lines(&next), ["start", "end"]);
+        next.log("more");
+        assert_eq!(lines(&next), ["start", "end", "more"]);
+
+        let released = at(2);
+        released.hold("start");
+        released.release();
+        released.release();
+        assert_eq!(lines(&released), ["start"]);
+
+        let dropped = at(3);
+        let path = dropped.path().expect("a file").clone();
+        let copy = dropped.clone();
+        dropped.hold("start");
+        drop(dropped);
+        assert!(!path.exists(), "a copy still holds it");
+        drop(copy);
+        assert_eq!(
+            std::fs::read_to_string(&path)
+                .expect("written when the last copy went")
+                .matches("start")
+                .count(),
+            1
+        );
+    }
 
     /// A run's lines land in its day's directory, made by the first line; a directory removed
     /// between two lines is made again, and no line is lost.

@@ -269,13 +269,25 @@ impl JobThread {
             logger.clone(),
         );
         if logger.active() {
-            logger.log(&format!(
+            // written with the run's next line, or as soon as its handler waits: a run done in
+            // its handler's first poll opens its file once (BENCHMARKS.md, session 19)
+            logger.hold(&format!(
                 "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
                 job_ctx.param
             ));
         }
         let outputs = job_ctx.outputs();
-        let run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
+        let mut run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
+        let mut waiting = Some(logger.clone());
+        let run = futures::future::poll_fn(move |cx| {
+            let poll = run.poll_unpin(cx);
+            if poll.is_pending()
+                && let Some(logger) = waiting.take()
+            {
+                logger.release();
+            }
+            poll
+        });
         let timeout = p.executor_timeout;
         // one span per run (debug level: free unless asked for), so a fire reads as trigger →
         // run → result under its log id
