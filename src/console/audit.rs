@@ -140,15 +140,14 @@ impl Console {
             Some(key) => format!("[key {key}] {}", detail.into()),
             None => detail.into(),
         };
-        Entry {
-            time: self.now(),
-            username: who.username.clone(),
-            client_ip: who.client.clone(),
+        self.entry_as(
+            &who.username,
+            &who.client,
             action,
             target_type,
-            target_id: target_id.to_string(),
+            target_id,
             detail,
-        }
+        )
     }
 
     /// [`Console::audit`] for a user not signed in (login attempts).
@@ -161,7 +160,21 @@ impl Console {
         target_id: impl ToString,
         detail: impl Into<String>,
     ) {
-        self.write_audit(Entry {
+        let entry = self.entry_as(username, client, action, target_type, target_id, detail);
+        self.write_audit(entry).await;
+    }
+
+    /// The entry of `action` by `username` from `client`, stamped now.
+    fn entry_as(
+        &self,
+        username: &str,
+        client: &str,
+        action: &'static str,
+        target_type: &'static str,
+        target_id: impl ToString,
+        detail: impl Into<String>,
+    ) -> Entry {
+        Entry {
             time: self.now(),
             username: username.to_string(),
             client_ip: client.to_string(),
@@ -169,8 +182,7 @@ impl Console {
             target_type,
             target_id: target_id.to_string(),
             detail: detail.into(),
-        })
-        .await;
+        }
     }
 
     /// Writes `entry`: with the run-row writer's next batch; straight to the database when it

@@ -268,6 +268,8 @@ impl JobThread {
             log_date,
             logger.clone(),
         );
+        // the logger holding the run's first line until its handler waits
+        let mut waiting = None;
         if logger.active() {
             // written with the run's next line, or as soon as its handler waits: a run done in
             // its handler's first poll opens its file once (BENCHMARKS.md, session 19)
@@ -275,10 +277,10 @@ impl JobThread {
                 "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
                 job_ctx.param
             ));
+            waiting = Some(logger.clone());
         }
         let outputs = job_ctx.outputs();
         let mut run = AssertUnwindSafe(self.handler.call(job_ctx)).catch_unwind();
-        let mut waiting = Some(logger.clone());
         let run = futures::future::poll_fn(move |cx| {
             let poll = run.poll_unpin(cx);
             if poll.is_pending()
