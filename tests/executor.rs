@@ -253,6 +253,71 @@ fn a_full_queue_refuses_and_a_repeated_log_id_is_rejected() {
     });
 }
 
+/// A job's trigger naming another handler (or an unknown one) is judged against the job's
+/// running thread: an unknown handler is refused and leaves the run alone; the same handler
+/// queues behind it (serial); a different handler ends the running run with XXL-JOB's reason,
+/// and the new handler's run follows it.
+#[test]
+fn a_trigger_naming_another_handler_replaces_the_jobs_thread() {
+    let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
+    let events: Events = Arc::default();
+    run_paused(|| async {
+        let clock = Clock::tokio_at(T0);
+        let probe = Probe(results.clone()).start();
+        let mut handlers = registry(events.clone(), clock.clone());
+        handlers
+            .register_fn("other", |_ctx: JobContext| async { Ok(()) })
+            .unwrap();
+        let exec = ExecutorActor::new(handlers, probe.recipient(), clock, RuntimeConfig::default())
+            .start();
+        let named = |log_id, handler: &str| TriggerParam {
+            executor_handler: Some(handler.into()),
+            ..trigger(log_id, "SERIAL_EXECUTION", 60_000)
+        };
+        let mut codes = vec![];
+        for (id, handler) in [(1, "work"), (2, "missing"), (3, "work"), (4, "other")] {
+            codes.push(exec.send(Run(named(id, handler))).await.unwrap());
+            yields(16).await;
+        }
+        assert_eq!(
+            codes.iter().map(|r| r.code).collect::<Vec<_>>(),
+            vec![200, 500, 200, 200]
+        );
+        assert_eq!(
+            codes[1].msg.as_deref(),
+            Some("job handler [missing] not found.")
+        );
+        for _ in 0..20 {
+            tokio::time::advance(Duration::from_millis(100)).await;
+            yields(16).await;
+        }
+        let results = results.lock().clone();
+        let reason = "change jobhandler or glue type, and terminate the old job thread.";
+        let of = |id: i64| results.iter().find(|r| r.log_id == id).cloned();
+        // the running run and the one queued behind it end with the reason; the new one ran
+        for id in [1, 3] {
+            let r = of(id).unwrap_or_else(|| panic!("no result for log {id}"));
+            assert_ne!(r.handle_code, 200, "log {id}");
+            assert!(
+                r.handle_msg.as_deref().unwrap_or("").contains(reason),
+                "log {id}: {:?}",
+                r.handle_msg
+            );
+        }
+        assert_eq!(of(4).map(|r| r.handle_code), Some(200));
+        assert!(of(2).is_none());
+        assert_eq!(results.len(), 3);
+        // 3 waited behind 1 (same handler) and never started
+        let started: Vec<i64> = events
+            .lock()
+            .iter()
+            .filter(|e| e.0 == "start")
+            .map(|e| e.1)
+            .collect();
+        assert_eq!(started, vec![1]);
+    });
+}
+
 /// A timeout stops a handler that ignores cancellation; a kill reports every queued and running run.
 #[test]
 fn a_timeout_stops_a_handler_that_ignores_cancellation_and_kill_reports_every_run() {

@@ -73,6 +73,31 @@ enum Kind {
     Script(GlueType, i64),
 }
 
+/// The kind of job thread a trigger asks for, borrowed from the trigger.
+#[derive(Clone, Copy)]
+enum Wanted<'a> {
+    Bean(&'a str),
+    Script(GlueType, i64),
+}
+
+impl Wanted<'_> {
+    /// Whether a thread of kind `k` serves it.
+    fn is(self, k: &Kind) -> bool {
+        match (self, k) {
+            (Wanted::Bean(a), Kind::Bean(b)) => a == b,
+            (Wanted::Script(g, v), Kind::Script(h, w)) => g == *h && v == *w,
+            _ => false,
+        }
+    }
+
+    fn owned(self) -> Kind {
+        match self {
+            Wanted::Bean(name) => Kind::Bean(name.to_owned()),
+            Wanted::Script(g, v) => Kind::Script(g, v),
+        }
+    }
+}
+
 struct Entry {
     addr: Addr<JobThread>,
     kind: Kind,
@@ -176,21 +201,20 @@ impl ExecutorActor {
     /// Resolves the handler of `p` by glue type, applies the block strategy and hands `p` to
     /// its job's thread (started on first use).
     fn accept(&mut self, p: TriggerParam, ctx: &mut Context<Self>) -> ReturnT {
-        let glue_name = p.glue_type.clone().unwrap_or_else(|| "BEAN".into());
+        // nothing is copied on the way to a known handler: the names are owned only by a
+        // new job thread's entry and by error messages
+        let glue_name = p.glue_type.as_deref().unwrap_or("BEAN");
         let invalid = || ReturnT::fail(format!("glueType[{glue_name}] is not valid."));
-        let (kind, handler, change_reason) = match glue_name.parse::<GlueType>() {
+        let (wanted, change_reason) = match glue_name.parse::<GlueType>() {
             Ok(GlueType::Bean) => {
-                let name = p.executor_handler.clone().unwrap_or_default();
-                match self.handlers.get(&name) {
-                    Some(h) => (
-                        Kind::Bean(name),
-                        Some(h.clone()),
-                        "change jobhandler or glue type, and terminate the old job thread.",
-                    ),
-                    None => {
-                        return ReturnT::fail(format!("job handler [{name}] not found."));
-                    }
+                let name = p.executor_handler.as_deref().unwrap_or_default();
+                if self.handlers.get(name).is_none() {
+                    return ReturnT::fail(format!("job handler [{name}] not found."));
                 }
+                (
+                    Wanted::Bean(name),
+                    "change jobhandler or glue type, and terminate the old job thread.",
+                )
             }
             Ok(g) if g.is_script() => {
                 if !self.cfg.scripts_enabled {
@@ -199,8 +223,7 @@ impl ExecutorActor {
                     ));
                 }
                 (
-                    Kind::Script(g, p.glue_updatetime),
-                    None,
+                    Wanted::Script(g, p.glue_updatetime),
                     "change job source or glue type, and terminate the old job thread.",
                 )
             }
@@ -214,7 +237,7 @@ impl ExecutorActor {
         let mut stopping = None;
         if let Some(e) = self.threads.get(&p.job_id) {
             let busy = e.queue.busy();
-            if e.kind != kind {
+            if !wanted.is(&e.kind) {
                 stopping = self.replace(p.job_id, change_reason);
             } else if busy && block == BlockStrategy::DiscardLater {
                 return ReturnT::fail("block strategy effect：Discard Later");
@@ -223,18 +246,22 @@ impl ExecutorActor {
             }
         }
         if !self.threads.contains_key(&p.job_id) {
-            let handler = match (handler, &kind) {
-                (Some(h), _) => h,
-                (None, Kind::Script(g, v)) => {
+            let handler = match wanted {
+                // found above
+                Wanted::Bean(name) => match self.handlers.get(name) {
+                    Some(h) => h.clone(),
+                    None => return invalid(),
+                },
+                Wanted::Script(g, v) => {
                     let root = self
                         .cfg
                         .log_dir
                         .clone()
                         .unwrap_or_else(|| std::env::temp_dir().join("xjob"));
                     match script::handler(
-                        *g,
+                        g,
                         p.job_id,
-                        *v,
+                        v,
                         p.glue_source.clone().unwrap_or_default(),
                         root,
                     ) {
@@ -242,7 +269,6 @@ impl ExecutorActor {
                         None => return invalid(),
                     }
                 }
-                (None, Kind::Bean(_)) => return invalid(),
             };
             let queue = TriggerQueue::new(self.cfg.queue_capacity);
             let env = ThreadEnv {
@@ -255,7 +281,7 @@ impl ExecutorActor {
                 p.job_id,
                 Entry {
                     addr,
-                    kind,
+                    kind: wanted.owned(),
                     queue,
                     idle_rounds: 0,
                 },

@@ -1,6 +1,6 @@
 //! Handlers registered by name: async functions or closures over a [`JobContext`].
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
