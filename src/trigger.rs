@@ -381,13 +381,12 @@ impl Trigger {
         // each answer's outcome is queued as it comes, before the run's result can arrive
         while let Some(group) = answers.next().await {
             let elapsed = started.elapsed().as_micros() as u64;
-            let records: Vec<TriggerRecord> = group
-                .into_iter()
-                .filter_map(|(i, r)| {
-                    let p = planned.get_mut(*call_at.get(i)?)?.take()?;
-                    Some(self.outcome_of(p, r, now, elapsed))
-                })
-                .collect();
+            // sized up front: grown from empty, a large group's records were copied as it grew
+            let mut records: Vec<TriggerRecord> = Vec::with_capacity(group.len());
+            records.extend(group.into_iter().filter_map(|(i, r)| {
+                let p = planned.get_mut(*call_at.get(i)?)?.take()?;
+                Some(self.outcome_of(p, r, now, elapsed))
+            }));
             n += records.len();
             self.writer.outcomes(records).await?;
         }

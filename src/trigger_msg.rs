@@ -75,7 +75,22 @@ fn push_clean(out: &mut String, text: &str) {
 impl Summary<'_> {
     /// The stored form: the variable parts only.
     pub(crate) fn compact(&self) -> String {
-        let mut s = String::with_capacity(64 + self.admin_address.len() + self.route_msg.len());
+        // sized for everything it holds (grown from a guess, it was copied on most fires)
+        let listed: usize = self
+            .addresses
+            .iter()
+            .map(|a| a.len().min(300) + 1)
+            .sum::<usize>()
+            .min(MAX_ADDRESSES_SHOWN + 310);
+        let run = self.run.map_or(0, |(a, _, m)| {
+            a.len().min(300) + 12 + m.map_or(4, |m| m.len().min(MAX_TEXT_SHOWN + 4))
+        });
+        let mut s = String::with_capacity(
+            64 + self.admin_address.len()
+                + self.route_msg.len().min(MAX_TEXT_SHOWN + 4)
+                + listed
+                + run,
+        );
         s.push_str(MARK);
         push_field(&mut s, self.trigger_type.as_str());
         push_field(&mut s, self.admin_address);

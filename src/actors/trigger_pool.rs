@@ -353,9 +353,17 @@ impl Handler<FireBatch> for TriggerPool {
             };
             backlog.done(handed - fires.len());
             // jobs as the scan read them; only fires without one (or edited since) read theirs
-            let (ready, unread): (Vec<Fire>, Vec<Fire>) = fires
-                .into_iter()
-                .partition(|f| f.job.is_some() && !directory.edited_since(f.job_id, f.read_ms));
+            // sized for the whole batch (a second's fires): grown from empty, it was copied as
+            // it grew
+            let mut ready: Vec<Fire> = Vec::with_capacity(fires.len());
+            let mut unread: Vec<Fire> = Vec::new();
+            for f in fires {
+                if f.job.is_some() && !directory.edited_since(f.job_id, f.read_ms) {
+                    ready.push(f);
+                } else {
+                    unread.push(f);
+                }
+            }
             let read = match read_jobs(&db, &unread).await {
                 Ok(r) => r,
                 Err(e) => {
@@ -395,15 +403,17 @@ async fn hand_over(
     reqs: impl IntoIterator<Item = TriggerRequest>,
     sent: impl Fn(usize),
 ) {
-    let mut chunk = Vec::new();
+    // each chunk sized up front: grown from empty, its requests were copied as it grew
+    let size = shared.chunk_size();
+    let mut chunk = Vec::with_capacity(size);
     for req in reqs {
         if Trigger::batchable(&req) && shared.lane_of(req.job_id) == Lane::Fast {
             chunk.push(req);
-            if chunk.len() >= shared.chunk_size() {
+            if chunk.len() >= size {
                 let n = chunk.len();
                 shared
                     .clone()
-                    .dispatch_chunk(std::mem::take(&mut chunk))
+                    .dispatch_chunk(std::mem::replace(&mut chunk, Vec::with_capacity(size)))
                     .await;
                 sent(n);
             }

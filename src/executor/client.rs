@@ -206,8 +206,9 @@ impl ExecutorClient for NodeClient {
     fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
         // the in-process executor's share goes over in one step, and so does each remote
         // client's share (the HTTP client makes its calls on its own thread)
-        let mut local = Vec::new();
-        let mut local_at = Vec::new();
+        // most batches are all local or all remote: sized for the whole batch
+        let mut local = Vec::with_capacity(calls.len());
+        let mut local_at = Vec::with_capacity(calls.len());
         let mut failed = Vec::new();
         let mut remote: Vec<Share> = Vec::new();
         for (i, (a, p)) in calls.into_iter().enumerate() {
