@@ -2,9 +2,11 @@
 # What partial scheduler indexes on SQLite would save per run row: the pending INSERT and the
 # final UPDATE (outcome and result together) of `xxl_job_log` with i_fire_state / i_alarm_fire
 # full (as on SQLite today) or partial (as on PostgreSQL, migration 000009), 5,000 jobs a
-# "second", process CPU per row (Python overhead included, the same in both). BENCHMARKS.md, session 16.
+# "second", process CPU per row (Python overhead included, the same in all). `none`: no secondary
+# index but uk_job_fire, the bound of what index changes can save. BENCHMARKS.md, sessions 16, 20.
 import sqlite3, time, os, sys
-def run(partial, n=200000, batch=1000):
+def run(mode, n=200000, batch=1000):
+    partial = mode == 'partial'
     path=os.path.join(os.environ.get('TMPDIR', '/tmp'), 'xjob-partial-indexes.db')
     for f in (path, path+'-wal', path+'-shm'):
         if os.path.exists(f): os.remove(f)
@@ -13,13 +15,17 @@ def run(partial, n=200000, batch=1000):
     c.execute('''create table xxl_job_log(id integer primary key autoincrement, job_group int, job_id int, executor_address text, executor_handler text,
       executor_param text, executor_sharding_param text, executor_fail_retry_count int, trigger_time text, trigger_code int, trigger_msg text,
       handle_time text, handle_code int, handle_msg text, alarm_status int, fire_time bigint, fire_state int, trigger_type text, chain_depth int)''')
-    for s in ['create index I_trigger_time on xxl_job_log(trigger_time)','create index I_jobgroup on xxl_job_log(job_group)',
-              'create unique index uk_job_fire on xxl_job_log(job_id, fire_time)']:
+    c.execute('create unique index uk_job_fire on xxl_job_log(job_id, fire_time)')
+    if mode == 'none':
+        return rows(c, n, batch)
+    for s in ['create index I_trigger_time on xxl_job_log(trigger_time)','create index I_jobgroup on xxl_job_log(job_group)']:
         c.execute(s)
     w1 = ' where fire_state <> 0' if partial else ''
     w2 = ' where alarm_status = 0' if partial else ''
     c.execute('create index i_fire_state on xxl_job_log(fire_state, fire_time)'+w1)
     c.execute('create index i_alarm_fire on xxl_job_log(alarm_status, fire_state)'+w2)
+    return rows(c, n, batch)
+def rows(c, n, batch):
     jobs=5000
     t0=time.process_time()
     sec=0; done=0
@@ -40,5 +46,5 @@ def run(partial, n=200000, batch=1000):
         done+=jobs
     return (time.process_time()-t0)/n*1e6
 for r in range(2):
-    for p in (False, True):
-        print('partial' if p else 'full   ', '%.2f us/row' % run(p), flush=True)
+    for m in ('full', 'partial', 'none'):
+        print('%-7s' % m, '%.2f us/row' % run(m), flush=True)
