@@ -91,7 +91,15 @@ impl Ring {
             let slot = &mut self.slots[s.rem_euclid(SLOTS as i64) as usize];
             let is_due = |f: &Fire| f.fire_time.div_euclid(1000) <= now_sec;
             if slot.iter().all(is_due) {
-                due.append(slot);
+                // the slot's buffer goes with its fires: a drained slot keeps no capacity (60
+                // slots each keeping room for one second's fires held ≈ 20 MB at 5,000 fires/s
+                // when 5 s of fires are live, BENCHMARKS.md session 21)
+                let taken = std::mem::take(slot);
+                if due.is_empty() {
+                    due = taken;
+                } else {
+                    due.extend(taken);
+                }
             } else {
                 // an entry a whole ring-turn ahead stays for its own second
                 let (d, keep): (Vec<Fire>, Vec<Fire>) = slot.drain(..).partition(is_due);
@@ -352,6 +360,31 @@ mod tests {
         assert!(r.take_due(t0 + 4_000).is_empty());
         assert_eq!(r.drain(), vec![fire(4, t0 + 61_000)]);
         assert!(r.is_empty());
+    }
+
+    /// A slot gives its buffer away with its fires: after a minute of 1,000 fires a second the
+    /// ring keeps room only for the fires it still holds, not one second's worth in every slot.
+    #[test]
+    fn drained_slots_keep_no_room() {
+        let t0 = 1_000_000;
+        let mut r = Ring::new(t0);
+        let mut id = 0;
+        for sec in 1..=SLOTS as i64 {
+            let fires = (0..1_000).map(|_| {
+                id += 1;
+                fire(id, t0 + sec * 1_000)
+            });
+            r.push(fires.collect(), t0 + (sec - 1) * 1_000);
+            let due = r.take_due(t0 + (sec - 1) * 1_000);
+            assert_eq!(due.len(), if sec == 1 { 0 } else { 1_000 });
+        }
+        let room: usize = r.slots.iter().map(Vec::capacity).sum();
+        assert!(
+            room < 2 * 1_000 + 1_000,
+            "one second's fires are held, room for {room}"
+        );
+        assert_eq!(r.take_due(t0 + SLOTS as i64 * 1_000).len(), 1_000);
+        assert_eq!(r.slots.iter().map(Vec::capacity).sum::<usize>(), 0);
     }
 
     /// Collects the batches a ring sends, with the system time each arrived at.
