@@ -153,7 +153,12 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
                 e.trigger_job(job, Some(format!("n{i}")), None).await
             }));
         }
-        wait_until(&engine, "two in flight", |s| s.fast_in_flight == 2).await;
+        // every trigger reaches the lane (each reads its job on a database thread first, so
+        // the last may come well after the first two were admitted)
+        wait_until(&engine, "two in flight, three waiting", |s| {
+            s.fast_in_flight + s.fast_waiting == 5
+        })
+        .await;
         wait_calls(&client, 2).await;
         for _ in 0..200 {
             tokio::task::yield_now().await;
