@@ -155,7 +155,7 @@ fn a_full_lane_applies_back_pressure_and_drops_nothing() {
         }
         // every trigger reaches the lane (each reads its job on a database thread first, so
         // the last may come well after the first two were admitted)
-        wait_until(&engine, "two in flight, three waiting", |s| {
+        wait_until(&engine, "all five triggers in the lane", |s| {
             s.fast_in_flight + s.fast_waiting == 5
         })
         .await;
