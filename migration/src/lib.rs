@@ -18,6 +18,7 @@ mod m20261126_000010_create_xjob_api_key;
 mod m20261126_000011_create_xjob_workflow;
 mod m20261126_000012_create_xjob_workflow_run;
 mod m20261126_000013_index_workflow_links_by_run;
+mod m20261127_000014_create_fire_journal;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000011_create_xjob_workflow::Migration),
             Box::new(m20261126_000012_create_xjob_workflow_run::Migration),
             Box::new(m20261126_000013_index_workflow_links_by_run::Migration),
+            Box::new(m20261127_000014_create_fire_journal::Migration),
         ]
     }
 }

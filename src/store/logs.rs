@@ -3,7 +3,10 @@
 //!
 //! A scheduled fire's life: [`insert_pending`] in the scan's transaction (`fire_state = 1`,
 //! unique on job and nominal time) → [`claim`] by exactly one node at dispatch (a random token)
-//! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins).
+//! → [`record_trigger`] (`fire_state = 0`) → [`record_handle`] (first result wins). On a SQLite
+//! file (one node) the scan journals its fires instead and each run's row is inserted once by
+//! the run-row writer (`store::writer::journal`); a restart turns journalled fires into pending
+//! rows.
 
 pub use super::log_batches::TriggerRecord;
 pub(crate) use super::log_batches::{HANDLE_MSG_MAX, cap_msg};

@@ -6,16 +6,14 @@
 use std::sync::LazyLock;
 
 use crate::model::wire::FAIL_CODE;
-use crate::model::{AlarmStatus, TriggerStatus, fire_state};
+use crate::model::{TriggerStatus, fire_state};
 
 /// `trigger_status` of a running job, as the statements below spell it.
 const RUNNING: i16 = TriggerStatus::Running.code();
-use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 
 use super::jobs::ScheduleUpdate;
-use super::logs::{Fire, PendingFire};
 use crate::clock::ms_to_naive;
 
 type Job = entity::xxl_job_info::Model;
@@ -234,52 +232,6 @@ pub(crate) fn groups(c: &Connection) -> rusqlite::Result<Vec<Group>> {
     rows.collect()
 }
 
-/// Records pending fires (as [`super::logs::insert_pending`]) and answers them with their log
-/// ids; a fire already recorded (same job and nominal time) is skipped.
-pub(crate) fn insert_pending(
-    c: &Connection,
-    fires: &[PendingFire],
-    job_of: impl Fn(i32) -> Option<Arc<crate::jobs::JobDef>>,
-    read_ms: i64,
-) -> rusqlite::Result<Vec<Fire>> {
-    // a pending fire: no trigger or handle code yet, alarm unchecked
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "INSERT OR IGNORE INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
-             handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state, \
-             trigger_type, chain_depth) \
-             VALUES (?1, ?2, ?3, 0, 0, 0, {}, ?4, {}, ?5, 0)",
-            AlarmStatus::Unchecked.code(),
-            fire_state::PENDING
-        )
-    });
-    let mut s = c.prepare_cached(&SQL)?;
-    let mut out = Vec::with_capacity(fires.len());
-    for f in fires {
-        // no RETURNING (it builds an ephemeral table per row): a row was inserted when one
-        // changed, and its id is the connection's last rowid
-        let changed = s.execute(params![
-            f.job_group,
-            f.job_id,
-            naive_text(f.fire_time),
-            f.fire_time,
-            f.trigger_type.as_str()
-        ])?;
-        if changed == 1 {
-            out.push(Fire {
-                log_id: c.last_insert_rowid(),
-                job_id: f.job_id,
-                fire_time: f.fire_time,
-                trigger_type: f.trigger_type,
-                job: job_of(f.job_id),
-                read_ms,
-                epoch: 0,
-            });
-        }
-    }
-    Ok(out)
-}
-
 /// Writes schedule updates (as [`super::jobs::update_schedules`]): only rows still running.
 pub(crate) fn update_schedules(c: &Connection, updates: &[ScheduleUpdate]) -> rusqlite::Result<()> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
@@ -322,7 +274,6 @@ pub(crate) fn fail_orphaned_claims(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TriggerType;
 
     proptest::proptest! {
         /// The hand-written DATETIME text is exactly chrono's `%F %T%.f`, whole seconds included.
@@ -397,28 +348,6 @@ mod tests {
         assert_eq!(
             groups(&conn).unwrap()[0].address_list.as_deref(),
             Some("http://a/")
-        );
-
-        let job = Arc::new(crate::jobs::JobDef::new(pooled));
-        let p = |t: i64| PendingFire {
-            job_id: id,
-            job_group: g,
-            fire_time: t,
-            trigger_type: TriggerType::Cron,
-        };
-        let fires = insert_pending(&conn, &[p(5_000), p(6_000)], |_| Some(job.clone()), 9).unwrap();
-        assert_eq!(fires.len(), 2);
-        assert_eq!((fires[0].read_ms, fires[0].job.is_some()), (9, true));
-        let again = insert_pending(&conn, &[p(6_000), p(7_000)], |_| None, 9).unwrap();
-        assert_eq!(again.len(), 1, "an already recorded fire is skipped");
-        let pending = crate::store::logs::all_pending(&db).await.unwrap();
-        let ids: Vec<i64> = pending.iter().map(|f| f.log_id).collect();
-        assert_eq!(ids, vec![fires[0].log_id, fires[1].log_id, again[0].log_id]);
-        let row = crate::store::logs::get(&db, fires[0].log_id).await.unwrap();
-        assert_eq!(
-            row.trigger_time,
-            Some(ms_to_naive(5_000)),
-            "DATETIME readable by sqlx"
         );
 
         update_schedules(

@@ -14,7 +14,7 @@ use crate::directory::Directory;
 use crate::error::Result;
 use crate::jobs::JobDef;
 use crate::store::logs::Fire;
-use crate::store::writer::LogWriter;
+use crate::store::writer::{Journal, LogWriter};
 use std::collections::HashSet;
 
 /// Jobs per page of a single-node pass: each page is one transaction on the writer's
@@ -38,6 +38,7 @@ struct Page {
 #[allow(clippy::too_many_arguments)]
 fn page(
     conn: &mut rusqlite::Connection,
+    journal: &mut Journal,
     now: i64,
     cfg: &SchedulerConfig,
     after_id: i32,
@@ -102,10 +103,14 @@ fn page(
         &mut |job| cached_schedule(&mut cache.schedules, job, tz),
         &mut report,
     );
-    let jobs = &cache.jobs;
-    let fires = sync::insert_pending(&tx, &pending, |id| jobs.get(&id).cloned(), now)?;
+    let recorded = journal.record(&tx, &pending)?;
     sync::update_schedules(&tx, &updates)?;
     tx.commit()?;
+    let jobs = &cache.jobs;
+    let fires = match recorded {
+        Some(r) => journal.apply(r, |id| jobs.get(&id).cloned(), now),
+        None => Vec::new(),
+    };
     report.fires = fires.len();
     Ok(Page {
         fires,
@@ -130,8 +135,8 @@ pub(super) async fn pass(
         let (dir, cfg, tz) = (cx.directory.clone(), cx.cfg.clone(), cx.tz);
         let n = left.min(PAGE);
         let out = writer
-            .exec(move |conn| {
-                let r = page(conn, now, &cfg, after, n, &mut cache, &dir, tz);
+            .exec_journalled(move |conn, journal| {
+                let r = page(conn, journal, now, &cfg, after, n, &mut cache, &dir, tz);
                 (r, cache)
             })
             .await;
@@ -189,11 +194,13 @@ mod tests {
         let mut conn = rusqlite::Connection::open(&path).unwrap();
         let cfg = SchedulerConfig::default();
         let (mut cache, directory) = (ScanCache::default(), Directory::default());
+        let mut journal = Journal::default();
         let mut pass = |conn: &mut rusqlite::Connection| {
             let (mut after, mut pages, mut fires) = (0, Vec::new(), Vec::new());
             loop {
                 let p = page(
                     conn,
+                    &mut journal,
                     t0,
                     &cfg,
                     after,

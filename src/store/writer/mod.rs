@@ -44,6 +44,7 @@ use super::logs::{HANDLE_MSG_MAX, TriggerRecord, cap_msg};
 use crate::activity::{Activity, ActivityGuard};
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
+pub(crate) use journal::Journal;
 
 /// Most items (outcomes + results) one batch writes.
 pub(crate) const MAX_BATCH: usize = 4096;
@@ -91,8 +92,9 @@ pub struct RunsFinished(pub Vec<FinishedRun>);
 /// Where [`RunsFinished`] goes (the completion actor's address, in the engine).
 pub(crate) type FinishedSink = Box<dyn Fn(RunsFinished) + Send + 'static>;
 
-/// Work run on the SQLite writer's own connection (the single-node scan pass).
-type Exec = Box<dyn FnOnce(&mut rusqlite::Connection) + Send + Sync>;
+/// Work run on the SQLite writer's own connection (the single-node scan pass), with the
+/// writer's journal of pending fires.
+type Exec = Box<dyn FnOnce(&mut rusqlite::Connection, &mut Journal) + Send + Sync>;
 
 enum Op {
     Outcomes(Vec<TriggerRecord>),
@@ -411,9 +413,18 @@ impl LogWriter {
         &self,
         f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
     ) -> Result<R> {
+        self.exec_journalled(move |c, _| f(c)).await
+    }
+
+    /// As [`LogWriter::exec`], with the writer's journal of pending fires (the scan's pages
+    /// record their fires in it).
+    pub(crate) async fn exec_journalled<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection, &mut Journal) -> R + Send + Sync + 'static,
+    ) -> Result<R> {
         let (tx, rx) = oneshot::channel();
-        self.queue(Op::Exec(Box::new(move |c| {
-            let _ = tx.send(f(c));
+        self.queue(Op::Exec(Box::new(move |c, j| {
+            let _ = tx.send(f(c, j));
         })))
         .await?;
         rx.await.map_err(|_| Error::Stopped("run-row writer"))
@@ -487,6 +498,7 @@ fn fill(first: Queued, rx: &mut mpsc::Receiver<Queued>) -> Vec<Queued> {
     ops
 }
 
+pub(crate) mod journal;
 mod pairing;
 mod pool;
 mod sqlite_file;
@@ -961,5 +973,200 @@ mod tests {
         );
         writer.release_lock();
         db.close().await.unwrap();
+    }
+
+    /// On a SQLite file a scan page journals its fires instead of inserting pending rows: their
+    /// log ids are reserved (a row inserted meanwhile takes the next one), a fire is journalled
+    /// once per job and nominal time (one already in the log table or the journal is skipped,
+    /// one earlier than the job's latest but new is not), each run's row is inserted once with
+    /// what the writer has (outcome and result, the outcome alone, a result alone as a pending
+    /// row), a deleted job gets none, a page's journal row goes once all its runs have rows,
+    /// and a restarted writer turns what is left into pending rows.
+    #[tokio::test]
+    async fn journalled_fires_get_one_row_each_and_pending_rows_after_a_restart() {
+        use crate::store::logs::PendingFire;
+        /// Journals `fires` as a scan page does: answers the new ones' ids and times.
+        async fn journal(writer: &LogWriter, fires: Vec<PendingFire>) -> Result<Vec<(i64, i64)>> {
+            writer
+                .exec_journalled(move |conn, j| {
+                    let tx = conn.transaction().unwrap();
+                    let r = j.record(&tx, &fires).unwrap();
+                    tx.commit().unwrap();
+                    r.map(|r| j.apply(r, |_| None, 0))
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|f| (f.log_id, f.fire_time))
+                        .collect::<Vec<_>>()
+                })
+                .await
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (db, target, job, ids) = fixture(dir.path(), None).await;
+        let group = logs::get(&db, ids[0]).await.unwrap().job_group;
+        let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}))
+            .await
+            .unwrap();
+        let fire = |job_id: i32, fire_time: i64| PendingFire {
+            job_id,
+            job_group: group,
+            fire_time,
+            trigger_type: TriggerType::Cron,
+        };
+        let pages = || {
+            let db = db.clone();
+            async move {
+                db.query_one_raw(Statement::from_string(
+                    DbBackend::Sqlite,
+                    "SELECT count(*) AS n FROM xjob_fire_journal",
+                ))
+                .await
+                .unwrap()
+                .unwrap()
+                .try_get::<i64>("", "n")
+                .unwrap()
+            }
+        };
+        // an old recorded fire of the job: the log table has it
+        let old = logs::insert_run(&db, group, job, 1_000, TriggerType::Cron, 0)
+            .await
+            .unwrap();
+        db.execute_unprepared(&format!(
+            "UPDATE xxl_job_log SET fire_time = 5000 WHERE id = {old}"
+        ))
+        .await
+        .unwrap();
+
+        let first = journal(
+            &writer,
+            vec![fire(job, 5_000), fire(job, 10_000), fire(job, 11_000)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            first,
+            vec![(old + 1, 10_000), (old + 2, 11_000)],
+            "ids reserved after the last row; the fire in the log table skipped"
+        );
+        for (id, _) in &first {
+            assert!(
+                logs::get(&db, *id).await.is_err(),
+                "no pending row for {id}"
+            );
+        }
+        let manual = logs::insert_run(&db, group, job, 1_000, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        assert_eq!(
+            manual,
+            old + 3,
+            "a row inserted meanwhile takes no reserved id"
+        );
+        let again = journal(
+            &writer,
+            vec![fire(job, 10_000), fire(job, 10_500), fire(job, 12_000)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            again,
+            vec![(manual + 1, 10_500), (manual + 2, 12_000)],
+            "a journalled fire is skipped, an earlier new one is not"
+        );
+        assert_eq!(pages().await, 2);
+
+        let outcome = |log_id: i64| TriggerRecord {
+            log_id,
+            job_id: job,
+            trigger_ms: 10_003,
+            executor_address: Some("http://e/".into()),
+            trigger_code: 200,
+            trigger_msg: "triggered".into(),
+            trigger_type: TriggerType::Cron,
+            ..Default::default()
+        };
+        let ok = |log_id: i64| HandleResult {
+            log_id,
+            code: 200,
+            msg: Some("done".into()),
+        };
+        let (a, b) = (first[0].0, first[1].0);
+        // outcome and result together
+        writer.dispatching(vec![a]);
+        writer.outcome(outcome(a)).await.unwrap();
+        assert!(writer.results_written(vec![ok(a)], 10_050).await.unwrap());
+        let row = logs::get(&db, a).await.unwrap();
+        assert_eq!(
+            (row.job_id, row.job_group, row.fire_time, row.fire_state),
+            (
+                job,
+                group,
+                Some(10_000),
+                crate::model::fire_state::DISPATCHED
+            )
+        );
+        assert_eq!((row.trigger_code, row.handle_code), (200, 200));
+        assert_eq!(row.handle_msg.as_deref(), Some("done"));
+        assert_eq!(
+            row.alarm_status,
+            crate::model::AlarmStatus::NotNeeded.code()
+        );
+        assert_eq!(row.executor_address.as_deref(), Some("http://e/"));
+        assert_eq!(row.trigger_type.as_deref(), Some("CRON"));
+        // a result alone: the run's pending row with it, its outcome later
+        assert!(writer.results_written(vec![ok(b)], 11_050).await.unwrap());
+        let row = logs::get(&db, b).await.unwrap();
+        assert_eq!(
+            (row.trigger_code, row.handle_code, row.fire_state),
+            (0, 200, crate::model::fire_state::PENDING)
+        );
+        assert_eq!(pages().await, 1, "the first page's runs all have rows");
+        writer.outcome(outcome(b)).await.unwrap();
+        writer.flush().await.unwrap();
+        assert_eq!(logs::get(&db, b).await.unwrap().trigger_code, 200);
+
+        // the outcome alone; a deleted job's run gets no row
+        let (c, d) = (again[0].0, again[1].0);
+        writer.outcome(outcome(c)).await.unwrap();
+        writer.flush().await.unwrap();
+        let row = logs::get(&db, c).await.unwrap();
+        assert_eq!((row.trigger_code, row.handle_code), (200, 0));
+        assert_eq!(
+            row.alarm_status,
+            crate::model::AlarmStatus::Unchecked.code()
+        );
+        let other = journal(&writer, vec![fire(job + 100, 20_000)])
+            .await
+            .unwrap();
+        assert_eq!(other.len(), 1);
+        writer.outcome(outcome(other[0].0)).await.unwrap();
+        writer.flush().await.unwrap();
+        assert!(
+            logs::get(&db, other[0].0).await.is_err(),
+            "no row for a missing job"
+        );
+        assert_eq!(pages().await, 1, "the second page waits for {d}");
+
+        // a restart: the unwritten fire becomes a pending row with its id
+        writer.release_lock();
+        drop(writer);
+        let target = Target::of(&db).await.unwrap();
+        let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}))
+            .await
+            .unwrap();
+        let pending = logs::all_pending(&db).await.unwrap();
+        assert_eq!(
+            pending
+                .iter()
+                .map(|f| (f.log_id, f.job_id, f.fire_time))
+                .collect::<Vec<_>>(),
+            vec![(d, job, 12_000)]
+        );
+        assert_eq!(pages().await, 0);
+        // and is recorded: the journal skips it
+        let after = journal(&writer, vec![fire(job, 12_000), fire(job, 13_000)])
+            .await
+            .unwrap();
+        assert_eq!(after.iter().map(|f| f.1).collect::<Vec<_>>(), vec![13_000]);
+        writer.release_lock();
     }
 }

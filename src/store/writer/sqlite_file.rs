@@ -2,6 +2,7 @@
 //! (rusqlite over the same `libsqlite3-sys` as sqlx) and writes each batch with cached prepared
 //! single-row statements, pairing each run's outcome with its result so one update writes both.
 
+use super::journal::{self, Journal};
 use super::pairing::Pairing;
 use super::*;
 use crate::store::sqlite_sync::naive_text;
@@ -16,6 +17,11 @@ struct Statements {
     result: String,
     /// The outcome alone.
     outcome: String,
+    /// A journalled run's row, outcome and result together (`?15`–`?18`: group, job, nominal
+    /// time, chain depth).
+    insert_combined: String,
+    /// A journalled run's row with its outcome alone.
+    insert_outcome: String,
 }
 
 static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(|| {
@@ -41,7 +47,32 @@ static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(||
          fire_state = {}",
         fire_state::DISPATCHED
     );
+    // a journalled run's row: the columns of the outcome (?2–?10), then of the result
+    // (?11–?14) or none, then the run's identity (?15–?18). One row of VALUES: an
+    // `INSERT … SELECT` keeps a statement journal (a copy of every page it changes), which
+    // cost more than the row itself.
+    let insert = |result_cols: &str, result_values: &str| {
+        format!(
+            "INSERT OR IGNORE INTO xxl_job_log (id, trigger_time, executor_address, \
+             executor_handler, executor_param, executor_sharding_param, \
+             executor_fail_retry_count, trigger_code, trigger_msg, trigger_type, fire_state, \
+             job_group, job_id, fire_time, chain_depth, {result_cols}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, {}, ?15, ?16, ?17, ?18, \
+             {result_values})",
+            fire_state::DISPATCHED
+        )
+    };
+    let insert_combined = insert(
+        "handle_code, handle_time, handle_msg, alarm_status",
+        &format!(
+            "?11, ?12, substr(?13, 1, ?14), \
+             CASE WHEN ?11 = {SUCCESS_CODE} THEN {not_needed} ELSE {unchecked} END"
+        ),
+    );
+    let insert_outcome = insert("handle_code, alarm_status", &format!("0, {unchecked}"));
     Statements {
+        insert_combined,
+        insert_outcome,
         combined: format!(
             "UPDATE OR IGNORE xxl_job_log SET {outcome_set}, {result_set} \
              WHERE id = ?1 AND handle_code = 0"
@@ -99,10 +130,19 @@ pub(super) fn run(
             return;
         }
     };
+    match journal::recover(&mut conn) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(fires = n, "journalled fires of an earlier run made pending"),
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot read its fire journal: {e}")));
+            return;
+        }
+    }
     if ready.send(Ok(())).is_err() {
         return;
     }
     let mut held = Pairing::default();
+    let mut journal = Journal::default();
     loop {
         let (ops, closed) = match held.deadline() {
             None => match rx.blocking_recv() {
@@ -131,6 +171,7 @@ pub(super) fn run(
         let run = std::panic::AssertUnwindSafe(|| {
             batch(
                 &mut conn,
+                &mut journal,
                 ops,
                 &mut held,
                 flush,
@@ -190,8 +231,10 @@ fn linger(
 }
 
 /// Writes one batch ([`Pairing::prepare`]), a few tries, then settles it.
+#[allow(clippy::too_many_arguments)]
 fn batch(
     conn: &mut Connection,
+    journal: &mut Journal,
     ops: Vec<Queued>,
     held: &mut Pairing,
     flush: bool,
@@ -207,8 +250,11 @@ fn batch(
         if b.is_empty() {
             break Some(Vec::new());
         }
-        match write(conn, &b.outcomes, &b.results, &b.audits) {
-            Ok(f) => break Some(f),
+        match write(conn, journal, &b.outcomes, &b.results, &b.audits) {
+            Ok((f, written)) => {
+                journal.settle(&written);
+                break Some(f);
+            }
             Err(e) if attempt < ATTEMPTS => {
                 tracing::warn!(attempt, error = %e, "run-row batch failed; retrying");
                 std::thread::sleep(Duration::from_millis(100 << attempt));
@@ -223,7 +269,7 @@ fn batch(
     if let Some(f) = outcome.filter(|f| !f.is_empty()) {
         sink(RunsFinished(f));
     }
-    held.finish(b, ok, now, held_count, &mut |f| f(conn));
+    held.finish(b, ok, now, held_count, &mut |f| f(conn, journal));
 }
 
 fn bind_outcome(s: &mut rusqlite::CachedStatement<'_>, r: &TriggerRecord) -> rusqlite::Result<()> {
@@ -319,13 +365,45 @@ pub(crate) fn yield_cpu() {
     }
 }
 
-/// Writes one batch in one transaction; answers the successful runs with child jobs.
+/// Job `job_id`'s child jobs (`None` inside: none), or `None` when the job does not exist;
+/// read once per batch (`jobs`).
+fn job_children(
+    tx: &rusqlite::Transaction<'_>,
+    jobs: &mut HashMap<i32, Option<Option<String>>>,
+    job_id: i32,
+) -> rusqlite::Result<Option<Option<String>>> {
+    if let Some(j) = jobs.get(&job_id) {
+        return Ok(j.clone());
+    }
+    let j = tx
+        .prepare_cached("SELECT child_jobid FROM xxl_job_info WHERE id = ?1")?
+        .query_row(params![job_id], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .map(|c| c.filter(|c| !c.trim().is_empty()));
+    jobs.insert(job_id, j.clone());
+    Ok(j)
+}
+
+fn bind_identity(
+    s: &mut rusqlite::CachedStatement<'_>,
+    e: &journal::Entry,
+    r: &TriggerRecord,
+) -> rusqlite::Result<()> {
+    s.raw_bind_parameter(15, e.job_group)?;
+    s.raw_bind_parameter(16, e.job_id)?;
+    s.raw_bind_parameter(17, e.fire_time)?;
+    s.raw_bind_parameter(18, r.chain_depth)
+}
+
+/// Writes one batch in one transaction; answers the successful runs with child jobs and the
+/// journalled runs whose rows it inserted (for [`Journal::settle`] once it committed).
 fn write(
     conn: &mut Connection,
+    journal: &Journal,
     outcomes: &[TriggerRecord],
     results: &[(HandleResult, i64)],
     audits: &[crate::store::audit::Entry],
-) -> rusqlite::Result<Vec<FinishedRun>> {
+) -> rusqlite::Result<(Vec<FinishedRun>, Vec<i64>)> {
     let mut by_run: HashMap<i64, (&HandleResult, i64)> =
         results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
     let tx = conn.transaction()?;
@@ -333,9 +411,43 @@ fn write(
         crate::store::audit::record_sync(&tx, e)?;
     }
     let mut done: Vec<(i64, i32, i16, i32)> = Vec::new();
+    // journalled runs whose rows this batch inserts (each once: later items of the same run
+    // update the row)
+    let mut written: Vec<i64> = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+    // the batch's jobs as read: whether each exists, and its child jobs
+    let mut jobs = HashMap::new();
+    let mut journalled = |id: i64| journal.get(id).filter(|_| taken.insert(id));
     {
         let sql = &*STATEMENTS;
-        for r in outcomes {
+        // in id order: a journalled run's row then goes at the end of the table's b-tree (an
+        // append) instead of splitting pages in its last few (the order outcomes come in)
+        let mut in_order: Vec<&TriggerRecord> = outcomes.iter().collect();
+        in_order.sort_by_key(|r| r.log_id);
+        for r in in_order {
+            if let Some(e) = journalled(r.log_id) {
+                written.push(r.log_id);
+                if job_children(&tx, &mut jobs, e.job_id)?.is_none() {
+                    // the job was deleted (with its runs) since the fire was journalled
+                    by_run.remove(&r.log_id);
+                    continue;
+                }
+                if let Some((item, at)) = by_run.remove(&r.log_id) {
+                    let mut s = tx.prepare_cached(&sql.insert_combined)?;
+                    bind_outcome(&mut s, r)?;
+                    bind_result(&mut s, item, at)?;
+                    bind_identity(&mut s, e, r)?;
+                    if s.raw_execute()? == 1 {
+                        done.push((r.log_id, r.job_id, r.chain_depth, item.code));
+                    }
+                } else {
+                    let mut s = tx.prepare_cached(&sql.insert_outcome)?;
+                    bind_outcome(&mut s, r)?;
+                    bind_identity(&mut s, e, r)?;
+                    s.raw_execute()?;
+                }
+                continue;
+            }
             if let Some((item, at)) = by_run.remove(&r.log_id) {
                 let mut s = tx.prepare_cached(&sql.combined)?;
                 bind_outcome(&mut s, r)?;
@@ -355,6 +467,11 @@ fn write(
                 continue;
             };
             let id = item.log_id;
+            if let Some(e) = journalled(id) {
+                // a result without its outcome: the run's pending row first
+                written.push(id);
+                journal::insert_pending(&tx, id, e)?;
+            }
             let mut s = tx.prepare_cached(&sql.result)?;
             bind_result(&mut s, item, at)?;
             if s.raw_execute()? == 1
@@ -366,35 +483,20 @@ fn write(
         }
     }
     let mut finished = Vec::new();
-    {
-        let mut children: HashMap<i32, Option<String>> = HashMap::new();
-        let mut s = tx.prepare_cached("SELECT child_jobid FROM xxl_job_info WHERE id = ?1")?;
-        for (id, job_id, chain_depth, code) in done {
-            if code != SUCCESS_CODE {
-                continue;
-            }
-            let list = match children.get(&job_id) {
-                Some(l) => l.clone(),
-                None => {
-                    let l: Option<String> = s
-                        .query_row(params![job_id], |r| r.get::<_, Option<String>>(0))
-                        .optional()?
-                        .flatten()
-                        .filter(|c| !c.trim().is_empty());
-                    children.insert(job_id, l.clone());
-                    l
-                }
-            };
-            if let Some(children) = list {
-                finished.push(FinishedRun {
-                    id,
-                    job_id,
-                    chain_depth,
-                    children,
-                });
-            }
+    for (id, job_id, chain_depth, code) in done {
+        if code != SUCCESS_CODE {
+            continue;
+        }
+        if let Some(Some(children)) = job_children(&tx, &mut jobs, job_id)? {
+            finished.push(FinishedRun {
+                id,
+                job_id,
+                chain_depth,
+                children,
+            });
         }
     }
+    journal.delete_emptied(&tx, &written)?;
     tx.commit()?;
-    Ok(finished)
+    Ok((finished, written))
 }
