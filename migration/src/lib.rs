@@ -19,6 +19,7 @@ mod m20261126_000011_create_xjob_workflow;
 mod m20261126_000012_create_xjob_workflow_run;
 mod m20261126_000013_index_workflow_links_by_run;
 mod m20261127_000014_create_fire_journal;
+mod m20261127_000015_partial_log_indexes_sqlite;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000012_create_xjob_workflow_run::Migration),
             Box::new(m20261126_000013_index_workflow_links_by_run::Migration),
             Box::new(m20261127_000014_create_fire_journal::Migration),
+            Box::new(m20261127_000015_partial_log_indexes_sqlite::Migration),
         ]
     }
 }

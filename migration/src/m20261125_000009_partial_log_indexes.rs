@@ -5,7 +5,7 @@
 //! writes an entry into every index its new row belongs to) then adds two index entries fewer:
 //! a dispatched, successful run belongs to neither. Every query of these indexes names a value
 //! the predicate holds (`fire_state = 1`, `fire_state > 1`, `alarm_status = 0`). MySQL has no
-//! partial indexes and SQLite's planner is tuned to the full ones: both keep them.
+//! partial indexes and keeps the full ones; SQLite has them since migration 000015.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};

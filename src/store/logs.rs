@@ -196,9 +196,24 @@ fn pending_columns() -> sea_orm::Select<Entity> {
     ])
 }
 
+/// The predicate of the partial index `i_fire_state` (fires not yet dispatched), written out:
+/// SQLite uses a partial index only for a query naming its predicate (`fire_state = 1` does not
+/// prove `fire_state <> 0` to it).
+fn in_fire_state_index() -> sea_orm::sea_query::SimpleExpr {
+    Expr::cust(format!("fire_state <> {}", fire_state::DISPATCHED))
+}
+
+/// The predicate of the partial index `i_alarm_fire` (runs whose alarm state is unchecked),
+/// written out as [`in_fire_state_index`]'s.
+fn in_alarm_index() -> sea_orm::sea_query::SimpleExpr {
+    Expr::cust(format!("alarm_status = {}", AlarmStatus::Unchecked.code()))
+}
+
 /// Pending fires, read through i_fire_state.
 fn pending_select() -> sea_orm::Select<Entity> {
-    pending_columns().filter(Column::FireState.eq(fire_state::PENDING))
+    pending_columns()
+        .filter(Column::FireState.eq(fire_state::PENDING))
+        .filter(in_fire_state_index())
 }
 
 /// By (job, fire time) through uk_job_fire: `fire_state + 0` keeps SQLite from walking every
@@ -382,6 +397,7 @@ fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
         // claim tokens are > 1: a range on i_fire_state over the claimed rows only (`<> 0 AND
         // <> 1` made SQLite scan the whole log table every pass)
         .filter(Column::FireState.gt(fire_state::PENDING))
+        .filter(in_fire_state_index())
         .filter(Column::TriggerCode.eq(0))
         .filter(Column::FireTime.lte(before))
 }
@@ -531,6 +547,7 @@ pub(crate) async fn running_on(c: &impl ConnectionTrait, addresses: &[String]) -
         .filter(Column::HandleCode.eq(0))
         // through i_alarm_fire: a run in flight has alarm_status 0 and fire_state 0
         .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(in_alarm_index())
         .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
         .into_tuple()
@@ -551,6 +568,7 @@ pub(crate) async fn running_on_before(
         .filter(Column::HandleCode.eq(0))
         // through i_alarm_fire, like `running_on`
         .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(in_alarm_index())
         .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(Column::ExecutorAddress.is_in(addresses.iter().cloned()))
         .filter(Column::TriggerTime.lte(before))
@@ -573,6 +591,7 @@ fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity>
         .select_only()
         .columns([Column::Id, Column::ExecutorAddress])
         .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(in_alarm_index())
         .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(Column::TriggerCode.eq(SUCCESS_CODE))
         .filter(Column::HandleCode.eq(0))
@@ -612,6 +631,7 @@ fn failed_unalarmed_query(limit: u64) -> sea_orm::Select<Entity> {
         .add(Column::HandleCode.eq(SUCCESS_CODE));
     Entity::find()
         .filter(Column::AlarmStatus.eq(AlarmStatus::Unchecked.code()))
+        .filter(in_alarm_index())
         .filter(Column::FireState.eq(fire_state::DISPATCHED))
         .filter(fine.not())
         .order_by_asc(Column::Id)

@@ -258,9 +258,11 @@ pub(crate) fn fail_orphaned_claims(
         format!(
             "UPDATE xxl_job_log SET fire_state = {}, trigger_code = {FAIL_CODE}, \
              trigger_time = ?2, trigger_msg = ?3 \
-             WHERE fire_state > {} AND trigger_code = 0 AND fire_time <= ?1",
+             WHERE fire_state > {} AND fire_state <> {} AND trigger_code = 0 \
+             AND fire_time <= ?1",
             fire_state::DISPATCHED,
-            fire_state::PENDING
+            fire_state::PENDING,
+            fire_state::DISPATCHED
         )
     });
     let mut s = c.prepare_cached(&SQL)?;

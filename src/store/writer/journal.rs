@@ -21,7 +21,7 @@
 //! work), and so do the writes. What a page or a write changes in memory is applied only after
 //! its transaction committed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -37,18 +37,22 @@ pub(crate) struct Entry {
     pub job_id: i32,
     pub fire_time: i64,
     pub trigger_type: TriggerType,
-    /// The journal row (page) it was recorded in.
-    page: i64,
 }
 
-/// The journalled fires not yet written, by log id, and what deduplicates new ones.
+/// A journalled page: its row, its fires in log-id order (each with whether its row is still
+/// to be written), and how many are.
+struct Page {
+    row: i64,
+    fires: Vec<(Entry, bool)>,
+    left: u32,
+}
+
+/// The journalled pages with fires not yet written, by their first log id, and what
+/// deduplicates new fires. A page's fires have consecutive ids, so finding a run is a look-up
+/// among a few pages and an index, in the order the writer asks (ids ascending).
 #[derive(Default)]
 pub(crate) struct Journal {
-    fires: HashMap<i64, Entry>,
-    /// `(job_id, fire_time)` of every entry of `fires`.
-    keys: HashSet<(i32, i64)>,
-    /// Unwritten fires per page.
-    pages: HashMap<i64, u32>,
+    pages: BTreeMap<i64, Page>,
     /// Per job, the latest nominal time recorded (journalled here or in the log table).
     latest: HashMap<i32, i64>,
 }
@@ -129,9 +133,28 @@ fn reserve_ids(tx: &Transaction<'_>, n: usize) -> rusqlite::Result<i64> {
 }
 
 impl Journal {
+    /// The page holding `log_id`, with the fire's index in it.
+    fn find(&self, log_id: i64) -> Option<(i64, usize)> {
+        let (&first, page) = self.pages.range(..=log_id).next_back()?;
+        let i = usize::try_from(log_id - first).ok()?;
+        (i < page.fires.len()).then_some((first, i))
+    }
+
     /// The journalled fire `log_id`, if it has no row yet.
     pub(crate) fn get(&self, log_id: i64) -> Option<&Entry> {
-        self.fires.get(&log_id)
+        let (first, i) = self.find(log_id)?;
+        let (e, unwritten) = &self.pages[&first].fires[i];
+        unwritten.then_some(e)
+    }
+
+    /// Whether a fire of `job_id` at `fire_time` is journalled and unwritten (a fire at or
+    /// before its job's latest: rare, so a walk of the journal).
+    fn journalled(&self, job_id: i32, fire_time: i64) -> bool {
+        self.pages.values().any(|p| {
+            p.fires
+                .iter()
+                .any(|(e, unwritten)| *unwritten && e.job_id == job_id && e.fire_time == fire_time)
+        })
     }
 
     /// Whether `f` was recorded already: journalled here, or in the log table.
@@ -155,7 +178,7 @@ impl Journal {
         if f.fire_time > last {
             return Ok(false);
         }
-        if self.keys.contains(&(f.job_id, f.fire_time)) {
+        if self.journalled(f.job_id, f.fire_time) {
             return Ok(true);
         }
         tx.prepare_cached("SELECT 1 FROM xxl_job_log WHERE job_id = ?1 AND fire_time = ?2")?
@@ -210,7 +233,7 @@ impl Journal {
             // started again from the fires still journalled (a job's latest must never fall
             // below one of them)
             self.latest.clear();
-            for e in self.fires.values() {
+            for (e, _) in self.pages.values().flat_map(|p| &p.fires) {
                 let at = self.latest.entry(e.job_id).or_insert(i64::MIN);
                 *at = (*at).max(e.fire_time);
             }
@@ -219,23 +242,11 @@ impl Journal {
             let at = self.latest.entry(job).or_insert(i64::MIN);
             *at = (*at).max(t);
         }
-        self.pages.insert(r.page, r.fires.len() as u32);
         let mut out = Vec::with_capacity(r.fires.len());
+        let mut fires = Vec::with_capacity(r.fires.len());
         for (i, f) in r.fires.into_iter().enumerate() {
-            let log_id = r.first_id + i as i64;
-            self.keys.insert((f.job_id, f.fire_time));
-            self.fires.insert(
-                log_id,
-                Entry {
-                    job_group: f.job_group,
-                    job_id: f.job_id,
-                    fire_time: f.fire_time,
-                    trigger_type: f.trigger_type,
-                    page: r.page,
-                },
-            );
             out.push(Fire {
-                log_id,
+                log_id: r.first_id + i as i64,
                 job_id: f.job_id,
                 fire_time: f.fire_time,
                 trigger_type: f.trigger_type,
@@ -243,12 +254,28 @@ impl Journal {
                 read_ms,
                 epoch: 0,
             });
+            let e = Entry {
+                job_group: f.job_group,
+                job_id: f.job_id,
+                fire_time: f.fire_time,
+                trigger_type: f.trigger_type,
+            };
+            fires.push((e, true));
         }
+        let left = fires.len() as u32;
+        self.pages.insert(
+            r.first_id,
+            Page {
+                row: r.page,
+                fires,
+                left,
+            },
+        );
         out
     }
 
     /// In `tx`, deletes the pages whose last unwritten fires are among `written` (journalled
-    /// fires whose rows `tx` inserted); [`Journal::settle`] them after the commit.
+    /// fires whose rows `tx` inserted, each once); [`Journal::settle`] them after the commit.
     pub(crate) fn delete_emptied(
         &self,
         tx: &Transaction<'_>,
@@ -256,14 +283,14 @@ impl Journal {
     ) -> rusqlite::Result<()> {
         let mut per_page: HashMap<i64, u32> = HashMap::new();
         for id in written {
-            if let Some(e) = self.fires.get(id) {
-                *per_page.entry(e.page).or_default() += 1;
+            if let Some((first, _)) = self.find(*id) {
+                *per_page.entry(first).or_default() += 1;
             }
         }
         let mut s = tx.prepare_cached("DELETE FROM xjob_fire_journal WHERE id = ?1")?;
-        for (page, n) in per_page {
-            if self.pages.get(&page).is_some_and(|&left| left <= n) {
-                s.execute(params![page])?;
+        for (first, n) in per_page {
+            if let Some(p) = self.pages.get(&first).filter(|p| p.left <= n) {
+                s.execute(params![p.row])?;
             }
         }
         Ok(())
@@ -272,15 +299,17 @@ impl Journal {
     /// Forgets the journalled fires `written` (their rows are committed).
     pub(crate) fn settle(&mut self, written: &[i64]) {
         for id in written {
-            let Some(e) = self.fires.remove(id) else {
+            let Some((first, i)) = self.find(*id) else {
                 continue;
             };
-            self.keys.remove(&(e.job_id, e.fire_time));
-            if let Some(left) = self.pages.get_mut(&e.page) {
-                *left = left.saturating_sub(1);
-                if *left == 0 {
-                    self.pages.remove(&e.page);
-                }
+            let Some(page) = self.pages.get_mut(&first) else {
+                continue;
+            };
+            if std::mem::replace(&mut page.fires[i].1, false) {
+                page.left = page.left.saturating_sub(1);
+            }
+            if page.left == 0 {
+                self.pages.remove(&first);
             }
         }
     }

@@ -366,17 +366,16 @@ pub(crate) fn yield_cpu() {
 }
 
 /// Job `job_id`'s child jobs (`None` inside: none), or `None` when the job does not exist;
-/// read once per batch (`jobs`).
+/// read (`job_row`: `SELECT child_jobid … WHERE id = ?1`) once per batch (`jobs`).
 fn job_children(
-    tx: &rusqlite::Transaction<'_>,
+    job_row: &mut rusqlite::CachedStatement<'_>,
     jobs: &mut HashMap<i32, Option<Option<String>>>,
     job_id: i32,
 ) -> rusqlite::Result<Option<Option<String>>> {
     if let Some(j) = jobs.get(&job_id) {
         return Ok(j.clone());
     }
-    let j = tx
-        .prepare_cached("SELECT child_jobid FROM xxl_job_info WHERE id = ?1")?
+    let j = job_row
         .query_row(params![job_id], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .map(|c| c.filter(|c| !c.trim().is_empty()));
@@ -418,8 +417,15 @@ fn write(
     // the batch's jobs as read: whether each exists, and its child jobs
     let mut jobs = HashMap::new();
     let mut journalled = |id: i64| journal.get(id).filter(|_| taken.insert(id));
+    // each statement looked up in the connection's cache once per batch, not once per row
+    let sql = &*STATEMENTS;
+    let mut job_row = tx.prepare_cached("SELECT child_jobid FROM xxl_job_info WHERE id = ?1")?;
     {
-        let sql = &*STATEMENTS;
+        let mut insert_combined = tx.prepare_cached(&sql.insert_combined)?;
+        let mut insert_outcome = tx.prepare_cached(&sql.insert_outcome)?;
+        let mut combined = tx.prepare_cached(&sql.combined)?;
+        let mut outcome = tx.prepare_cached(&sql.outcome)?;
+        let mut result = tx.prepare_cached(&sql.result)?;
         // in id order: a journalled run's row then goes at the end of the table's b-tree (an
         // append) instead of splitting pages in its last few (the order outcomes come in)
         let mut in_order: Vec<&TriggerRecord> = outcomes.iter().collect();
@@ -427,40 +433,39 @@ fn write(
         for r in in_order {
             if let Some(e) = journalled(r.log_id) {
                 written.push(r.log_id);
-                if job_children(&tx, &mut jobs, e.job_id)?.is_none() {
+                if job_children(&mut job_row, &mut jobs, e.job_id)?.is_none() {
                     // the job was deleted (with its runs) since the fire was journalled
                     by_run.remove(&r.log_id);
                     continue;
                 }
                 if let Some((item, at)) = by_run.remove(&r.log_id) {
-                    let mut s = tx.prepare_cached(&sql.insert_combined)?;
-                    bind_outcome(&mut s, r)?;
-                    bind_result(&mut s, item, at)?;
-                    bind_identity(&mut s, e, r)?;
+                    let s = &mut insert_combined;
+                    bind_outcome(s, r)?;
+                    bind_result(s, item, at)?;
+                    bind_identity(s, e, r)?;
                     if s.raw_execute()? == 1 {
                         done.push((r.log_id, r.job_id, r.chain_depth, item.code));
                     }
                 } else {
-                    let mut s = tx.prepare_cached(&sql.insert_outcome)?;
-                    bind_outcome(&mut s, r)?;
-                    bind_identity(&mut s, e, r)?;
+                    let s = &mut insert_outcome;
+                    bind_outcome(s, r)?;
+                    bind_identity(s, e, r)?;
                     s.raw_execute()?;
                 }
                 continue;
             }
             if let Some((item, at)) = by_run.remove(&r.log_id) {
-                let mut s = tx.prepare_cached(&sql.combined)?;
-                bind_outcome(&mut s, r)?;
-                bind_result(&mut s, item, at)?;
+                let s = &mut combined;
+                bind_outcome(s, r)?;
+                bind_result(s, item, at)?;
                 if s.raw_execute()? == 1 {
                     done.push((r.log_id, r.job_id, r.chain_depth, item.code));
                     continue;
                 }
                 // the run already had a result (a kill): its outcome still counts
             }
-            let mut s = tx.prepare_cached(&sql.outcome)?;
-            bind_outcome(&mut s, r)?;
-            s.raw_execute()?;
+            bind_outcome(&mut outcome, r)?;
+            outcome.raw_execute()?;
         }
         for (item, _) in results {
             let Some((item, at)) = by_run.remove(&item.log_id) else {
@@ -468,13 +473,15 @@ fn write(
             };
             let id = item.log_id;
             if let Some(e) = journalled(id) {
-                // a result without its outcome: the run's pending row first
+                // a result without its outcome: the run's pending row first (none for a job
+                // deleted since: the update below then finds no row)
                 written.push(id);
-                journal::insert_pending(&tx, id, e)?;
+                if job_children(&mut job_row, &mut jobs, e.job_id)?.is_some() {
+                    journal::insert_pending(&tx, id, e)?;
+                }
             }
-            let mut s = tx.prepare_cached(&sql.result)?;
-            bind_result(&mut s, item, at)?;
-            if s.raw_execute()? == 1
+            bind_result(&mut result, item, at)?;
+            if result.raw_execute()? == 1
                 && item.code == SUCCESS_CODE
                 && let Some((job, depth)) = run_of(&tx, id)?
             {
@@ -487,7 +494,7 @@ fn write(
         if code != SUCCESS_CODE {
             continue;
         }
-        if let Some(Some(children)) = job_children(&tx, &mut jobs, job_id)? {
+        if let Some(Some(children)) = job_children(&mut job_row, &mut jobs, job_id)? {
             finished.push(FinishedRun {
                 id,
                 job_id,
@@ -496,6 +503,7 @@ fn write(
             });
         }
     }
+    drop(job_row);
     journal.delete_emptied(&tx, &written)?;
     tx.commit()?;
     Ok((finished, written))
