@@ -76,7 +76,7 @@ impl std::str::FromStr for RunStatus {
 }
 
 /// Filters of the console's log list.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LogFilter {
     /// Only these groups (None = all).
     pub groups: Option<Vec<i32>>,
@@ -110,6 +110,29 @@ fn filtered(f: &LogFilter) -> Select<Entity> {
     q
 }
 
+/// How many runs there are (dispatched rows), counted as every row less the fires not yet
+/// dispatched: the first count walks the table's smallest index, the second the partial
+/// `i_fire_state`. Counting `fire_state = 0` itself reads every row of the table on SQLite,
+/// whose `i_fire_state` holds only the fires not yet dispatched.
+async fn all_dispatched(c: &impl ConnectionTrait) -> Result<u64> {
+    let sql = format!(
+        "SELECT (SELECT COUNT(*) FROM xxl_job_log) - \
+         (SELECT COUNT(*) FROM xxl_job_log WHERE fire_state <> {}) AS n",
+        fire_state::DISPATCHED
+    );
+    let row = c
+        .query_one_raw(sea_orm::Statement::from_string(
+            c.get_database_backend(),
+            sql,
+        ))
+        .await?;
+    let n: i64 = match row {
+        Some(r) => r.try_get("", "n")?,
+        None => 0,
+    };
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// A page of runs, newest trigger first, and the total matching.
 pub(crate) async fn page(
     c: &impl ConnectionTrait,
@@ -117,7 +140,11 @@ pub(crate) async fn page(
     offset: u64,
     limit: u64,
 ) -> Result<(u64, Vec<Model>)> {
-    let total = filtered(f).count(c).await?;
+    let total = if *f == LogFilter::default() {
+        all_dispatched(c).await?
+    } else {
+        filtered(f).count(c).await?
+    };
     let items = filtered(f)
         .order_by_desc(Column::TriggerTime)
         .order_by_desc(Column::Id)
@@ -218,4 +245,58 @@ pub(crate) async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Res
         .exec(c)
         .await?
         .rows_affected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TriggerType;
+
+    /// The unfiltered total counts the dispatched runs only (every row less the pending
+    /// fires), on every backend, as the filtered count does; on SQLite it reads indexes only.
+    #[tokio::test]
+    async fn the_unfiltered_total_counts_dispatched_runs_through_indexes() {
+        let mut dbs = vec![crate::store::tests::memory_db().await];
+        dbs.extend(crate::store::tests::every_backend().await);
+        for db in dbs {
+            let backend = db.get_database_backend();
+            for _ in 0..3 {
+                crate::store::logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap();
+            }
+            let pending = |t: i64| crate::store::logs::PendingFire {
+                job_id: 7,
+                job_group: 1,
+                fire_time: t,
+                trigger_type: TriggerType::Cron,
+            };
+            let n = crate::store::logs::insert_pending(&db, &[pending(5_000), pending(6_000)])
+                .await
+                .unwrap();
+            assert_eq!(n, 2, "{backend:?}");
+            let (total, rows) = page(&db, &LogFilter::default(), 0, 10).await.unwrap();
+            assert_eq!((total, rows.len()), (3, 3), "{backend:?}");
+            let by_job = LogFilter {
+                job_id: Some(7),
+                ..Default::default()
+            };
+            assert_eq!(page(&db, &by_job, 0, 10).await.unwrap().0, 3, "{backend:?}");
+            if backend == sea_orm::DbBackend::Sqlite {
+                let plan = crate::store::tests::plan(
+                    &db,
+                    sea_orm::Statement::from_sql_and_values(
+                        backend,
+                        "SELECT (SELECT COUNT(*) FROM xxl_job_log) - \
+                         (SELECT COUNT(*) FROM xxl_job_log WHERE fire_state <> 0) AS n",
+                        [],
+                    ),
+                )
+                .await;
+                for step in plan.split("; ").filter(|s| s.contains("xxl_job_log")) {
+                    assert!(step.contains("INDEX"), "{plan}");
+                }
+            }
+        }
+    }
 }
