@@ -108,7 +108,7 @@ fn page(
     tx.commit()?;
     let jobs = &cache.jobs;
     let fires = match recorded {
-        Some(r) => journal.apply(r, |id| jobs.get(&id).cloned(), now),
+        Some(r) => journal.apply(r, &pending, |id| jobs.get(&id).cloned(), now),
         None => Vec::new(),
     };
     report.fires = fires.len();

@@ -21,7 +21,7 @@
 //! work), and so do the writes. What a page or a write changes in memory is applied only after
 //! its transaction committed.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -39,11 +39,12 @@ pub(crate) struct Entry {
     pub trigger_type: TriggerType,
 }
 
-/// A journalled page: its row, its fires in log-id order (each with whether its row is still
-/// to be written), and how many are.
+/// A journalled page: its row, its fires in log-id order, and how many are still to be written.
 struct Page {
     row: i64,
-    fires: Vec<(Entry, bool)>,
+    fires: Vec<Entry>,
+    /// Per fire, whether its row is still to be written.
+    unwritten: Vec<bool>,
     left: u32,
 }
 
@@ -53,33 +54,51 @@ struct Page {
 #[derive(Default)]
 pub(crate) struct Journal {
     pages: BTreeMap<i64, Page>,
-    /// Per job, the latest nominal time recorded (journalled here or in the log table).
+    /// Per job, at least the latest nominal time recorded (journalled here or in the log
+    /// table). Raised as a page is journalled, before its commit: a page that then fails leaves
+    /// it too high, which only sends that job's next fires to the slower look-up below it.
     latest: HashMap<i32, i64>,
+    /// The encoded fires of the page being journalled (kept: one buffer for every page).
+    blob: Vec<u8>,
 }
 
-/// A page journalled in a transaction not yet committed: [`Journal::apply`] it after the commit.
+/// A page journalled in a transaction not yet committed: [`Journal::apply`] it after the commit,
+/// with the fires it was recorded from.
 #[must_use]
 pub(crate) struct Recorded {
     page: i64,
     first_id: i64,
-    fires: Vec<PendingFire>,
-    latest: Vec<(i32, i64)>,
+    /// The indexes of the fires journalled, `None` when every fire was.
+    kept: Option<Vec<u32>>,
+    /// How many fires were journalled.
+    n: usize,
 }
 
 /// Most jobs whose latest fire is remembered; beyond it the map starts again (a job not in it
 /// has its latest recorded fire read once more).
 const MAX_LATEST: usize = 1_000_000;
 
-/// One encoded fire: job id, group, nominal time, trigger type name length, then the name.
+/// The largest page buffer kept for the next page (a page of the usual 2,000 fires takes
+/// about 60 KB).
+const MAX_KEPT_BLOB: usize = 256 * 1024;
+
+/// Appends one encoded fire to `out`: job id, group, nominal time, trigger type name length,
+/// then the name.
+fn encode_one(out: &mut Vec<u8>, f: &PendingFire) {
+    out.extend_from_slice(&f.job_id.to_le_bytes());
+    out.extend_from_slice(&f.job_group.to_le_bytes());
+    out.extend_from_slice(&f.fire_time.to_le_bytes());
+    let name = f.trigger_type.as_str().as_bytes();
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+}
+
+/// The fires encoded one after another ([`encode_one`]).
+#[cfg(test)]
 fn encode(fires: &[PendingFire]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(fires.len() * 24);
+    let mut out = Vec::new();
     for f in fires {
-        out.extend_from_slice(&f.job_id.to_le_bytes());
-        out.extend_from_slice(&f.job_group.to_le_bytes());
-        out.extend_from_slice(&f.fire_time.to_le_bytes());
-        let name = f.trigger_type.as_str().as_bytes();
-        out.push(name.len() as u8);
-        out.extend_from_slice(name);
+        encode_one(&mut out, f);
     }
     out
 }
@@ -143,8 +162,8 @@ impl Journal {
     /// The journalled fire `log_id`, if it has no row yet.
     pub(crate) fn get(&self, log_id: i64) -> Option<&Entry> {
         let (first, i) = self.find(log_id)?;
-        let (e, unwritten) = &self.pages[&first].fires[i];
-        unwritten.then_some(e)
+        let page = &self.pages[&first];
+        page.unwritten[i].then(|| &page.fires[i])
     }
 
     /// Whether a fire of `job_id` at `fire_time` is journalled and unwritten (a fire at or
@@ -153,32 +172,39 @@ impl Journal {
         self.pages.values().any(|p| {
             p.fires
                 .iter()
+                .zip(&p.unwritten)
                 .any(|(e, unwritten)| *unwritten && e.job_id == job_id && e.fire_time == fire_time)
         })
     }
 
-    /// Whether `f` was recorded already: journalled here, or in the log table.
-    fn recorded(
+    /// The latest nominal time recorded for `job_id` (read from the log table the first time
+    /// the job is seen).
+    fn latest_of(&mut self, tx: &Transaction<'_>, job_id: i32) -> rusqlite::Result<i64> {
+        if let Some(&t) = self.latest.get(&job_id) {
+            return Ok(t);
+        }
+        let t: Option<i64> = tx
+            .prepare_cached("SELECT max(fire_time) FROM xxl_job_log WHERE job_id = ?1")?
+            .query_row(params![job_id], |r| r.get(0))?;
+        let t = t.unwrap_or(i64::MIN);
+        self.latest.insert(job_id, t);
+        Ok(t)
+    }
+
+    /// Whether a fire at or before its job's latest was recorded: earlier in this page (the
+    /// fires of `page` before it that `kept` keeps), journalled here, or in the log table.
+    fn recorded_before(
         &self,
         tx: &Transaction<'_>,
+        page: &[PendingFire],
+        kept: impl Fn(usize) -> bool,
         f: &PendingFire,
-        latest: &mut HashMap<i32, i64>,
     ) -> rusqlite::Result<bool> {
-        let last = match latest.get(&f.job_id).or_else(|| self.latest.get(&f.job_id)) {
-            Some(&t) => t,
-            None => {
-                let t: Option<i64> = tx
-                    .prepare_cached("SELECT max(fire_time) FROM xxl_job_log WHERE job_id = ?1")?
-                    .query_row(params![f.job_id], |r| r.get(0))?;
-                let t = t.unwrap_or(i64::MIN);
-                latest.insert(f.job_id, t);
-                t
-            }
-        };
-        if f.fire_time > last {
-            return Ok(false);
-        }
-        if self.journalled(f.job_id, f.fire_time) {
+        let in_page = page
+            .iter()
+            .enumerate()
+            .any(|(j, g)| g.job_id == f.job_id && g.fire_time == f.fire_time && kept(j));
+        if in_page || self.journalled(f.job_id, f.fire_time) {
             return Ok(true);
         }
         tx.prepare_cached("SELECT 1 FROM xxl_job_log WHERE job_id = ?1 AND fire_time = ?2")?
@@ -188,65 +214,91 @@ impl Journal {
     }
 
     /// Journals the fires of `fires` not recorded yet as one page in `tx`, with their log ids
-    /// reserved; `None` when every one was recorded already.
+    /// reserved; `None` when every one was recorded already. A fire later than its job's latest
+    /// recorded one is new (the common case, a look-up in memory); any other is looked for.
     pub(crate) fn record(
-        &self,
+        &mut self,
         tx: &Transaction<'_>,
         fires: &[PendingFire],
     ) -> rusqlite::Result<Option<Recorded>> {
-        let mut latest = HashMap::new();
-        let mut new: Vec<PendingFire> = Vec::with_capacity(fires.len());
-        let mut seen = HashSet::new();
-        for f in fires {
-            if !seen.insert((f.job_id, f.fire_time)) || self.recorded(tx, f, &mut latest)? {
-                continue;
-            }
-            new.push(f.clone());
-        }
-        if new.is_empty() {
-            return Ok(None);
-        }
-        for f in &new {
-            let t = latest.entry(f.job_id).or_insert(i64::MIN);
-            *t = (*t).max(f.fire_time);
-        }
-        let first_id = reserve_ids(tx, new.len())?;
-        tx.prepare_cached("INSERT INTO xjob_fire_journal (first_log_id, fires) VALUES (?1, ?2)")?
-            .execute(params![first_id, encode(&new)])?;
-        Ok(Some(Recorded {
-            page: tx.last_insert_rowid(),
-            first_id,
-            fires: new,
-            latest: latest.into_iter().collect(),
-        }))
-    }
-
-    /// Takes a committed page in: answers its fires for the ring (`job_of` gives each its job as
-    /// the scan read it, at `read_ms`).
-    pub(crate) fn apply(
-        &mut self,
-        r: Recorded,
-        job_of: impl Fn(i32) -> Option<Arc<crate::jobs::JobDef>>,
-        read_ms: i64,
-    ) -> Vec<Fire> {
         if self.latest.len() > MAX_LATEST {
             // started again from the fires still journalled (a job's latest must never fall
             // below one of them)
             self.latest.clear();
-            for (e, _) in self.pages.values().flat_map(|p| &p.fires) {
-                let at = self.latest.entry(e.job_id).or_insert(i64::MIN);
-                *at = (*at).max(e.fire_time);
+            for p in self.pages.values() {
+                for e in &p.fires {
+                    let at = self.latest.entry(e.job_id).or_insert(i64::MIN);
+                    *at = (*at).max(e.fire_time);
+                }
             }
         }
-        for (job, t) in r.latest {
-            let at = self.latest.entry(job).or_insert(i64::MIN);
-            *at = (*at).max(t);
+        let mut blob = std::mem::take(&mut self.blob);
+        blob.clear();
+        // the indexes kept, once one fire was not (until then: all of them)
+        let mut kept: Option<Vec<u32>> = None;
+        let mut n = 0;
+        for (i, f) in fires.iter().enumerate() {
+            let last = self.latest_of(tx, f.job_id)?;
+            let new = if f.fire_time > last {
+                true
+            } else {
+                let keeps = |j: usize| match &kept {
+                    None => j < i,
+                    Some(k) => k.binary_search(&(j as u32)).is_ok(),
+                };
+                !self.recorded_before(tx, &fires[..i], keeps, f)?
+            };
+            if new {
+                if let Some(k) = &mut kept {
+                    k.push(i as u32);
+                }
+                encode_one(&mut blob, f);
+                n += 1;
+                if f.fire_time > last {
+                    self.latest.insert(f.job_id, f.fire_time);
+                }
+            } else if kept.is_none() {
+                kept = Some((0..i as u32).collect());
+            }
         }
-        let mut out = Vec::with_capacity(r.fires.len());
-        let mut fires = Vec::with_capacity(r.fires.len());
-        for (i, f) in r.fires.into_iter().enumerate() {
+        if n == 0 {
+            self.blob = blob;
+            return Ok(None);
+        }
+        let inserted = reserve_ids(tx, n).and_then(|first_id| {
+            tx.prepare_cached(
+                "INSERT INTO xjob_fire_journal (first_log_id, fires) VALUES (?1, ?2)",
+            )?
+            .execute(params![first_id, &blob[..]])?;
+            Ok((tx.last_insert_rowid(), first_id))
+        });
+        // the buffer's memory is kept for the next page, not its bytes (a big page's is let go)
+        if blob.capacity() <= MAX_KEPT_BLOB {
+            self.blob = blob;
+        }
+        let (page, first_id) = inserted?;
+        Ok(Some(Recorded {
+            page,
+            first_id,
+            kept,
+            n,
+        }))
+    }
+
+    /// Takes a committed page in: answers its fires for the ring. `fires` are the ones it was
+    /// recorded from; `job_of` gives each its job as the scan read it, at `read_ms`.
+    pub(crate) fn apply(
+        &mut self,
+        r: Recorded,
+        fires: &[PendingFire],
+        job_of: impl Fn(i32) -> Option<Arc<crate::jobs::JobDef>>,
+        read_ms: i64,
+    ) -> Vec<Fire> {
+        let mut out = Vec::with_capacity(r.n);
+        let mut entries = Vec::with_capacity(r.n);
+        let mut take = |f: &PendingFire| {
             out.push(Fire {
-                log_id: r.first_id + i as i64,
+                log_id: r.first_id + entries.len() as i64,
                 job_id: f.job_id,
                 fire_time: f.fire_time,
                 trigger_type: f.trigger_type,
@@ -254,20 +306,27 @@ impl Journal {
                 read_ms,
                 epoch: 0,
             });
-            let e = Entry {
+            entries.push(Entry {
                 job_group: f.job_group,
                 job_id: f.job_id,
                 fire_time: f.fire_time,
                 trigger_type: f.trigger_type,
-            };
-            fires.push((e, true));
+            });
+        };
+        match &r.kept {
+            None => fires.iter().for_each(&mut take),
+            Some(k) => k
+                .iter()
+                .filter_map(|&i| fires.get(i as usize))
+                .for_each(&mut take),
         }
-        let left = fires.len() as u32;
+        let left = entries.len() as u32;
         self.pages.insert(
             r.first_id,
             Page {
                 row: r.page,
-                fires,
+                unwritten: vec![true; entries.len()],
+                fires: entries,
                 left,
             },
         );
@@ -305,7 +364,7 @@ impl Journal {
             let Some(page) = self.pages.get_mut(&first) else {
                 continue;
             };
-            if std::mem::replace(&mut page.fires[i].1, false) {
+            if std::mem::replace(&mut page.unwritten[i], false) {
                 page.left = page.left.saturating_sub(1);
             }
             if page.left == 0 {

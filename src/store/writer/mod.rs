@@ -992,7 +992,7 @@ mod tests {
                     let tx = conn.transaction().unwrap();
                     let r = j.record(&tx, &fires).unwrap();
                     tx.commit().unwrap();
-                    r.map(|r| j.apply(r, |_| None, 0))
+                    r.map(|r| j.apply(r, &fires, |_| None, 0))
                         .unwrap_or_default()
                         .iter()
                         .map(|f| (f.log_id, f.fire_time))
@@ -1167,6 +1167,26 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(after.iter().map(|f| f.1).collect::<Vec<_>>(), vec![13_000]);
+        // a page naming a fire twice, and a job's fires out of order: each once, with
+        // consecutive ids
+        let mixed = journal(
+            &writer,
+            vec![
+                fire(job, 15_000),
+                fire(job, 15_000),
+                fire(job, 14_000),
+                fire(job, 14_000),
+                fire(job, 13_000),
+                fire(job, 16_000),
+            ],
+        )
+        .await
+        .unwrap();
+        let first = mixed[0].0;
+        assert_eq!(
+            mixed,
+            vec![(first, 15_000), (first + 1, 14_000), (first + 2, 16_000)]
+        );
         writer.release_lock();
     }
 }
