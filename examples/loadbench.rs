@@ -72,6 +72,8 @@ fn pct(sorted: &[i64], p: f64) -> i64 {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    // the allocator as `xjob serve` runs it (freed memory handed back at once)
+    xjob_alloc::tune();
     let args: Vec<String> = std::env::args().collect();
     let jobs: usize = arg(&args, "--jobs").map_or(Ok(1000), |v| v.parse())?;
     let seconds: i64 = arg(&args, "--seconds").map_or(Ok(30), |v| v.parse())?;

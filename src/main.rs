@@ -51,6 +51,9 @@ fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    // freed memory back to the system at once, not after mimalloc's 1 s (the once-a-second
+    // bursts kept a burst's worth resident); `MIMALLOC_PURGE_DELAY` overrides it
+    xjob_alloc::tune();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut cmd = None;
     let mut config_path = None;

@@ -1,0 +1,72 @@
+//! The `xjob` binary's one tuning of its allocator, mimalloc: how long freed memory stays
+//! resident before it is handed back to the operating system.
+//!
+//! mimalloc 3 keeps memory a thread freed for 1 s (its arenas as long again) so that the next
+//! allocations reuse it. `xjob serve` allocates in bursts, once a second (a second's fires,
+//! their requests, answers and rows), so with that delay it holds about a burst's worth of freed
+//! memory at all times: at 5,000 fires/s about 14 MiB of a 60 MiB process (BENCHMARKS.md,
+//! session 24). Handed back at once, the process stays at what it uses, for no CPU that the
+//! measurements could tell from run-to-run noise.
+//!
+//! Setting a mimalloc option from the program takes a call through C (`mi_option_set`), so it
+//! lives in this crate, apart from the rest of the workspace, which forbids `unsafe` code.
+//! An operator's `MIMALLOC_PURGE_DELAY` (read by mimalloc itself at start) is left as it is.
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (libmimalloc-sys 0.1.49 names no
+/// constant for it; the test below checks the number against the option's default).
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// The environment variable mimalloc reads the purge delay from.
+pub const PURGE_DELAY_VAR: &str = "MIMALLOC_PURGE_DELAY";
+
+/// The purge delay `xjob`'s binaries (`xjob`, the load benches) run with, in milliseconds:
+/// freed memory goes back at once.
+pub const PURGE_DELAY_MS: u32 = 0;
+
+/// Applies [`PURGE_DELAY_MS`] ([`default_purge_delay`]); the first thing `main` does.
+pub fn tune() -> bool {
+    default_purge_delay(PURGE_DELAY_MS)
+}
+
+/// Sets mimalloc's purge delay to `ms` milliseconds (0: freed memory goes back at once), unless
+/// the environment sets [`PURGE_DELAY_VAR`]. Answers whether it was set. Call it early in
+/// `main`; it may be called at any time, from any thread.
+pub fn default_purge_delay(ms: u32) -> bool {
+    if std::env::var_os(PURGE_DELAY_VAR).is_some() {
+        return false;
+    }
+    // SAFETY: `mi_option_set` takes any option number and value; options are plain integers
+    // mimalloc reads atomically, so a change while other threads allocate is allowed (it only
+    // changes when their later frees are purged).
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, ms.into()) };
+    true
+}
+
+/// The purge delay mimalloc uses now, in milliseconds.
+#[allow(
+    clippy::useless_conversion,
+    reason = "`c_long` is 32 bits on some targets"
+)]
+pub fn purge_delay() -> i64 {
+    // SAFETY: reading an option has no precondition.
+    i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option numbered [`PURGE_DELAY`] is the purge delay: its default is mimalloc 3's 1,000
+    /// ms (unless the environment set one), and it takes what is set.
+    #[test]
+    fn the_option_is_the_purge_delay() {
+        match std::env::var(PURGE_DELAY_VAR) {
+            Ok(v) => assert_eq!(Some(purge_delay()), v.parse().ok()),
+            Err(_) => {
+                assert_eq!(purge_delay(), 1_000, "mimalloc 3's default");
+                assert!(default_purge_delay(0));
+                assert_eq!(purge_delay(), 0);
+            }
+        }
+    }
+}
