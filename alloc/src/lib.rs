@@ -1,12 +1,12 @@
 //! The `xjob` binary's one tuning of its allocator, mimalloc: how long freed memory stays
 //! resident before it is handed back to the operating system.
 //!
-//! mimalloc 3 keeps memory a thread freed for 1 s (its arenas as long again) so that the next
+//! mimalloc 3 keeps memory a thread freed for 1 s before handing it back, so that the next
 //! allocations reuse it. `xjob serve` allocates in bursts, once a second (a second's fires,
 //! their requests, answers and rows), so with that delay it holds about a burst's worth of freed
 //! memory at all times: at 5,000 fires/s about 14 MiB of a 60 MiB process (BENCHMARKS.md,
-//! session 24). Handed back at once, the process stays at what it uses, for no CPU that the
-//! measurements could tell from run-to-run noise.
+//! session 24). Handed back at once, the process stays near what it uses, for about 3 % more
+//! CPU (inside the run-to-run spread: the next burst faults its pages in again).
 //!
 //! Setting a mimalloc option from the program takes a call through C (`mi_option_set`), so it
 //! lives in this crate, apart from the rest of the workspace, which forbids `unsafe` code.
@@ -19,7 +19,7 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// The environment variable mimalloc reads the purge delay from.
 pub const PURGE_DELAY_VAR: &str = "MIMALLOC_PURGE_DELAY";
 
-/// The purge delay `xjob`'s binaries (`xjob`, the load benches) run with, in milliseconds:
+/// The purge delay `xjob`'s binaries (`xjob`, the load bench) run with, in milliseconds:
 /// freed memory goes back at once.
 pub const PURGE_DELAY_MS: u32 = 0;
 
