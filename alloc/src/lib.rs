@@ -19,6 +19,9 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// The environment variable mimalloc reads the purge delay from.
 pub const PURGE_DELAY_VAR: &str = "MIMALLOC_PURGE_DELAY";
 
+/// The variable's older name, which mimalloc still reads.
+const LEGACY_VAR: &str = "MIMALLOC_RESET_DELAY";
+
 /// The purge delay `xjob`'s binaries (`xjob`, the load bench) run with, in milliseconds:
 /// freed memory goes back at once.
 pub const PURGE_DELAY_MS: u32 = 0;
@@ -29,10 +32,13 @@ pub fn tune() -> bool {
 }
 
 /// Sets mimalloc's purge delay to `ms` milliseconds (0: freed memory goes back at once), unless
-/// the environment sets [`PURGE_DELAY_VAR`]. Answers whether it was set. Call it early in
+/// the environment sets [`PURGE_DELAY_VAR`] (or its older name, `MIMALLOC_RESET_DELAY`). Answers whether it was set. Call it early in
 /// `main`; it may be called at any time, from any thread.
 pub fn default_purge_delay(ms: u32) -> bool {
-    if std::env::var_os(PURGE_DELAY_VAR).is_some() {
+    if [PURGE_DELAY_VAR, LEGACY_VAR]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
         return false;
     }
     // SAFETY: `mi_option_set` takes any option number and value; options are plain integers
@@ -60,8 +66,11 @@ mod tests {
     /// ms (unless the environment set one), and it takes what is set.
     #[test]
     fn the_option_is_the_purge_delay() {
-        match std::env::var(PURGE_DELAY_VAR) {
-            Ok(v) => assert_eq!(Some(purge_delay()), v.parse().ok()),
+        match std::env::var(PURGE_DELAY_VAR).or_else(|_| std::env::var(LEGACY_VAR)) {
+            Ok(v) => {
+                assert_eq!(Some(purge_delay()), v.parse().ok());
+                assert!(!default_purge_delay(0), "the environment's setting is kept");
+            }
             Err(_) => {
                 assert_eq!(purge_delay(), 1_000, "mimalloc 3's default");
                 assert!(default_purge_delay(0));

@@ -1187,6 +1187,21 @@ mod tests {
             mixed,
             vec![(first, 15_000), (first + 1, 14_000), (first + 2, 16_000)]
         );
+        // a page whose transaction rolls back records nothing (its job's latest time stays
+        // raised in memory): the next page journals the fire, with the id it would have had
+        let late = fire(job, 17_000);
+        let rolled_back = writer
+            .exec_journalled(move |conn, j| {
+                let tx = conn.transaction().unwrap();
+                let r = j.record(&tx, &[late]).unwrap();
+                drop(tx);
+                r.is_some()
+            })
+            .await
+            .unwrap();
+        assert!(rolled_back);
+        let again = journal(&writer, vec![fire(job, 17_000)]).await.unwrap();
+        assert_eq!(again, vec![(first + 3, 17_000)]);
         writer.release_lock();
     }
 }
