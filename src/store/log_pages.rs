@@ -115,15 +115,10 @@ fn filtered(f: &LogFilter) -> Select<Entity> {
 /// `i_fire_state`. Counting `fire_state = 0` itself reads every row of the table on SQLite,
 /// whose `i_fire_state` holds only the fires not yet dispatched.
 async fn all_dispatched(c: &impl ConnectionTrait) -> Result<u64> {
-    let sql = format!(
-        "SELECT (SELECT COUNT(*) FROM xxl_job_log) - \
-         (SELECT COUNT(*) FROM xxl_job_log WHERE fire_state <> {}) AS n",
-        fire_state::DISPATCHED
-    );
     let row = c
         .query_one_raw(sea_orm::Statement::from_string(
             c.get_database_backend(),
-            sql,
+            all_dispatched_sql(),
         ))
         .await?;
     let n: i64 = match row {
@@ -131,6 +126,15 @@ async fn all_dispatched(c: &impl ConnectionTrait) -> Result<u64> {
         None => 0,
     };
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// The statement of [`all_dispatched`].
+fn all_dispatched_sql() -> String {
+    format!(
+        "SELECT (SELECT COUNT(*) FROM xxl_job_log) - \
+         (SELECT COUNT(*) FROM xxl_job_log WHERE fire_state <> {}) AS n",
+        fire_state::DISPATCHED
+    )
 }
 
 /// A page of runs, newest trigger first, and the total matching.
@@ -285,12 +289,7 @@ mod tests {
             if backend == sea_orm::DbBackend::Sqlite {
                 let plan = crate::store::tests::plan(
                     &db,
-                    sea_orm::Statement::from_sql_and_values(
-                        backend,
-                        "SELECT (SELECT COUNT(*) FROM xxl_job_log) - \
-                         (SELECT COUNT(*) FROM xxl_job_log WHERE fire_state <> 0) AS n",
-                        [],
-                    ),
+                    sea_orm::Statement::from_sql_and_values(backend, all_dispatched_sql(), []),
                 )
                 .await;
                 for step in plan.split("; ").filter(|s| s.contains("xxl_job_log")) {
