@@ -527,7 +527,8 @@ fn a_runaway_script_is_killed_with_its_children_on_timeout() {
 }
 
 /// A run's first log line is in its file while its handler waits (a long run shows its start),
-/// and a run done at once has its first and last lines, in order, when its result is out.
+/// and a run done at once has its first and last lines, in order, when its result is out: the
+/// executor writes them once it has been quiet a moment, and only then reports the result.
 #[test]
 fn a_runs_first_line_is_written_when_its_handler_waits_or_with_its_last() {
     let results: Arc<Mutex<Vec<HandleCallbackParam>>> = Arc::default();
@@ -569,6 +570,15 @@ fn a_runs_first_line_is_written_when_its_handler_waits_or_with_its_last() {
         instant.executor_handler = Some("instant".into());
         assert_eq!(exec.send(Run(instant)).await.unwrap().code, 200);
         yields(16).await;
+        assert!(results.lock().is_empty(), "the result waits for the log");
+        assert!(log(2).is_err(), "queued until the executor is quiet");
+        tokio::time::advance(Duration::from_millis(49)).await;
+        yields(16).await;
+        assert!(log(2).is_err(), "not yet quiet");
+        // quiet for 50 ms (the timer's resolution is a millisecond); written on the blocking
+        // pool, which paused time waits for
+        tokio::time::advance(Duration::from_millis(2)).await;
+        results_within_10s(&results, 1).await;
         assert_eq!(results.lock().len(), 1, "the instant run reported");
         let text = log(2).expect("both lines");
         let start = text.find("xxl-job job execute start").expect("first line");

@@ -17,8 +17,9 @@ pub struct JobLogger {
     held: Arc<Held>,
 }
 
-/// A run's first line, held until the next line or until the handler waits: a run that
-/// finishes in its handler's first poll writes its two lines with one open instead of two.
+/// A run's lines, held from its first line until its handler waits ([`JobLogger::release`]) or
+/// the run ends ([`JobLogger::take_held`]): a run that finishes in its handler's first poll
+/// opens its file once, and its executor writes that when it is quiet ([`super::run_logs`]).
 #[derive(Debug, Default)]
 struct Held {
     line: parking_lot::Mutex<Option<(PathBuf, String, i64)>>,
@@ -61,24 +62,24 @@ impl JobLogger {
         self.file.is_some() || tracing::enabled!(tracing::Level::DEBUG)
     }
 
-    /// Appends one timestamped line (with a line held before it, in one write). I/O errors are
-    /// reported through `tracing`, never to the job.
+    /// Appends one timestamped line: to the lines held while the run's first poll lasts, or to
+    /// its file. I/O errors are reported through `tracing`, never to the job.
     pub fn log(&self, text: &str) {
         tracing::debug!(log_id = self.log_id, "{text}");
         let Some(path) = &self.file else { return };
         let line = self.line(text);
-        let out = match self.held.line.lock().take() {
-            Some((_, mut first, _)) => {
-                first.push_str(&line);
-                first
+        {
+            let mut held = self.held.line.lock();
+            if let Some((_, lines, _)) = held.as_mut() {
+                lines.push_str(&line);
+                return;
             }
-            None => line,
-        };
-        append(path, self.log_id, out.as_bytes());
+        }
+        append(path, self.log_id, line.as_bytes());
     }
 
-    /// Holds `text`'s line back: it is written with the next line, by [`JobLogger::release`],
-    /// or when the last copy of this logger goes.
+    /// Holds `text`'s line back, and every line after it, until [`JobLogger::release`],
+    /// [`JobLogger::take_held`], or the last copy of this logger goes (then they are written).
     pub(crate) fn hold(&self, text: &str) {
         tracing::debug!(log_id = self.log_id, "{text}");
         let Some(path) = &self.file else { return };
@@ -93,22 +94,62 @@ impl JobLogger {
         }
     }
 
-    /// Writes the held line now, if there is one (the handler is waiting: its run may be long).
+    /// Writes the held lines now, if there are any (the handler is waiting: its run may be
+    /// long); later lines are written as they come.
     pub(crate) fn release(&self) {
         if let Some((path, line, log_id)) = self.held.line.lock().take() {
             append(&path, log_id, line.as_bytes());
         }
     }
 
-    fn line(&self, text: &str) -> String {
-        let stamp = crate::clock::ms_to_naive(self.clock.now_ms()).format("%Y-%m-%d %H:%M:%S");
-        format!("{stamp} {text}\r\n")
+    /// The held lines and their file, for the caller to write (the run ended in its first
+    /// poll); later lines are written as they come.
+    pub(crate) fn take_held(&self) -> Option<(PathBuf, String)> {
+        self.held
+            .line
+            .lock()
+            .take()
+            .map(|(path, lines, _)| (path, lines))
     }
+
+    fn line(&self, text: &str) -> String {
+        let mut line = String::with_capacity(STAMP_LEN + text.len() + 3);
+        stamp(self.clock.now_ms().div_euclid(1000), &mut line);
+        line.push(' ');
+        line.push_str(text);
+        line.push_str("\r\n");
+        line
+    }
+}
+
+/// `2026-01-02 03:04:05`
+const STAMP_LEN: usize = 19;
+
+thread_local! {
+    /// The last second stamped on this thread and its text: a run's lines are stamped to the
+    /// second, and a burst of runs shares a few seconds (formatting a date each time was a
+    /// tenth of an executor's thread, BENCHMARKS.md session 25).
+    static STAMP: std::cell::RefCell<(i64, String)> =
+        const { std::cell::RefCell::new((i64::MIN, String::new())) };
+}
+
+/// Appends second `secs`'s stamp to `out`.
+fn stamp(secs: i64, out: &mut String) {
+    STAMP.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.0 != secs {
+            let text = crate::clock::ms_to_naive(secs.saturating_mul(1000))
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string();
+            *s = (secs, text);
+        }
+        out.push_str(&s.1);
+    });
 }
 
 /// Appends `bytes` to `path`, making its (day) directory when it is missing: every other
 /// write is one open and one write, no look at the directory first. Errors go to `tracing`.
-fn append(path: &std::path::Path, log_id: i64, bytes: &[u8]) {
+pub(super) fn append(path: &std::path::Path, log_id: i64, bytes: &[u8]) {
     let open = || {
         std::fs::OpenOptions::new()
             .create(true)
@@ -247,10 +288,10 @@ impl JobContext {
 mod tests {
     use super::*;
 
-    /// A held line is written with the next one, by a release, or when the last copy of the
-    /// logger goes; never twice, never lost.
+    /// Held lines are written by a release, given to whoever takes them, or written when the
+    /// last copy of the logger goes; never twice, never lost.
     #[test]
-    fn a_held_line_is_written_once_with_the_next_or_when_released_or_dropped() {
+    fn held_lines_are_written_once_when_released_taken_or_dropped() {
         let dir = tempfile::tempdir().expect("temp dir");
         let t = 1_800_000_000_000;
         let at = |id: i64| JobLogger::new(Some(dir.path().to_path_buf()), Clock::system(), id, t);
@@ -268,9 +309,21 @@ mod tests {
         next.hold("start");
         assert!(read(&next).is_err(), "held, not written");
         next.clone().log("end");
+        assert!(read(&next).is_err(), "held with the first");
+        next.release();
         assert_eq!(lines(&next), ["start", "end"]);
         next.log("more");
         assert_eq!(lines(&next), ["start", "end", "more"]);
+
+        let taken = at(4);
+        taken.hold("start");
+        taken.log("end");
+        let (path, text) = taken.take_held().expect("held");
+        assert_eq!(Some(&path), taken.path());
+        assert_eq!(text.matches("\r\n").count(), 2, "{text}");
+        assert!(taken.take_held().is_none(), "taken once");
+        drop(taken);
+        assert!(!path.exists(), "the taker writes it");
 
         let released = at(2);
         released.hold("start");
@@ -316,6 +369,14 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("the log");
         assert!(
             text.ends_with(" third\r\n2027-01-15 08:00:00 fourth\r\n"),
+            "{text:?}"
+        );
+        // each line has its own second's stamp (the stamp is kept per second)
+        tokio::time::advance(std::time::Duration::from_millis(1_500)).await;
+        logger.log("fifth");
+        let text = std::fs::read_to_string(&path).expect("the log");
+        assert!(
+            text.ends_with(" fourth\r\n2027-01-15 08:00:01 fifth\r\n"),
             "{text:?}"
         );
     }

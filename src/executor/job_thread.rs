@@ -24,6 +24,7 @@ use actix::prelude::*;
 use futures::FutureExt;
 
 use super::Callback;
+use super::run_logs::RunLogs;
 use super::{Handler as JobHandler, JobContext, JobLogger};
 use crate::clock::Clock;
 use crate::model::wire::{
@@ -151,6 +152,8 @@ struct ReporterInner {
     sink: Recipient<Callback>,
     /// Runs accepted whose result has not been handed to `sink` yet.
     active: parking_lot::Mutex<foldhash::HashSet<i64>>,
+    /// Logs of runs done at once, written before their results are queued.
+    logs: RunLogs,
 }
 
 impl Reporter {
@@ -160,6 +163,7 @@ impl Reporter {
             queue: parking_lot::Mutex::new(Vec::new()),
             sink,
             active: Default::default(),
+            logs: RunLogs::default(),
         }))
     }
 
@@ -187,8 +191,49 @@ impl Reporter {
         }
     }
 
-    /// Sends everything queued now (the executor's shutdown, after its threads stopped).
+    /// Queues `item` once `logger`'s held lines (a run done in its handler's first poll) are
+    /// written, when the executor is quiet ([`super::run_logs`]); at once when none are held.
+    pub(super) fn report_after_log(&self, logger: &JobLogger, item: HandleCallbackParam) {
+        let Some((path, text)) = logger.take_held() else {
+            return self.report(item);
+        };
+        if self.0.logs.queue(path, item.log_id, text, item) {
+            let me = self.clone();
+            actix::spawn(async move {
+                while let Some(wait) = me.0.logs.wait() {
+                    tokio::time::sleep(wait).await;
+                }
+                // on the blocking pool: the executor's thread goes on accepting runs meanwhile
+                let writer = me.clone();
+                let results = tokio::task::spawn_blocking(move || writer.0.logs.write_all())
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "writing queued run logs failed");
+                        Vec::new()
+                    });
+                for item in results {
+                    me.report(item);
+                }
+            });
+        }
+    }
+
+    /// Writes the queued run logs and queues the results that waited for them.
+    fn write_logs(&self) {
+        for item in self.0.logs.write_all() {
+            self.report(item);
+        }
+    }
+
+    /// Writes run `log_id`'s log now if it is queued (a `/log` read; blocking file I/O).
+    pub(crate) fn write_log_now(&self, log_id: i64) {
+        self.0.logs.write_now(log_id);
+    }
+
+    /// Writes the queued run logs and sends everything queued now (the executor's shutdown,
+    /// after its threads stopped).
     pub(super) fn flush(&self) {
+        self.write_logs();
         let items = std::mem::take(&mut *self.0.queue.lock());
         if !items.is_empty() {
             let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
@@ -231,24 +276,30 @@ impl JobThread {
         }
     }
 
+    /// Reports a run's result once: after the run's held log lines (`logger`'s, if given)
+    /// are written.
     fn report(
         &self,
         reported: &AtomicBool,
-        log_id: i64,
-        log_date: i64,
+        (log_id, log_date): (i64, i64),
         code: i32,
         msg: Option<String>,
+        logger: Option<&JobLogger>,
     ) {
         if reported.swap(true, Ordering::SeqCst) {
             return;
         }
         self.queue.done();
-        self.callback.report(HandleCallbackParam {
+        let item = HandleCallbackParam {
             log_id,
             log_date_tim: log_date,
             handle_code: code,
             handle_msg: msg,
-        });
+        };
+        match logger {
+            Some(logger) => self.callback.report_after_log(logger, item),
+            None => self.callback.report(item),
+        }
     }
 
     fn start_next(&mut self, ctx: &mut Context<Self>) {
@@ -332,12 +383,15 @@ impl JobThread {
                 ));
             }
             tracing::debug!(code, "run finished");
-            (code, msg)
+            (code, msg, logger)
         }
         .instrument(span);
-        let task = ctx.spawn(run.into_actor(self).map(move |(code, msg), a, ctx| {
-            a.finished(log_id, code, msg, ctx);
-        }));
+        let task = ctx.spawn(
+            run.into_actor(self)
+                .map(move |(code, msg, logger), a, ctx| {
+                    a.finished(log_id, code, msg, &logger, ctx);
+                }),
+        );
         self.running = Some(Running {
             log_id,
             log_date,
@@ -346,10 +400,18 @@ impl JobThread {
         });
     }
 
-    /// A run's handler returned: report it and start the next.
-    fn finished(&mut self, log_id: i64, code: i32, msg: Option<String>, ctx: &mut Context<Self>) {
+    /// A run's handler returned: report it (after its log, when the run held it) and start
+    /// the next.
+    fn finished(
+        &mut self,
+        log_id: i64,
+        code: i32,
+        msg: Option<String>,
+        logger: &JobLogger,
+        ctx: &mut Context<Self>,
+    ) {
         if let Some(r) = self.running.take_if(|r| r.log_id == log_id) {
-            self.report(&r.reported, r.log_id, r.log_date, code, msg);
+            self.report(&r.reported, (r.log_id, r.log_date), code, msg, Some(logger));
         }
         self.start_next(ctx);
     }
@@ -385,22 +447,22 @@ impl Handler<StopThread> for JobThread {
             ctx.cancel_future(r.task);
             self.report(
                 &r.reported,
-                r.log_id,
-                r.log_date,
+                (r.log_id, r.log_date),
                 FAIL_CODE,
                 Some(format!("{} [job running, killed]", msg.reason)),
+                None,
             );
         }
         for p in self.queue.take_all() {
             self.report(
                 &AtomicBool::new(false),
-                p.log_id,
-                p.log_date_time,
+                (p.log_id, p.log_date_time),
                 FAIL_CODE,
                 Some(format!(
                     "{} [job not executed, in the job queue, killed.]",
                     msg.reason
                 )),
+                None,
             );
         }
         ctx.stop();

@@ -89,7 +89,11 @@ impl InProcessExecutor {
             };
             return futures::future::ready(off).boxed();
         }
-        read_log_blocking(self.log_dir.clone(), self.clock.clone(), p).boxed()
+        let reporter = self.reporter.clone();
+        read_log_blocking(self.log_dir.clone(), self.clock.clone(), p, move |id| {
+            reporter.write_log_now(id)
+        })
+        .boxed()
     }
 }
 
@@ -135,5 +139,107 @@ impl ExecutorClient for InProcessExecutor {
 
     fn log(&self, _address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
         self.read_log(param)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::wire::HandleCallbackParam;
+    use std::sync::Arc;
+
+    struct Collect(Arc<parking_lot::Mutex<Vec<HandleCallbackParam>>>);
+
+    impl Actor for Collect {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Callback> for Collect {
+        type Result = ();
+
+        fn handle(&mut self, msg: Callback, _: &mut Self::Context) {
+            self.0.lock().extend(msg.0);
+        }
+    }
+
+    async fn yields() {
+        for _ in 0..32 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A run done at once has its log queued and its result held back; a `/log` read of the
+    /// run before the executor writes its queued logs gets the whole log (written first), the
+    /// result still waits for the writing, and the log is not written twice.
+    #[actix::test]
+    async fn a_queued_run_log_is_read_whole_and_written_once() {
+        tokio::time::pause();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = Collect(seen.clone()).start();
+        let mut handlers = HandlerRegistry::new();
+        handlers
+            .register_fn("instant", |ctx: super::super::JobContext| async move {
+                ctx.log("hello");
+                Ok(())
+            })
+            .expect("registered");
+        let t0 = 1_800_000_000_000;
+        let exec = InProcessExecutor::start(
+            handlers,
+            sink.recipient(),
+            Clock::tokio_at(t0),
+            RuntimeConfig {
+                log_dir: Some(dir.path().to_path_buf()),
+                ..RuntimeConfig::default()
+            },
+            None,
+        );
+        let run = TriggerParam {
+            job_id: 1,
+            log_id: 5,
+            log_date_time: t0,
+            executor_handler: Some("instant".into()),
+            glue_type: Some("BEAN".into()),
+            broadcast_total: 1,
+            ..Default::default()
+        };
+        assert_eq!(exec.run("", run).await.code, SUCCESS_CODE);
+        yields().await;
+        assert!(seen.lock().is_empty(), "the result waits for the log");
+        assert!(exec.active_runs().contains(&5), "not reported yet");
+        let read = exec
+            .read_log(LogParam {
+                log_date_tim: t0,
+                log_id: 5,
+                from_line_num: 1,
+            })
+            .await
+            .content
+            .expect("a page");
+        let text = read.log_content;
+        let (start, hello, end) = (
+            text.find("execute start").expect("start"),
+            text.find("hello").expect("the handler's line"),
+            text.find("execute end").expect("end"),
+        );
+        assert!(start < hello && hello < end, "{text}");
+        assert!(seen.lock().is_empty(), "still waits for the writing task");
+        // the timer's resolution is a millisecond: the quiet time and one more; then the
+        // writing runs on the blocking pool (real I/O: a bounded wait in real time)
+        let quiet = super::super::run_logs::QUIET + std::time::Duration::from_millis(1);
+        tokio::time::advance(quiet).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while seen.lock().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no result");
+            yields().await;
+        }
+        let ids: Vec<i64> = seen.lock().iter().map(|r| r.log_id).collect();
+        assert_eq!(ids, [5]);
+        assert!(!exec.active_runs().contains(&5));
+        let day = crate::clock::ms_to_naive(t0).format("%Y-%m-%d").to_string();
+        let file = std::fs::read_to_string(dir.path().join(day).join("5.log")).expect("the log");
+        assert_eq!(file.matches("execute start").count(), 1, "{file}");
+        assert_eq!(file.matches("hello").count(), 1, "{file}");
     }
 }

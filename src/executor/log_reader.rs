@@ -212,19 +212,24 @@ pub fn read_log(log_dir: Option<PathBuf>, clock: Clock, p: LogParam) -> ReturnT<
     }
 }
 
-/// [`read_log`] on the blocking pool, off the threads that serve requests and run actors.
+/// [`read_log`] on the blocking pool, off the threads that serve requests and run actors,
+/// after `first` (given the log id: it writes the run's log if it is still queued).
 pub(crate) async fn read_log_blocking(
     log_dir: Option<PathBuf>,
     clock: Clock,
     p: LogParam,
+    first: impl FnOnce(i64) + Send + 'static,
 ) -> ReturnT<LogResult> {
-    tokio::task::spawn_blocking(move || read_log(log_dir, clock, p))
-        .await
-        .unwrap_or_else(|_| ReturnT {
-            code: crate::model::wire::FAIL_CODE,
-            msg: Some("reading the log failed".into()),
-            content: None,
-        })
+    tokio::task::spawn_blocking(move || {
+        first(p.log_id);
+        read_log(log_dir, clock, p)
+    })
+    .await
+    .unwrap_or_else(|_| ReturnT {
+        code: crate::model::wire::FAIL_CODE,
+        msg: Some("reading the log failed".into()),
+        content: None,
+    })
 }
 
 #[cfg(test)]

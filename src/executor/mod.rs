@@ -18,6 +18,7 @@ pub(crate) mod local;
 mod log_page;
 pub(crate) mod log_reader;
 mod registrar;
+mod run_logs;
 pub(crate) mod script;
 pub(crate) mod server;
 mod standalone;
