@@ -481,6 +481,8 @@ async fn run(
     };
     let mut per_fire: HashMap<(i32, i64), usize> = HashMap::new();
     let mut lateness = Vec::new();
+    // the latest run of each nominal second, so that a p99 can be told from one slow second
+    let mut worst: HashMap<i64, i64> = HashMap::new();
     for (log_id, at) in runs.lock().iter() {
         if let Some(&(job, t)) = nominal.get(log_id)
             && t >= win_from
@@ -488,8 +490,21 @@ async fn run(
         {
             *per_fire.entry((job, t)).or_default() += 1;
             lateness.push(at - t);
+            let w = worst.entry(t).or_default();
+            *w = (*w).max(at - t);
         }
     }
+    let mut worst: Vec<(i64, i64)> = worst.into_iter().map(|(t, l)| (l, t)).collect();
+    worst.sort_unstable_by(|a, b| b.cmp(a));
+    eprintln!(
+        "loadbench: latest run per second, slowest seconds first (ms, second of the window): {}",
+        worst
+            .iter()
+            .take(5)
+            .map(|(l, t)| format!("{l} (s{}, epoch {})", (t - win_from) / 1000, t / 1000))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let expected = jobs as i64 * ((win_to - win_from) / 1000 + 1);
     let duplicates = per_fire.values().filter(|&&n| n > 1).count();
     let lost = expected - per_fire.len() as i64;

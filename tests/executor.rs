@@ -650,6 +650,9 @@ fn panics_and_long_messages_and_failing_scripts_become_failed_runs() {
             ..Default::default()
         };
         exec.send(Run(script)).await.unwrap();
+        // the runs done at once report once the executor has been quiet for 50 ms (paused)
+        yields(16).await;
+        tokio::time::advance(Duration::from_millis(51)).await;
         results_within_10s(&results, 3).await;
         let r = results.lock().clone();
         let get = |id: i64| r.iter().find(|x| x.log_id == id).unwrap().clone();

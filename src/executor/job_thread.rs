@@ -187,7 +187,7 @@ impl Reporter {
         };
         if first {
             let me = self.clone();
-            actix::spawn(async move { me.flush() });
+            actix::spawn(async move { me.send_queued() });
         }
     }
 
@@ -205,24 +205,18 @@ impl Reporter {
                 }
                 // on the blocking pool: the executor's thread goes on accepting runs meanwhile
                 let writer = me.clone();
-                let results = tokio::task::spawn_blocking(move || writer.0.logs.write_all())
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "writing queued run logs failed");
-                        Vec::new()
-                    });
-                for item in results {
-                    me.report(item);
+                if let Err(e) = tokio::task::spawn_blocking(move || writer.write_logs()).await {
+                    tracing::error!(error = %e, "writing queued run logs failed");
                 }
+                me.send_queued();
             });
         }
     }
 
-    /// Writes the queued run logs and queues the results that waited for them.
+    /// Writes the queued run logs and queues the results that waited for them (blocking file
+    /// I/O; the results are sent by [`Reporter::send_queued`]).
     fn write_logs(&self) {
-        for item in self.0.logs.write_all() {
-            self.report(item);
-        }
+        self.0.logs.write_all(|item| self.0.queue.lock().push(item));
     }
 
     /// Writes run `log_id`'s log now if it is queued (a `/log` read; blocking file I/O).
@@ -230,10 +224,8 @@ impl Reporter {
         self.0.logs.write_now(log_id);
     }
 
-    /// Writes the queued run logs and sends everything queued now (the executor's shutdown,
-    /// after its threads stopped).
-    pub(super) fn flush(&self) {
-        self.write_logs();
+    /// Sends every queued result as one callback.
+    fn send_queued(&self) {
         let items = std::mem::take(&mut *self.0.queue.lock());
         if !items.is_empty() {
             let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
@@ -243,6 +235,13 @@ impl Reporter {
                 active.remove(&id);
             }
         }
+    }
+
+    /// Writes the queued run logs (after a write under way, whose results are then queued too)
+    /// and sends every queued result now (the executor's shutdown, after its threads stopped).
+    pub(super) fn flush(&self) {
+        self.write_logs();
+        self.send_queued();
     }
 }
 

@@ -204,7 +204,7 @@ mod tests {
             broadcast_total: 1,
             ..Default::default()
         };
-        assert_eq!(exec.run("", run).await.code, SUCCESS_CODE);
+        assert_eq!(exec.run("", run.clone()).await.code, SUCCESS_CODE);
         yields().await;
         assert!(seen.lock().is_empty(), "the result waits for the log");
         assert!(exec.active_runs().contains(&5), "not reported yet");
@@ -238,8 +238,24 @@ mod tests {
         assert_eq!(ids, [5]);
         assert!(!exec.active_runs().contains(&5));
         let day = crate::clock::ms_to_naive(t0).format("%Y-%m-%d").to_string();
-        let file = std::fs::read_to_string(dir.path().join(day).join("5.log")).expect("the log");
+        let file = std::fs::read_to_string(dir.path().join(&day).join("5.log")).expect("the log");
         assert_eq!(file.matches("execute start").count(), 1, "{file}");
         assert_eq!(file.matches("hello").count(), 1, "{file}");
+
+        // a graceful stop writes the queued logs and sends their results, quiet or not
+        let mut again = run.clone();
+        again.log_id = 6;
+        assert_eq!(exec.run("", again).await.code, SUCCESS_CODE);
+        yields().await;
+        assert!(
+            !dir.path().join(day.as_str()).join("6.log").exists(),
+            "queued"
+        );
+        exec.shutdown().await;
+        yields().await;
+        let ids: Vec<i64> = seen.lock().iter().map(|r| r.log_id).collect();
+        assert_eq!(ids, [5, 6]);
+        let file = std::fs::read_to_string(dir.path().join(day).join("6.log")).expect("written");
+        assert!(file.contains("execute end"), "{file}");
     }
 }

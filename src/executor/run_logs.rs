@@ -120,9 +120,10 @@ impl RunLogs {
         }
     }
 
-    /// Writes every queued log (in the order queued) and gives back the results that waited
-    /// for them, in the same order.
-    pub(crate) fn write_all(&self) -> Vec<HandleCallbackParam> {
+    /// Writes every queued log (in the order queued) and hands each result that waited for
+    /// them to `done`, in the same order, before a later call or a [`RunLogs::write_now`] can
+    /// go on: once this returns, the results of every log queued before are handed over.
+    pub(crate) fn write_all(&self, mut done: impl FnMut(HandleCallbackParam)) {
         let _io = self.io.lock();
         let logs = {
             let mut p = self.pending.lock();
@@ -132,15 +133,13 @@ impl RunLogs {
             p.scheduled = false;
             std::mem::take(&mut p.logs)
         };
-        let mut results = Vec::with_capacity(logs.len());
         for q in logs {
             if !q.written {
                 super::context::append(&q.path, q.log_id, q.text.as_bytes());
             }
-            results.push(q.result);
-            results.extend(q.more);
+            done(q.result);
+            q.more.into_iter().for_each(&mut done);
         }
-        results
     }
 
     /// Writes run `log_id`'s queued log now, if it is queued (its result still waits for the
@@ -230,7 +229,8 @@ mod tests {
         );
         assert!(!path(1).exists(), "only the one read");
         assert_eq!(logs.queued(), 1);
-        let ids: Vec<i64> = logs.write_all().iter().map(|r| r.log_id).collect();
+        let mut ids = Vec::new();
+        logs.write_all(|r| ids.push(r.log_id));
         assert_eq!(ids, [1, 10, 2]);
         assert_eq!(
             std::fs::read_to_string(path(1)).expect("written"),
@@ -238,7 +238,7 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(path(2)).expect("once"), "b\n");
         assert_eq!(logs.queued(), 0);
-        assert!(logs.write_all().is_empty());
+        logs.write_all(|r| panic!("nothing queued, yet {} came", r.log_id));
         assert!(
             logs.queue(path(3), 3, "c\n".into(), result(3)),
             "a new round, a new task"
