@@ -33,7 +33,8 @@ fn every_second_cron_fires_once_per_second_with_200_results() {
                 "demoJobHandler",
             ))
             .await;
-        app.advance(10_050).await;
+        // the last run's result comes once the executor has written its log (50 ms quiet)
+        app.advance(10_100).await;
         let rows = app.dispatched(job).await;
         let counts = nominal_counts(&rows);
         let expected: Vec<i64> = (1..=10).map(|s| T0 + s * 1000).collect();
@@ -209,7 +210,8 @@ fn manual_trigger_uses_the_param_override() {
             .trigger_job(job, Some("p-42".into()), None)
             .await
             .expect("trigger");
-        app.advance(100).await;
+        // the result comes once the executor has written the run's log (50 ms quiet)
+        app.advance(200).await;
         let rows = xjob::testing::store::logs::for_job(app.engine.db(), job)
             .await
             .expect("rows");
@@ -433,6 +435,50 @@ fn stop_waits_for_results_already_received() {
             assert_eq!(row.handle_code, 200, "run {id}");
             assert_eq!(row.alarm_status, 1, "a success needs no alarm");
         }
+        app.close().await;
+    });
+}
+
+/// A run done at once has its result held until the executor has written its log (when the
+/// executor is quiet); a stop right after writes the queued logs and their results now, so
+/// the run is not left without its result.
+#[test]
+fn stop_writes_the_results_waiting_for_their_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let db = app.engine.db();
+        let job = app
+            .job(JobSpec::cron(
+                app.group,
+                "manual",
+                "0 0 0 1 1 ? 2099",
+                "demoJobHandler",
+            ))
+            .await;
+        app.engine
+            .trigger_job(job, None, None)
+            .await
+            .expect("trigger");
+        // paused time does not move: the run is done, its log and result wait for quiet
+        settle(app.engine.activity()).await;
+        let rows = xjob::testing::store::logs::for_job(db, job)
+            .await
+            .expect("rows");
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].trigger_code, rows[0].handle_code), (200, 0));
+        app.engine
+            .stop(std::time::Duration::from_secs(5))
+            .await
+            .expect("stop");
+        let row = xjob::testing::store::logs::get(db, rows[0].id)
+            .await
+            .expect("row");
+        assert_eq!(row.handle_code, 200, "written by the stop");
+        let day = xjob::testing::clock::ms_to_naive(T0).format("%Y-%m-%d");
+        let log = std::fs::read_to_string(dir.path().join(format!("joblogs/{day}/{}.log", row.id)))
+            .expect("the run's log");
+        assert!(log.contains("execute end"), "{log}");
         app.close().await;
     });
 }

@@ -103,6 +103,8 @@ pub struct Engine {
     trigger: Arc<Trigger>,
     local_address: Option<String>,
     local_executor: Option<Arc<dyn ExecutorClient>>,
+    /// The in-process executor (its queued run logs are written at a stop).
+    in_process: Option<InProcessExecutor>,
     /// Keeps the fail monitor (retries and alarms) running.
     _fail_monitor: Addr<FailMonitor>,
     log_report: Addr<LogReport>,
@@ -248,12 +250,14 @@ impl EngineBuilder {
                     queue_capacity: cfg.executor.queue_capacity.max(1),
                     scripts_enabled: cfg.executor.scripts_enabled,
                     log_dir: self.log_dir.clone(),
+                    activity: Some(activity.clone()),
                     ..RuntimeConfig::default()
                 },
                 executor_thread.as_ref().map(|t| t.handle()).as_ref(),
             );
             (addr.clone(), exec)
         });
+        let in_process = local.as_ref().map(|(_, e)| e.clone());
         // the completion actor closes runs whose result this node's own executor lost
         let local_runs = local
             .as_ref()
@@ -435,6 +439,7 @@ impl EngineBuilder {
             trigger,
             local_address,
             local_executor,
+            in_process,
             _fail_monitor: fail_monitor,
             log_report,
             activity,
@@ -890,6 +895,11 @@ impl Engine {
         // no more workflow passes: what they would start goes on from the database next time
         self.workflows.send(StopWorkflows).await?;
         let left = self.ring.send(DrainRing).await?;
+        // the results of runs done here wait for their logs until the executor is quiet:
+        // written now, so they are among the results received before the stop
+        if let Some(e) = &self.in_process {
+            e.write_queued_logs().await;
+        }
         let deadline = tokio::time::Instant::now() + grace;
         // what the writer holds for its partner is written now, not when its hold ends
         let _ = tokio::time::timeout_at(deadline, self.writer.flush()).await;

@@ -53,6 +53,9 @@ pub struct RuntimeConfig {
     /// Whether each run writes its log file under `log_dir` (off: no file per run; `/log`
     /// answers that run logs are off).
     pub run_logs: bool,
+    /// The engine's work in flight: a write of queued run logs counts while it lasts (so a
+    /// test on paused time that waits for the engine to settle waits for their results).
+    pub activity: Option<crate::activity::Activity>,
 }
 
 impl Default for RuntimeConfig {
@@ -63,6 +66,7 @@ impl Default for RuntimeConfig {
             scripts_enabled: false,
             log_dir: None,
             run_logs: true,
+            activity: None,
         }
     }
 }
@@ -126,8 +130,8 @@ impl ExecutorActor {
         ExecutorActor {
             handlers,
             threads: HashMap::default(),
+            callback: Reporter::new(callback, cfg.activity.clone()),
             cfg,
-            callback: Reporter::new(callback),
             clock,
         }
     }

@@ -154,16 +154,23 @@ struct ReporterInner {
     active: parking_lot::Mutex<foldhash::HashSet<i64>>,
     /// Logs of runs done at once, written before their results are queued.
     logs: RunLogs,
+    /// Counts each write of queued logs while it lasts.
+    activity: Option<crate::activity::Activity>,
 }
 
 impl Reporter {
-    /// A queue sending to `sink`.
-    pub(super) fn new(sink: Recipient<Callback>) -> Self {
+    /// A queue sending to `sink`, counting each write of queued run logs as `activity` while
+    /// it lasts.
+    pub(super) fn new(
+        sink: Recipient<Callback>,
+        activity: Option<crate::activity::Activity>,
+    ) -> Self {
         Reporter(Arc::new(ReporterInner {
             queue: parking_lot::Mutex::new(Vec::new()),
             sink,
             active: Default::default(),
             logs: RunLogs::default(),
+            activity,
         }))
     }
 
@@ -204,6 +211,7 @@ impl Reporter {
                     tokio::time::sleep(wait).await;
                 }
                 // on the blocking pool: the executor's thread goes on accepting runs meanwhile
+                let _busy = me.0.activity.as_ref().map(crate::activity::Activity::enter);
                 let writer = me.clone();
                 if let Err(e) = tokio::task::spawn_blocking(move || writer.write_logs()).await {
                     tracing::error!(error = %e, "writing queued run logs failed");
@@ -242,6 +250,24 @@ impl Reporter {
     pub(super) fn flush(&self) {
         self.write_logs();
         self.send_queued();
+    }
+
+    /// [`Reporter::flush`], answering once the recipient has taken the results (a stopping
+    /// engine then counts them as its own work in flight).
+    pub(super) async fn flush_delivered(&self) {
+        self.write_logs();
+        let items = std::mem::take(&mut *self.0.queue.lock());
+        if items.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
+        if let Err(e) = self.0.sink.send(Callback(items)).await {
+            tracing::warn!(error = %e, "results of runs done at the stop not delivered");
+        }
+        let mut active = self.0.active.lock();
+        for id in ids {
+            active.remove(&id);
+        }
     }
 }
 
@@ -501,7 +527,7 @@ mod tests {
     async fn results_of_one_turn_go_as_one_callback() {
         let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let sink = Collect(seen.clone()).start();
-        let r = Reporter::new(sink.recipient());
+        let r = Reporter::new(sink.recipient(), None);
         for id in 1..=3 {
             r.report(item(id));
         }

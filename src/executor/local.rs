@@ -68,6 +68,14 @@ impl InProcessExecutor {
         self.reporter.active()
     }
 
+    /// Writes the run logs queued until the executor is quiet and hands the results that
+    /// waited for them to the center, answering once it took them (a stopping engine: those
+    /// runs are done, their results are not to be left behind). Blocking file I/O, bounded by
+    /// the runs done in the last moments.
+    pub(crate) async fn write_queued_logs(&self) {
+        self.reporter.flush_delivered().await;
+    }
+
     /// Kills every job thread (their runs report as killed).
     pub(crate) async fn shutdown(&self) {
         let _ = self.addr.send(Shutdown).await;
