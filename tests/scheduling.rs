@@ -379,6 +379,17 @@ fn an_in_process_run_shows_its_log_and_can_be_killed_from_the_center() {
     });
 }
 
+/// A started demo job whose schedule is not due in the test (it runs when triggered).
+async fn never_due(app: &TestApp, name: &str) -> i32 {
+    app.job(JobSpec::cron(
+        app.group,
+        name,
+        "0 0 0 1 1 ? 2099",
+        "demoJobHandler",
+    ))
+    .await
+}
+
 /// A graceful stop writes the results already received before it returns.
 #[test]
 fn stop_waits_for_results_already_received() {
@@ -386,14 +397,7 @@ fn stop_waits_for_results_already_received() {
     run_paused(|| async {
         let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
         let db = app.engine.db();
-        let job = app
-            .job(JobSpec::cron(
-                app.group,
-                "r",
-                "0 0 0 1 1 ? 2099",
-                "demoJobHandler",
-            ))
-            .await;
+        let job = never_due(&app, "r").await;
         let mut ids = Vec::new();
         for _ in 0..50 {
             ids.push(
@@ -448,14 +452,7 @@ fn stop_writes_the_results_waiting_for_their_logs() {
     run_paused(|| async {
         let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
         let db = app.engine.db();
-        let job = app
-            .job(JobSpec::cron(
-                app.group,
-                "manual",
-                "0 0 0 1 1 ? 2099",
-                "demoJobHandler",
-            ))
-            .await;
+        let job = never_due(&app, "manual").await;
         app.engine
             .trigger_job(job, None, None)
             .await
