@@ -51,6 +51,17 @@ fn cpu_by_thread() -> std::collections::BTreeMap<String, f64> {
     out
 }
 
+/// CPU seconds of process `pid` so far (user + system), from `/proc`.
+fn process_cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let v = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (v(11) + v(12)) / 100.0
+}
+
 fn rss_mb() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
@@ -409,11 +420,14 @@ async fn run(
     .await;
     let cpu0 = cpu_s();
     let threads0 = cpu_by_thread();
+    let executors_cpu = || -> f64 { _children.0.iter().map(|c| process_cpu_s(c.id())).sum() };
+    let executors0 = executors_cpu();
     tokio::time::sleep(Duration::from_millis(
         (win_to + 1000 - clock.now_ms()).max(0) as u64,
     ))
     .await;
     let cpu1 = cpu_s();
+    let executors1 = executors_cpu();
     let rss = rss_mb();
     let per_thread: Vec<String> = cpu_by_thread()
         .into_iter()
@@ -430,6 +444,14 @@ async fn run(
         "loadbench: CPU in the window by thread: {}",
         per_thread.join(", ")
     );
+    if !_children.0.is_empty() {
+        let runs = jobs as f64 * ((win_to + 1000 - win_from) / 1000) as f64;
+        let s = executors1 - executors0;
+        eprintln!(
+            "loadbench: the executor processes' CPU in the window: {s:.2} s, {:.1} µs per run",
+            s * 1e6 / runs.max(1.0)
+        );
+    }
     let (passes, scan_us, scan_max_us) = engine.metrics().scan_stats();
     eprintln!(
         "loadbench: {passes} scan passes, mean {:.1} ms, longest {:.1} ms",

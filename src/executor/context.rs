@@ -37,11 +37,10 @@ impl Drop for Held {
 impl JobLogger {
     /// A logger for `log_id`, whose trigger time `trigger_ms` picks the day directory.
     pub fn new(log_dir: Option<PathBuf>, clock: Clock, log_id: i64, trigger_ms: i64) -> Self {
-        let file = log_dir.map(|d| {
-            let day = crate::clock::ms_to_naive(trigger_ms)
-                .format("%Y-%m-%d")
-                .to_string();
-            d.join(day).join(format!("{log_id}.log"))
+        let file = log_dir.map(|mut d| {
+            d.push(day(trigger_ms.div_euclid(86_400_000)));
+            d.push(format!("{log_id}.log"));
+            d
         });
         JobLogger {
             file,
@@ -83,7 +82,9 @@ impl JobLogger {
     pub(crate) fn hold(&self, text: &str) {
         tracing::debug!(log_id = self.log_id, "{text}");
         let Some(path) = &self.file else { return };
-        let line = self.line(text);
+        let mut line = self.line(text);
+        // room for the run's end line, which usually joins it
+        line.reserve(HELD_ROOM);
         let earlier = self
             .held
             .line
@@ -124,6 +125,8 @@ impl JobLogger {
 
 /// `2026-01-02 03:04:05`
 const STAMP_LEN: usize = 19;
+/// Room kept after a held first line for the lines that usually join it (the end line).
+const HELD_ROOM: usize = 192;
 
 thread_local! {
     /// The last second stamped on this thread and its text: a run's lines are stamped to the
@@ -131,6 +134,23 @@ thread_local! {
     /// tenth of an executor's thread, BENCHMARKS.md session 25).
     static STAMP: std::cell::RefCell<(i64, String)> =
         const { std::cell::RefCell::new((i64::MIN, String::new())) };
+    /// The same for the last day directory named on this thread.
+    static DAY: std::cell::RefCell<(i64, String)> =
+        const { std::cell::RefCell::new((i64::MIN, String::new())) };
+}
+
+/// Day `days` (since the epoch)'s directory name, `2026-01-02`.
+fn day(days: i64) -> String {
+    DAY.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != days {
+            let text = crate::clock::ms_to_naive(days.saturating_mul(86_400_000))
+                .format("%Y-%m-%d")
+                .to_string();
+            *d = (days, text);
+        }
+        d.1.clone()
+    })
 }
 
 /// Appends second `secs`'s stamp to `out`.
@@ -345,6 +365,21 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    /// A run's file is in the directory of its trigger's day (UTC), whichever day the thread
+    /// named last.
+    #[test]
+    fn a_run_log_is_in_its_trigger_days_directory() {
+        let t = 1_800_000_000_000; // 2027-01-15 08:00:00 UTC
+        let day_of = |ms: i64| {
+            let l = JobLogger::new(Some(PathBuf::from("/logs")), Clock::system(), 9, ms);
+            l.path().expect("a file").display().to_string()
+        };
+        assert_eq!(day_of(t), "/logs/2027-01-15/9.log");
+        assert_eq!(day_of(t + 86_400_000), "/logs/2027-01-16/9.log");
+        assert_eq!(day_of(t - 8 * 3_600_000 - 1), "/logs/2027-01-14/9.log");
+        assert_eq!(day_of(t), "/logs/2027-01-15/9.log");
     }
 
     /// A run's lines land in its day's directory, made by the first line; a directory removed

@@ -29,7 +29,8 @@ use crate::model::wire::HandleCallbackParam;
 pub(crate) const QUIET: Duration = Duration::from_millis(50);
 /// ... and at the latest this long after the first one waiting.
 pub(crate) const MAX_DELAY: Duration = Duration::from_millis(250);
-/// Queued logs beyond which they are written at once.
+/// Queued logs beyond which they are written without waiting any longer (at the writing
+/// task's next look, at most [`QUIET`] later).
 pub(crate) const MAX_QUEUED: usize = 16_384;
 
 /// A run's queued log and the result that waits for it.
