@@ -7,14 +7,14 @@
 //! the result in `code`.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde_json::Value;
 
+use super::callback_body::{Callbacks, parse_callbacks};
 use crate::actors::complete::RecordResults;
 use crate::actors::registry::{Heartbeat, RemoveRegistration};
 use crate::directory::GroupTokens;
 use crate::engine::Engine;
 use crate::metrics::SkipReason;
-use crate::model::wire::{HandleCallbackParam, RegistryParam, ReturnT};
+use crate::model::wire::{RegistryParam, ReturnT};
 use crate::token::{OLD_TOKEN_HEADER, TOKEN_HEADER, WRONG_TOKEN, token_ok};
 
 /// What the admin API needs.
@@ -46,74 +46,6 @@ pub fn config(cfg: &mut web::ServiceConfig, api: AdminApi) {
 
 fn reply(r: ReturnT) -> HttpResponse {
     HttpResponse::Ok().json(r)
-}
-
-/// `handleMsg` as text, whatever JSON type the client sent.
-fn text_of(v: Option<&Value>) -> Option<String> {
-    match v {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => Some(other.to_string()),
-    }
-}
-
-/// A callback body parsed leniently: the results, and the log ids of results refused as
-/// invalid (a `handleCode` outside 32-bit integers is refused, never cut to one).
-#[derive(Debug, Default)]
-pub(crate) struct Callbacks {
-    /// Results to authorise and write.
-    pub items: Vec<HandleCallbackParam>,
-    /// Log ids of invalid results (skipped).
-    pub invalid: Vec<i64>,
-}
-
-/// Parses a callback body leniently: an array of results (or one object).
-pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| format!("invalid callback body: {e}"))?;
-    let items = match v {
-        Value::Array(a) => a,
-        // XXL-JOB 3.5's shape: `{"callbackList": [...]}`
-        Value::Object(mut o) if o.get("callbackList").is_some_and(Value::is_array) => {
-            match o.remove("callbackList") {
-                Some(Value::Array(a)) => a,
-                _ => Vec::new(),
-            }
-        }
-        Value::Object(_) => vec![v],
-        _ => return Err("invalid callback body: expected a JSON array".into()),
-    };
-    let num = |o: &Value, k: &str| o.get(k).and_then(Value::as_i64).unwrap_or_default();
-    let mut out = Callbacks::default();
-    for o in &items {
-        // 2.2 clients put the result in executeResult{code,msg}
-        let legacy = o.get("executeResult");
-        let code = o
-            .get("handleCode")
-            .or_else(|| legacy.and_then(|r| r.get("code")));
-        let code = match code {
-            None | Some(Value::Null) => Some(0),
-            Some(c) => c.as_i64().and_then(|c| i32::try_from(c).ok()),
-        };
-        let log_id = num(o, "logId");
-        let Some(code) = code else {
-            out.invalid.push(log_id);
-            continue;
-        };
-        let msg =
-            text_of(o.get("handleMsg")).or_else(|| text_of(legacy.and_then(|r| r.get("msg"))));
-        out.items.push(HandleCallbackParam {
-            log_id,
-            // 3.5 executors name it `logDateTime`
-            log_date_tim: match num(o, "logDateTim") {
-                0 => num(o, "logDateTime"),
-                t => t,
-            },
-            handle_code: code,
-            handle_msg: msg,
-        });
-    }
-    Ok(out)
 }
 
 /// The access token headers a request carries (new name first).
@@ -297,39 +229,5 @@ async fn callback(
         Ok(Ok(())) => reply(ReturnT::success()),
         Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
         Err(e) => reply(ReturnT::fail(e.to_string())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `/api/callback` bodies parse from every shape XXL-JOB versions send.
-    #[test]
-    fn callbacks_parse_leniently() {
-        let parsed = parse_callbacks(
-            br#"[{"logId":1,"logDateTim":5,"handleCode":200,"handleMsg":null},
-                 {"logId":2,"handleCode":500,"handleMsg":{"a":1},"extra":true},
-                 {"logId":3,"handleCode":500,"handleMsg":42},
-                 {"logId":4,"executeResult":{"code":500,"msg":"old"}},
-                 {"logId":5,"handleCode":4294967496},
-                 {"logId":6,"handleCode":-2147483649},
-                 {"logId":7,"handleCode":"200"},
-                 {"logId":8,"handleCode":-2147483648}]"#,
-        )
-        .unwrap();
-        let items = &parsed.items;
-        assert_eq!(items[0].handle_msg, None);
-        assert_eq!(items[0].log_date_tim, 5);
-        assert_eq!(items[1].handle_msg.as_deref(), Some(r#"{"a":1}"#));
-        assert_eq!(items[2].handle_msg.as_deref(), Some("42"));
-        assert_eq!(
-            (items[3].handle_code, items[3].handle_msg.as_deref()),
-            (500, Some("old"))
-        );
-        // a code outside i32 (4294967496 used to become 200) or not a number is refused, not cut
-        assert_eq!(parsed.invalid, vec![5, 6, 7]);
-        assert_eq!((items[4].log_id, items[4].handle_code), (8, i32::MIN));
-        assert!(parse_callbacks(b"nope").is_err());
     }
 }

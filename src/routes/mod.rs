@@ -1,6 +1,7 @@
 //! HTTP scopes, one file per resource, each with a `config(cfg)` to mount in any actix-web `App`.
 
 pub mod api;
+mod callback_body;
 pub mod health;
 pub mod metrics;
 pub mod openapi;
