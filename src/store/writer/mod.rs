@@ -1204,4 +1204,83 @@ mod tests {
         assert_eq!(again, vec![(first + 3, 17_000)]);
         writer.release_lock();
     }
+
+    /// The writer remembers its rows' jobs from batch to batch, but a job deleted through
+    /// another connection since is read again: its journalled run gets no row.
+    #[tokio::test]
+    async fn a_job_deleted_meanwhile_gets_no_row() {
+        use crate::store::logs::PendingFire;
+        let dir = tempfile::tempdir().unwrap();
+        let (db, target, job, ids) = fixture(dir.path(), Some("7")).await;
+        let group = logs::get(&db, ids[0]).await.unwrap().job_group;
+        let (tx, mut finished) = mpsc::unbounded_channel();
+        let sink: FinishedSink = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        let writer = LogWriter::start(target, Activity::default(), sink)
+            .await
+            .unwrap();
+        let fire = |fire_time: i64| PendingFire {
+            job_id: job,
+            job_group: group,
+            fire_time,
+            trigger_type: TriggerType::Cron,
+        };
+        let fires = vec![fire(10_000), fire(11_000)];
+        let runs = writer
+            .exec_journalled(move |conn, j| {
+                let tx = conn.transaction().unwrap();
+                let r = j.record(&tx, &fires).unwrap();
+                tx.commit().unwrap();
+                r.map(|r| j.apply(r, &fires, |_| None, 0))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|f| f.log_id)
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap();
+        let outcome = |log_id: i64| TriggerRecord {
+            log_id,
+            job_id: job,
+            trigger_ms: 10_003,
+            trigger_code: 200,
+            trigger_type: TriggerType::Cron,
+            ..Default::default()
+        };
+        let ok = |log_id: i64| HandleResult {
+            log_id,
+            code: 200,
+            msg: None,
+        };
+        writer.dispatching(vec![runs[0]]);
+        writer.outcome(outcome(runs[0])).await.unwrap();
+        assert!(
+            writer
+                .results_written(vec![ok(runs[0])], 10_050)
+                .await
+                .unwrap()
+        );
+        assert_eq!(logs::get(&db, runs[0]).await.unwrap().handle_code, 200);
+        let done = finished.recv().await.unwrap();
+        assert_eq!(done.0[0].children, "7", "the job as read");
+
+        db.execute_unprepared(&format!("DELETE FROM xxl_job_info WHERE id = {job}"))
+            .await
+            .unwrap();
+        writer.dispatching(vec![runs[1]]);
+        writer.outcome(outcome(runs[1])).await.unwrap();
+        assert!(
+            writer
+                .results_written(vec![ok(runs[1])], 11_050)
+                .await
+                .unwrap()
+        );
+        assert!(
+            logs::get(&db, runs[1]).await.is_err(),
+            "no row for a job deleted since the writer read it"
+        );
+        assert!(finished.try_recv().is_err(), "and no child jobs to trigger");
+        writer.release_lock();
+    }
 }

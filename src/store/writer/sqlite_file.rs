@@ -143,6 +143,7 @@ pub(super) fn run(
     }
     let mut held = Pairing::default();
     let mut journal = Journal::default();
+    let mut jobs = JobCache::default();
     loop {
         let (ops, closed) = match held.deadline() {
             None => match rx.blocking_recv() {
@@ -172,6 +173,7 @@ pub(super) fn run(
             batch(
                 &mut conn,
                 &mut journal,
+                &mut jobs,
                 ops,
                 &mut held,
                 flush,
@@ -235,6 +237,7 @@ fn linger(
 fn batch(
     conn: &mut Connection,
     journal: &mut Journal,
+    jobs: &mut JobCache,
     ops: Vec<Queued>,
     held: &mut Pairing,
     flush: bool,
@@ -250,7 +253,7 @@ fn batch(
         if b.is_empty() {
             break Some(Vec::new());
         }
-        match write(conn, journal, &b.outcomes, &b.results, &b.audits) {
+        match write(conn, journal, jobs, &b.outcomes, &b.results, &b.audits) {
             Ok((f, written)) => {
                 journal.settle(&written);
                 break Some(f);
@@ -365,21 +368,52 @@ pub(crate) fn yield_cpu() {
     }
 }
 
+/// Most jobs [`JobCache`] remembers; beyond it, it starts again.
+const MAX_CACHED_JOBS: usize = 1_000_000;
+
+/// What the writer read of its rows' jobs: whether each exists, and its child jobs. Kept from
+/// batch to batch for as long as no other connection committed a change to the database
+/// (SQLite's `PRAGMA data_version`): jobs are created, edited and deleted through the pool, so
+/// any such change empties it, and a run's row is never written for a job deleted before its
+/// batch began. The writer's own work (rows, the scan's schedule updates) changes neither.
+/// Read once per batch before, each job's row was read again about every second.
+#[derive(Default)]
+struct JobCache {
+    /// `data_version` when the entries were read.
+    version: Option<i64>,
+    /// Per job: its child jobs (`None` inside: none), or `None` when it does not exist.
+    jobs: HashMap<i32, Option<Option<String>>>,
+}
+
+impl JobCache {
+    /// Empties the cache when another connection committed since it was read.
+    fn check(&mut self, tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        let version: i64 = tx
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        if self.version != Some(version) || self.jobs.len() > MAX_CACHED_JOBS {
+            self.jobs.clear();
+            self.version = Some(version);
+        }
+        Ok(())
+    }
+}
+
 /// Job `job_id`'s child jobs (`None` inside: none), or `None` when the job does not exist;
-/// read (`job_row`: `SELECT child_jobid … WHERE id = ?1`) once per batch (`jobs`).
+/// read (`job_row`: `SELECT child_jobid … WHERE id = ?1`) when `jobs` does not hold it.
 fn job_children(
     job_row: &mut rusqlite::CachedStatement<'_>,
-    jobs: &mut HashMap<i32, Option<Option<String>>>,
+    jobs: &mut JobCache,
     job_id: i32,
 ) -> rusqlite::Result<Option<Option<String>>> {
-    if let Some(j) = jobs.get(&job_id) {
+    if let Some(j) = jobs.jobs.get(&job_id) {
         return Ok(j.clone());
     }
     let j = job_row
         .query_row(params![job_id], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .map(|c| c.filter(|c| !c.trim().is_empty()));
-    jobs.insert(job_id, j.clone());
+    jobs.jobs.insert(job_id, j.clone());
     Ok(j)
 }
 
@@ -399,6 +433,7 @@ fn bind_identity(
 fn write(
     conn: &mut Connection,
     journal: &Journal,
+    jobs: &mut JobCache,
     outcomes: &[TriggerRecord],
     results: &[(HandleResult, i64)],
     audits: &[crate::store::audit::Entry],
@@ -414,8 +449,7 @@ fn write(
     // update the row)
     let mut written: Vec<i64> = Vec::new();
     let mut taken = std::collections::HashSet::new();
-    // the batch's jobs as read: whether each exists, and its child jobs
-    let mut jobs = HashMap::new();
+    jobs.check(&tx)?;
     let mut journalled = |id: i64| journal.get(id).filter(|_| taken.insert(id));
     // each statement looked up in the connection's cache once per batch, not once per row
     let sql = &*STATEMENTS;
@@ -433,7 +467,7 @@ fn write(
         for r in in_order {
             if let Some(e) = journalled(r.log_id) {
                 written.push(r.log_id);
-                if job_children(&mut job_row, &mut jobs, e.job_id)?.is_none() {
+                if job_children(&mut job_row, jobs, e.job_id)?.is_none() {
                     // the job was deleted (with its runs) since the fire was journalled
                     by_run.remove(&r.log_id);
                     continue;
@@ -476,7 +510,7 @@ fn write(
                 // a result without its outcome: the run's pending row first (none for a job
                 // deleted since: the update below then finds no row)
                 written.push(id);
-                if job_children(&mut job_row, &mut jobs, e.job_id)?.is_some() {
+                if job_children(&mut job_row, jobs, e.job_id)?.is_some() {
                     journal::insert_pending(&tx, id, e)?;
                 }
             }
@@ -494,7 +528,7 @@ fn write(
         if code != SUCCESS_CODE {
             continue;
         }
-        if let Some(Some(children)) = job_children(&mut job_row, &mut jobs, job_id)? {
+        if let Some(Some(children)) = job_children(&mut job_row, jobs, job_id)? {
             finished.push(FinishedRun {
                 id,
                 job_id,
