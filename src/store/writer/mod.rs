@@ -975,6 +975,25 @@ mod tests {
         db.close().await.unwrap();
     }
 
+    /// Journals `fires` as a scan page does: answers the new ones' ids and times.
+    async fn journal(
+        writer: &LogWriter,
+        fires: Vec<crate::store::logs::PendingFire>,
+    ) -> Result<Vec<(i64, i64)>> {
+        writer
+            .exec_journalled(move |conn, j| {
+                let tx = conn.transaction().unwrap();
+                let r = j.record(&tx, &fires).unwrap();
+                tx.commit().unwrap();
+                r.map(|r| j.apply(r, &fires, |_| None, 0))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|f| (f.log_id, f.fire_time))
+                    .collect::<Vec<_>>()
+            })
+            .await
+    }
+
     /// On a SQLite file a scan page journals its fires instead of inserting pending rows: their
     /// log ids are reserved (a row inserted meanwhile takes the next one), a fire is journalled
     /// once per job and nominal time (one already in the log table or the journal is skipped,
@@ -985,21 +1004,6 @@ mod tests {
     #[tokio::test]
     async fn journalled_fires_get_one_row_each_and_pending_rows_after_a_restart() {
         use crate::store::logs::PendingFire;
-        /// Journals `fires` as a scan page does: answers the new ones' ids and times.
-        async fn journal(writer: &LogWriter, fires: Vec<PendingFire>) -> Result<Vec<(i64, i64)>> {
-            writer
-                .exec_journalled(move |conn, j| {
-                    let tx = conn.transaction().unwrap();
-                    let r = j.record(&tx, &fires).unwrap();
-                    tx.commit().unwrap();
-                    r.map(|r| j.apply(r, &fires, |_| None, 0))
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|f| (f.log_id, f.fire_time))
-                        .collect::<Vec<_>>()
-                })
-                .await
-        }
         let dir = tempfile::tempdir().unwrap();
         let (db, target, job, ids) = fixture(dir.path(), None).await;
         let group = logs::get(&db, ids[0]).await.unwrap().job_group;
@@ -1226,20 +1230,12 @@ mod tests {
             fire_time,
             trigger_type: TriggerType::Cron,
         };
-        let fires = vec![fire(10_000), fire(11_000)];
-        let runs = writer
-            .exec_journalled(move |conn, j| {
-                let tx = conn.transaction().unwrap();
-                let r = j.record(&tx, &fires).unwrap();
-                tx.commit().unwrap();
-                r.map(|r| j.apply(r, &fires, |_| None, 0))
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|f| f.log_id)
-                    .collect::<Vec<_>>()
-            })
+        let runs: Vec<i64> = journal(&writer, vec![fire(10_000), fire(11_000)])
             .await
-            .unwrap();
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         let outcome = |log_id: i64| TriggerRecord {
             log_id,
             job_id: job,
