@@ -260,15 +260,6 @@ impl<'de> Deserialize<'de> for Legacy {
     }
 }
 
-/// A `callbackList` value: the results when it is an array.
-struct List(Option<Vec<Item>>);
-
-impl<'de> Deserialize<'de> for List {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(List(Items.deserialize(d)?))
-    }
-}
-
 /// Reads a JSON value as a list of results when it is an array (`None` for anything else).
 struct Items;
 
@@ -324,7 +315,7 @@ impl<'de> Deserialize<'de> for Item {
                             let l: Legacy = a.next_value()?;
                             (i.legacy_code, i.legacy_msg) = (l.code, l.msg);
                         }
-                        Key::CallbackList => i.list = a.next_value::<List>()?.0,
+                        Key::CallbackList => i.list = a.next_value_seed(Items)?,
                         Key::Code | Key::Msg | Key::Other => {
                             a.next_value::<IgnoredAny>()?;
                         }
