@@ -20,6 +20,7 @@ mod m20261126_000012_create_xjob_workflow_run;
 mod m20261126_000013_index_workflow_links_by_run;
 mod m20261127_000014_create_fire_journal;
 mod m20261127_000015_partial_log_indexes_sqlite;
+mod m20261128_000016_log_by_job_sqlite;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000013_index_workflow_links_by_run::Migration),
             Box::new(m20261127_000014_create_fire_journal::Migration),
             Box::new(m20261127_000015_partial_log_indexes_sqlite::Migration),
+            Box::new(m20261128_000016_log_by_job_sqlite::Migration),
         ]
     }
 }

@@ -5,9 +5,11 @@
 use chrono::NaiveDateTime;
 use entity::xxl_job_log::{Column, Entity, Model};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Select,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Select,
 };
+
+use super::log_by_job::of_job;
 
 use crate::error::{Error, Result};
 use crate::model::fire_state;
@@ -90,13 +92,13 @@ pub(crate) struct LogFilter {
     pub to: Option<NaiveDateTime>,
 }
 
-fn filtered(f: &LogFilter) -> Select<Entity> {
+fn filtered(backend: DbBackend, f: &LogFilter) -> Select<Entity> {
     let mut q = Entity::find().filter(Column::FireState.eq(fire_state::DISPATCHED));
     if let Some(g) = &f.groups {
         q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
     }
     if let Some(j) = f.job_id {
-        q = q.filter(Column::JobId.eq(j));
+        q = q.filter(of_job(backend, j));
     }
     if let Some(s) = f.status {
         q = q.filter(s.condition());
@@ -147,9 +149,9 @@ pub(crate) async fn page(
     let total = if *f == LogFilter::default() {
         all_dispatched(c).await?
     } else {
-        filtered(f).count(c).await?
+        filtered(c.get_database_backend(), f).count(c).await?
     };
-    let items = filtered(f)
+    let items = filtered(c.get_database_backend(), f)
         .order_by_desc(Column::TriggerTime)
         .order_by_desc(Column::Id)
         .offset(offset)
@@ -221,7 +223,7 @@ pub(crate) async fn clear(
     };
     let mut deleted = 0;
     loop {
-        let ids: Vec<i64> = filtered(&f)
+        let ids: Vec<i64> = filtered(c.get_database_backend(), &f)
             .select_only()
             .column(Column::Id)
             .order_by_desc(Column::TriggerTime)
@@ -242,19 +244,31 @@ pub(crate) async fn clear(
     }
 }
 
-/// Deletes every log row of a job, pending fires included (the job is being deleted).
+/// Deletes every log row of a job, pending fires included (the job is being deleted), and on
+/// SQLite its entries in the index by job (those of fires journalled but never written too).
 pub(crate) async fn delete_for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<u64> {
-    Ok(Entity::delete_many()
-        .filter(Column::JobId.eq(job_id))
+    let backend = c.get_database_backend();
+    let n = Entity::delete_many()
+        .filter(of_job(backend, job_id))
         .exec(c)
         .await?
-        .rows_affected)
+        .rows_affected;
+    if backend == DbBackend::Sqlite {
+        c.execute_raw(sea_orm::Statement::from_sql_and_values(
+            backend,
+            "DELETE FROM xjob_log_by_job WHERE job_id = ?",
+            [job_id.into()],
+        ))
+        .await?;
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::TriggerType;
+    use sea_orm::QueryTrait;
 
     /// The unfiltered total counts the dispatched runs only (every row less the pending
     /// fires), on every backend, as the filtered count does; on SQLite it reads indexes only.
@@ -287,6 +301,24 @@ mod tests {
             };
             assert_eq!(page(&db, &by_job, 0, 10).await.unwrap().0, 3, "{backend:?}");
             if backend == sea_orm::DbBackend::Sqlite {
+                // by job: through the side index and its tail, never a walk of the log table
+                let from = chrono::DateTime::from_timestamp(0, 0).unwrap().naive_utc();
+                for f in [
+                    by_job.clone(),
+                    LogFilter {
+                        from: Some(from),
+                        status: Some(RunStatus::Failed),
+                        ..by_job.clone()
+                    },
+                ] {
+                    let stmt = filtered(backend, &f)
+                        .order_by_desc(Column::TriggerTime)
+                        .limit(10)
+                        .build(backend);
+                    let plan = crate::store::tests::plan(&db, stmt).await;
+                    assert!(plan.contains("xjob_log_by_job "), "{plan}");
+                    assert!(!plan.contains("SCAN xxl_job_log"), "{plan}");
+                }
                 let plan = crate::store::tests::plan(
                     &db,
                     sea_orm::Statement::from_sql_and_values(backend, all_dispatched_sql(), []),

@@ -216,8 +216,10 @@ fn pending_select() -> sea_orm::Select<Entity> {
         .filter(in_fire_state_index())
 }
 
-/// By (job, fire time) through uk_job_fire: `fire_state + 0` keeps SQLite from walking every
-/// pending fire of the window through i_fire_state once per chunk.
+/// By (job, fire time) through the unique index on both (`uk_job_fire`; on SQLite
+/// `uk_fire_job`, walking the window's fires, which lie ahead of the dispatched ones):
+/// `fire_state + 0` keeps SQLite from walking every pending fire of the window through
+/// i_fire_state once per chunk.
 fn pending_of_jobs(job_ids: &[i32], from: i64, to: i64) -> sea_orm::Select<Entity> {
     pending_columns()
         .filter(Expr::col(Column::FireState).add(0).eq(fire_state::PENDING))
@@ -677,7 +679,7 @@ pub async fn get(c: &impl ConnectionTrait, id: i64) -> Result<Model> {
 pub async fn for_job(c: &impl ConnectionTrait, job_id: i32) -> Result<Vec<Model>> {
     Ok(shown(
         Entity::find()
-            .filter(Column::JobId.eq(job_id))
+            .filter(super::log_by_job::of_job(c.get_database_backend(), job_id))
             .order_by_asc(Column::FireTime)
             .order_by_asc(Column::Id)
             .all(c)
@@ -728,7 +730,10 @@ mod tests {
         let orphans = plan(&db, orphaned_update(5, 6).build(DbBackend::Sqlite)).await;
         assert!(orphans.contains("i_fire_state (fire_state>?)"), "{orphans}");
         let of_jobs = plan(&db, pending_of_jobs(&[1, 2], 0, 9).build(DbBackend::Sqlite)).await;
-        assert!(of_jobs.contains("uk_job_fire"), "{of_jobs}");
+        assert!(
+            of_jobs.contains("uk_fire_job (fire_time>? AND fire_time<?)"),
+            "{of_jobs}"
+        );
         let alarms = plan(&db, failed_unalarmed_query(10).build(DbBackend::Sqlite)).await;
         assert!(alarms.contains("i_alarm_fire"), "{alarms}");
         let running = plan(

@@ -131,15 +131,8 @@ fn decode(mut bytes: &[u8]) -> Option<Vec<PendingFire>> {
 
 /// Reserves `n` log ids in `tx` (moves the log table's AUTOINCREMENT counter past them) and
 /// answers the first.
-fn reserve_ids(tx: &Transaction<'_>, n: usize) -> rusqlite::Result<i64> {
-    let seq: Option<i64> = tx
-        .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'xxl_job_log'")?
-        .query_row([], |r| r.get(0))
-        .optional()?;
-    let max: Option<i64> = tx
-        .prepare_cached("SELECT max(id) FROM xxl_job_log")?
-        .query_row([], |r| r.get(0))?;
-    let last = seq.unwrap_or(0).max(max.unwrap_or(0));
+pub(crate) fn reserve_ids(tx: &Transaction<'_>, n: usize) -> rusqlite::Result<i64> {
+    let last = crate::store::log_by_job::next_log_id(tx)? - 1;
     let new = last + n as i64;
     let changed = tx
         .prepare_cached("UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'xxl_job_log'")?
@@ -166,6 +159,18 @@ impl Journal {
         page.unwritten[i].then(|| &page.fires[i])
     }
 
+    /// Every journalled fire without its row yet, as the index by job takes it.
+    pub(crate) fn unwritten(&self) -> impl Iterator<Item = crate::store::log_by_job::Unwritten> {
+        self.pages.iter().flat_map(|(&first, p)| {
+            p.fires
+                .iter()
+                .zip(&p.unwritten)
+                .enumerate()
+                .filter(|(_, (_, unwritten))| **unwritten)
+                .map(move |(i, (e, _))| (e.job_id, e.fire_time, first + i as i64))
+        })
+    }
+
     /// Whether a fire of `job_id` at `fire_time` is journalled and unwritten (a fire at or
     /// before its job's latest: rare, so a walk of the journal).
     fn journalled(&self, job_id: i32, fire_time: i64) -> bool {
@@ -183,10 +188,7 @@ impl Journal {
         if let Some(&t) = self.latest.get(&job_id) {
             return Ok(t);
         }
-        let t: Option<i64> = tx
-            .prepare_cached("SELECT max(fire_time) FROM xxl_job_log WHERE job_id = ?1")?
-            .query_row(params![job_id], |r| r.get(0))?;
-        let t = t.unwrap_or(i64::MIN);
+        let t = crate::store::log_by_job::latest_fire(tx, job_id)?.unwrap_or(i64::MIN);
         self.latest.insert(job_id, t);
         Ok(t)
     }
@@ -223,7 +225,9 @@ impl Journal {
     ) -> rusqlite::Result<Option<Recorded>> {
         if self.latest.len() > MAX_LATEST {
             // started again from the fires still journalled (a job's latest must never fall
-            // below one of them)
+            // below one of them), and from the index by job, which first takes in every run:
+            // a job's latest is read from it alone
+            crate::store::log_by_job::index(tx, self.unwritten())?;
             self.latest.clear();
             for p in self.pages.values() {
                 for e in &p.fires {

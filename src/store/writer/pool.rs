@@ -198,6 +198,8 @@ pub(super) async fn run(
     let mut held = super::pairing::Pairing::default();
     let mut timer = RealTimer::start();
     let mut children = Children::default();
+    let sqlite = db.get_database_backend() == sea_orm::DbBackend::Sqlite;
+    let mut indexed = std::time::Instant::now();
     loop {
         let (ops, closed) = if held.deadline().is_some() {
             tokio::select! {
@@ -230,6 +232,13 @@ pub(super) async fn run(
             sink(RunsFinished(finished));
         }
         held.finish(b, !written.lost_any, now, &held_count, &mut |_| {});
+        if sqlite && indexed.elapsed() >= crate::store::log_by_job::INDEX_EVERY {
+            // a SQLite database in memory: its runs indexed by job as the file writer's are
+            match crate::store::log_by_job::index_pooled(&db).await {
+                Ok(()) => indexed = std::time::Instant::now(),
+                Err(e) => tracing::warn!(error = %e, "runs not indexed by job yet; retrying"),
+            }
+        }
         if let Some(at) = held.deadline() {
             timer.wake_at(at);
         }

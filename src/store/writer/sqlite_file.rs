@@ -5,6 +5,7 @@
 use super::journal::{self, Journal};
 use super::pairing::Pairing;
 use super::*;
+use crate::store::log_by_job;
 use crate::store::sqlite_sync::naive_text;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::time::Instant;
@@ -138,9 +139,24 @@ pub(super) fn run(
             return;
         }
     }
+    // every run indexed by job at start: the journal reads a job's latest fire from the index
+    let indexed = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .and_then(|tx| {
+            log_by_job::index(&tx, std::iter::empty())?;
+            tx.commit()
+        });
+    if let Err(e) = indexed {
+        let _ = ready.send(Err(format!("cannot index its log rows by job: {e}")));
+        return;
+    }
     if ready.send(Ok(())).is_err() {
         return;
     }
+    let mut tail = Tail {
+        rows: 0,
+        since: Instant::now(),
+    };
     let mut held = Pairing::default();
     let mut journal = Journal::default();
     let mut jobs = JobCache::default();
@@ -182,12 +198,45 @@ pub(super) fn run(
                 &held_count,
             )
         });
-        if std::panic::catch_unwind(run).is_err() {
-            tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on");
+        match std::panic::catch_unwind(run) {
+            Ok(rows) => tail.rows += rows,
+            Err(_) => {
+                tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on")
+            }
         }
         held_count.store(held.len(), Ordering::Release);
+        tail.index_if_due(&mut conn, &journal);
         if closed {
             break;
+        }
+    }
+}
+
+/// The runs written since the index by job last took them in.
+struct Tail {
+    rows: usize,
+    since: Instant,
+}
+
+impl Tail {
+    /// Indexes the runs above the mark once [`log_by_job::INDEX_ROWS`] were written or
+    /// [`log_by_job::INDEX_EVERY`] passed; a failure leaves them for the next batch.
+    fn index_if_due(&mut self, conn: &mut Connection, journal: &Journal) {
+        if self.rows < log_by_job::INDEX_ROWS && self.since.elapsed() < log_by_job::INDEX_EVERY {
+            return;
+        }
+        let indexed = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .and_then(|tx| {
+                log_by_job::index(&tx, journal.unwritten())?;
+                tx.commit()
+            });
+        match indexed {
+            Ok(()) => {
+                self.rows = 0;
+                self.since = Instant::now();
+            }
+            Err(e) => tracing::warn!(error = %e, "runs not indexed by job yet; retrying"),
         }
     }
 }
@@ -244,10 +293,11 @@ fn batch(
     activity: &Activity,
     sink: &FinishedSink,
     held_count: &AtomicUsize,
-) {
+) -> usize {
     let now = Instant::now();
     let b = held.prepare(ops, now, flush, activity);
     let mut attempt = 0;
+    let mut rows = 0;
     let outcome = loop {
         attempt += 1;
         if b.is_empty() {
@@ -256,6 +306,7 @@ fn batch(
         match write(conn, journal, jobs, &b.outcomes, &b.results, &b.audits) {
             Ok((f, written)) => {
                 journal.settle(&written);
+                rows = written.len();
                 break Some(f);
             }
             Err(e) if attempt < ATTEMPTS => {
@@ -273,6 +324,7 @@ fn batch(
         sink(RunsFinished(f));
     }
     held.finish(b, ok, now, held_count, &mut |f| f(conn, journal));
+    rows
 }
 
 fn bind_outcome(s: &mut rusqlite::CachedStatement<'_>, r: &TriggerRecord) -> rusqlite::Result<()> {
