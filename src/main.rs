@@ -52,7 +52,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     // freed memory back to the system at once, not after mimalloc's 1 s (the once-a-second
-    // bursts kept a burst's worth resident); `MIMALLOC_PURGE_DELAY` overrides it
+    // bursts kept a burst's worth resident), and SQLite's allocations in one glibc arena, not
+    // one per thread; `MIMALLOC_PURGE_DELAY` and `MALLOC_ARENA_MAX` override them
     xjob_alloc::tune();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut cmd = None;

@@ -1,5 +1,6 @@
-//! The `xjob` binary's one tuning of its allocator, mimalloc: how long freed memory stays
-//! resident before it is handed back to the operating system.
+//! The `xjob` binary's tuning of its allocators: how long mimalloc keeps freed memory resident
+//! before it is handed back to the operating system, and how many arenas glibc's `malloc`
+//! (SQLite's allocator) spreads over.
 //!
 //! mimalloc 3 keeps memory a thread freed for 1 s before handing it back, so that the next
 //! allocations reuse it. `xjob serve` allocates in bursts, once a second (a second's fires,
@@ -8,9 +9,17 @@
 //! session 24). Handed back at once, the process stays near what it uses, for about 3 % more
 //! CPU (inside the run-to-run spread: the next burst faults its pages in again).
 //!
-//! Setting a mimalloc option from the program takes a call through C (`mi_option_set`), so it
-//! lives in this crate, apart from the rest of the workspace, which forbids `unsafe` code.
-//! An operator's `MIMALLOC_PURGE_DELAY` (read by mimalloc itself at start) is left as it is.
+//! SQLite allocates through glibc's `malloc`, which gives each thread that allocates an arena of
+//! its own (up to eight per core): the writer's thread and each pooled connection's thread keep
+//! freed memory in theirs. Under the side-by-side harness the process's resident memory then
+//! settled at 47 or at 54 MiB from one run to the next, depending on which pooled connections
+//! had run the larger statements; with one arena for all, at 45–48 MiB, for no measurable CPU
+//! (BENCHMARKS.md, session 27).
+//!
+//! Setting these from the program takes calls through C (`mi_option_set`, `mallopt`), so they
+//! live in this crate, apart from the rest of the workspace, which forbids `unsafe` code. An
+//! operator's `MIMALLOC_PURGE_DELAY` (read by mimalloc itself at start) and `MALLOC_ARENA_MAX`
+//! or `GLIBC_TUNABLES` (read by glibc) are left as they are.
 
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (libmimalloc-sys 0.1.49 names no
 /// constant for it; the test below checks the number against the option's default).
@@ -26,9 +35,31 @@ const LEGACY_VAR: &str = "MIMALLOC_RESET_DELAY";
 /// freed memory goes back at once.
 pub const PURGE_DELAY_MS: u32 = 0;
 
-/// Applies [`PURGE_DELAY_MS`] ([`default_purge_delay`]); the first thing `main` does.
+/// Applies [`PURGE_DELAY_MS`] ([`default_purge_delay`]) and [`one_glibc_arena`]; the first thing
+/// `main` does, before it starts any thread. Answers whether the purge delay was set.
 pub fn tune() -> bool {
+    one_glibc_arena();
     default_purge_delay(PURGE_DELAY_MS)
+}
+
+/// Limits glibc's `malloc` to one arena for every thread (`mallopt(M_ARENA_MAX, 1)`), unless
+/// the environment sets `MALLOC_ARENA_MAX` or an `arena_max` in `GLIBC_TUNABLES`; elsewhere than
+/// on glibc it does nothing. Answers whether it was set. Call it before starting threads: an
+/// arena a thread already made stays.
+pub fn one_glibc_arena() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let tuned = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+            || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
+        if tuned {
+            return false;
+        }
+        // SAFETY: `mallopt` takes any parameter and value and answers whether it applied them;
+        // `M_ARENA_MAX` only bounds the arenas glibc creates from then on.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
 }
 
 /// Sets mimalloc's purge delay to `ms` milliseconds (0: freed memory goes back at once), unless
@@ -61,6 +92,15 @@ pub fn purge_delay() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// glibc takes the one-arena limit (unless the environment set its own).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn glibc_is_limited_to_one_arena() {
+        let tuned = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+            || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
+        assert_eq!(one_glibc_arena(), !tuned);
+    }
 
     /// The option numbered [`PURGE_DELAY`] is the purge delay: its default is mimalloc 3's 1,000
     /// ms (unless the environment set one), and it takes what is set.
