@@ -22,6 +22,19 @@ mod m20261127_000014_create_fire_journal;
 mod m20261127_000015_partial_log_indexes_sqlite;
 mod m20261128_000016_log_by_job_sqlite;
 
+/// Runs `statements` on SQLite, in one call so that every one goes to the same connection of
+/// the pool; on any other backend, nothing (the SQLite-only migrations' SQL).
+pub(crate) async fn on_sqlite(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+    if m.get_database_backend() != DbBackend::Sqlite {
+        return Ok(());
+    }
+    m.get_connection()
+        .execute_unprepared(&statements.join("; "))
+        .await?;
+    Ok(())
+}
+
 /// Every migration, in order.
 pub struct Migrator;
 

@@ -7,7 +7,6 @@
 //! their plans. MySQL has no partial indexes and keeps the full ones.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
@@ -26,24 +25,13 @@ const DOWN: &[&str] = &[
     "CREATE INDEX i_alarm_fire ON xxl_job_log (alarm_status, fire_state)",
 ];
 
-async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
-    if m.get_database_backend() != DbBackend::Sqlite {
-        return Ok(());
-    }
-    // one call, so that every statement goes to the same connection of the pool
-    m.get_connection()
-        .execute_unprepared(&statements.join("; "))
-        .await?;
-    Ok(())
-}
-
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, UP).await
+        crate::on_sqlite(m, UP).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, DOWN).await
+        crate::on_sqlite(m, DOWN).await
     }
 }

@@ -21,7 +21,6 @@
 //! several nodes, keep `uk_job_fire`.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
@@ -62,24 +61,13 @@ const DOWN: &[&str] = &[
     "DROP TABLE IF EXISTS xjob_log_by_job",
 ];
 
-async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
-    if m.get_database_backend() != DbBackend::Sqlite {
-        return Ok(());
-    }
-    // one call, so that every statement goes to the same connection of the pool
-    m.get_connection()
-        .execute_unprepared(&statements.join("; "))
-        .await?;
-    Ok(())
-}
-
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, UP).await
+        crate::on_sqlite(m, UP).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, DOWN).await
+        crate::on_sqlite(m, DOWN).await
     }
 }
