@@ -332,6 +332,47 @@ mod tests {
         }
     }
 
+    /// Through a pool (an in-memory database), the pass indexes every row above the mark and
+    /// moves the mark past them; a read by job finds the rows either side of it.
+    #[tokio::test]
+    async fn a_pooled_database_is_indexed_too() {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = crate::store::tests::memory_db().await;
+        let scalar = |sql: &'static str| {
+            let db = db.clone();
+            async move {
+                let row = db
+                    .query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                row.try_get_by_index::<i64>(0).unwrap()
+            }
+        };
+        let first = logs::insert_run(&db, 1, 4, 0, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        let fire = PendingFire {
+            job_id: 4,
+            job_group: 1,
+            fire_time: 7,
+            trigger_type: TriggerType::Cron,
+        };
+        logs::insert_pending(&db, &[fire]).await.unwrap();
+        assert_eq!(scalar("SELECT count(*) FROM xjob_log_by_job").await, 0);
+        index_pooled(&db).await.unwrap();
+        assert_eq!(scalar("SELECT count(*) FROM xjob_log_by_job").await, 2);
+        assert_eq!(
+            scalar("SELECT next_id FROM xjob_log_by_job_mark").await,
+            first + 2
+        );
+        logs::insert_run(&db, 1, 4, 0, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        assert_eq!(logs::for_job(&db, 4).await.unwrap().len(), 3);
+        assert!(logs::for_job(&db, 5).await.unwrap().is_empty());
+    }
+
     /// A job's reads go through the index and the runs above the mark, never a walk of the
     /// whole log table.
     #[tokio::test]
