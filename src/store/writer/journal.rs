@@ -21,7 +21,9 @@
 //! work), and so do the writes. What a page or a write changes in memory is applied only after
 //! its transaction committed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -344,7 +346,7 @@ impl Journal {
         tx: &Transaction<'_>,
         written: &[i64],
     ) -> rusqlite::Result<()> {
-        let mut per_page: HashMap<i64, u32> = HashMap::new();
+        let mut per_page: HashMap<i64, u32> = HashMap::default();
         for id in written {
             if let Some((first, _)) = self.find(*id) {
                 *per_page.entry(first).or_default() += 1;

@@ -29,7 +29,6 @@
 //! Every queued item holds one unit of the engine's [`Activity`] until it is written, so a
 //! graceful stop (and a test on paused time) waits for the writes it has handed over.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

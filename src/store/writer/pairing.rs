@@ -10,7 +10,8 @@
 
 use super::*;
 use crate::store::audit::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashSet};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Entries waiting for a partner (an outcome for its result or the reverse), by log id, each
@@ -24,7 +25,7 @@ pub(super) struct Waiting<T> {
 impl<T> Default for Waiting<T> {
     fn default() -> Self {
         Waiting {
-            by_id: HashMap::new(),
+            by_id: HashMap::default(),
             due: VecDeque::new(),
         }
     }
@@ -171,7 +172,7 @@ impl Pairing {
         let mut batch_outcomes: Vec<TriggerRecord> = Vec::new();
         // the batch's results: the first per run, with its op's ack
         let mut batch_results: Vec<(HandleResult, i64, Option<Arc<Ack>>)> = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for q in ops {
             batch.guards.push(q._activity);
             match q.op {
@@ -202,7 +203,7 @@ impl Pairing {
             batch.taken.extend(self.results.remove(&r.log_id));
         }
         self.results.take_due(now, flush, &mut batch.taken);
-        let mut with_result: HashSet<i64> = HashSet::new();
+        let mut with_result: HashSet<i64> = HashSet::default();
         for h in &batch.taken {
             if with_result.insert(h.item.log_id) {
                 batch.results.push((h.item.clone(), h.at_ms));

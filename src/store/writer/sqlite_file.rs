@@ -434,7 +434,7 @@ struct JobCache {
     /// `data_version` when the entries were read.
     version: Option<i64>,
     /// Per job: its child jobs (`None` inside: none), or `None` when it does not exist.
-    jobs: HashMap<i32, Option<Option<String>>>,
+    jobs: foldhash::HashMap<i32, Option<Option<String>>>,
 }
 
 impl JobCache {
@@ -490,7 +490,7 @@ fn write(
     results: &[(HandleResult, i64)],
     audits: &[crate::store::audit::Entry],
 ) -> rusqlite::Result<(Vec<FinishedRun>, Vec<i64>)> {
-    let mut by_run: HashMap<i64, (&HandleResult, i64)> =
+    let mut by_run: foldhash::HashMap<i64, (&HandleResult, i64)> =
         results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
     let tx = conn.transaction()?;
     for e in audits {
@@ -500,7 +500,7 @@ fn write(
     // journalled runs whose rows this batch inserts (each once: later items of the same run
     // update the row)
     let mut written: Vec<i64> = Vec::new();
-    let mut taken = std::collections::HashSet::new();
+    let mut taken = foldhash::HashSet::default();
     jobs.check(&tx)?;
     let mut journalled = |id: i64| journal.get(id).filter(|_| taken.insert(id));
     // each statement looked up in the connection's cache once per batch, not once per row
