@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 pub(crate) const SQLITE_STATEMENT_CACHE: usize = 32;
 
 /// The page cache of each pooled SQLite connection, in KiB (SQLite's default is 2 MiB). On a
-/// SQLite file the hot writes and the scan go through the writer's own connection (4 MiB); the
+/// SQLite file the hot writes and the scan go through the writer's own connection (2 MiB); the
 /// pool serves the console and the executors' API, whose reads (a page of logs, a count)
 /// fill a 2 MiB cache per connection and keep it for the process's life.
 pub(crate) const SQLITE_POOL_CACHE_KIB: i64 = 512;

@@ -93,10 +93,10 @@ fn open(path: &str) -> rusqlite::Result<Connection> {
     // statement journals (every UPSERT / RETURNING statement keeps one) in memory, not in
     // a temporary file: they were a third of the writer's time as pwrite calls
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    // the log table's indexes are walked by every write: 4 MiB of page cache (default 2).
-    // With outcomes and results paired (one update per run) 16 MiB bought nothing at
-    // 10,000 fires/s (13.1 vs 12.9 µs, p99 24 ms both) and cost 10–15 MB of RSS.
-    conn.pragma_update(None, "cache_size", -4_096)?;
+    // 2 MiB of page cache (SQLite's default): with a second's rows at neighbouring log ids a
+    // batch touches few pages, and 4 MiB bought no CPU at 5,000 fires/s while holding 2 MiB
+    // more (BENCHMARKS.md, session 28); 16 MiB bought nothing at 10,000 fires/s either.
+    conn.pragma_update(None, "cache_size", -2_048)?;
     conn.set_prepared_statement_cache_capacity(16);
     Ok(conn)
 }
