@@ -168,16 +168,27 @@ fn build_request(
     token: Option<&str>,
     app: Option<&str>,
 ) -> Result<Vec<u8>, String> {
-    let variable = t.path.len()
+    let mut request = Vec::with_capacity(request_len_at_most(t, body.len(), token, app));
+    write_head(&mut request, t, body.len(), token, app)?;
+    request.extend_from_slice(body);
+    Ok(request)
+}
+
+/// The longest a request to `t` with a body of `body_len` bytes can be.
+fn request_len_at_most(
+    t: &Target<'_>,
+    body_len: usize,
+    token: Option<&str>,
+    app: Option<&str>,
+) -> usize {
+    HEAD_FIXED
+        + t.path.len()
         + t.authority.len()
         + crate::token::TOKEN_HEADER.len()
         + token.map_or(0, str::len)
         + crate::token::APP_HEADER.len()
-        + app.map_or(0, str::len);
-    let mut request = Vec::with_capacity(HEAD_FIXED + variable + body.len());
-    write_head(&mut request, t, body.len(), token, app)?;
-    request.extend_from_slice(body);
-    Ok(request)
+        + app.map_or(0, str::len)
+        + body_len
 }
 
 /// The request's head, with the access token and the app name (XXL-JOB 3.5's
@@ -544,17 +555,8 @@ mod tests {
                     assert_eq!(request, [head.as_slice(), body].concat(), "{url}");
                     // sized up front: writing it never grew the buffer (a grown one has at
                     // least twice the first capacity it outgrew)
-                    let variable = t.path.len()
-                        + t.authority.len()
-                        + crate::token::TOKEN_HEADER.len()
-                        + token.map_or(0, str::len)
-                        + crate::token::APP_HEADER.len()
-                        + app.map_or(0, str::len);
-                    assert_eq!(
-                        request.capacity(),
-                        HEAD_FIXED + variable + body.len(),
-                        "{url}"
-                    );
+                    let sized = request_len_at_most(&t, body.len(), token, app);
+                    assert_eq!(request.capacity(), sized, "{url}");
                 }
             }
         }
