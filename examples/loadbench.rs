@@ -353,19 +353,22 @@ async fn run(
         actix_rt::spawn(server);
         for k in 0..r.executors {
             let port = free_port()?;
-            _children.0.push(
-                std::process::Command::new(&r.xjob)
-                    .arg("executor")
-                    .env("XJOB_EXECUTOR__APP_NAME", "bench")
-                    .env("XJOB_EXECUTOR__ADMIN_ADDRESSES", format!("[\"{admin}\"]"))
-                    .env("XJOB_EXECUTOR__ACCESS_TOKEN", TOKEN)
-                    .env("XJOB_EXECUTOR__PORT", port.to_string())
-                    .env("XJOB_EXECUTOR__LOG_PATH", r.dir.join(format!("exec{k}")))
-                    .env("XJOB_EXECUTOR__QUEUE_CAPACITY", "100000")
-                    .env("RUST_LOG", "warn")
-                    .stdout(std::process::Stdio::null())
-                    .spawn()?,
-            );
+            let mut command = std::process::Command::new(&r.xjob);
+            command
+                .arg("executor")
+                .env("XJOB_EXECUTOR__APP_NAME", "bench")
+                .env("XJOB_EXECUTOR__ADMIN_ADDRESSES", format!("[\"{admin}\"]"))
+                .env("XJOB_EXECUTOR__ACCESS_TOKEN", TOKEN)
+                .env("XJOB_EXECUTOR__PORT", port.to_string())
+                .env("XJOB_EXECUTOR__LOG_PATH", r.dir.join(format!("exec{k}")))
+                .env("XJOB_EXECUTOR__QUEUE_CAPACITY", "100000")
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null());
+            // separate processes, as in production: not on the CPUs this (the dispatch)
+            // thread is kept on, which a child would inherit
+            _children
+                .0
+                .push(xjob::with_process_cpus(|| command.spawn())?);
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {

@@ -181,7 +181,9 @@ pub struct DatabaseConfig {
     /// On a SQLite file with several CPUs: the run-row writer thread gets one CPU and the
     /// thread that starts the engine (the dispatch) keeps off it; with the system clock the
     /// in-process executor runs on a thread of its own on the writer's CPU, ahead of the
-    /// writer (which lowers its priority). Turn off when you manage thread affinity yourself.
+    /// writer (which lowers its priority); processes that script and command jobs start get
+    /// every CPU the process had ([`crate::with_process_cpus`]). Turn off when you manage thread
+    /// affinity yourself.
     pub separate_writer_cpu: bool,
 }
 

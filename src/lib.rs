@@ -161,6 +161,7 @@ pub use error::{Error, Result};
 pub use executor::{ExecutorClient, HandlerRegistry, JobContext, JobResult};
 pub use jobs::JobSpec;
 pub use schedule::Schedule;
+pub use store::writer::with_process_cpus;
 
 /// Connects to `database` and applies every pending schema migration (what `xjob migrate`
 /// does; [`EngineBuilder::start`] does it too).

@@ -226,3 +226,76 @@ fn with_a_cpu_for_the_writer_handlers_run_off_the_dispatching_thread() {
             .unwrap();
     });
 }
+
+/// The CPUs the calling thread may run on, as Linux lists them (`0-1`).
+fn allowed_cpus() -> String {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    line.trim().to_string()
+}
+
+/// With the SQLite writer on a CPU of its own, a script job's process may use every CPU the
+/// process had, not only the one the in-process executor's thread is kept on (it ran on that
+/// one CPU, with everything it started).
+#[test]
+#[cfg(target_os = "linux")]
+fn with_a_cpu_for_the_writer_a_script_runs_on_every_cpu_of_the_process() {
+    common::init_tracing();
+    // before the engine keeps this (the dispatching) thread off the writer's CPU
+    let ours = allowed_cpus();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let mut cfg = common::test_config(dir.path());
+        cfg.database.separate_writer_cpu = true;
+        cfg.executor.scripts_enabled = true;
+        let engine = Engine::builder(cfg)
+            .handlers(xjob::demo::handlers().unwrap())
+            .log_dir(dir.path().join("joblogs"))
+            .start()
+            .await
+            .unwrap();
+        let group = engine
+            .ensure_group(xjob::demo::DEMO_APP, "demo")
+            .await
+            .unwrap();
+        common::eventually("the executor is routed to", 10, || async {
+            !xjob::testing::routed_addresses(&engine, group).is_empty()
+        })
+        .await;
+        let mut spec = JobSpec::cron(group, "cpus", "0 0 0 * * ?", "");
+        spec.glue_type = "GLUE_SHELL".into();
+        spec.glue_source = Some("#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status\n".into());
+        let job = engine.add_job(spec).await.unwrap();
+        engine.trigger_job(job, None, None).await.unwrap();
+        let db = engine.db().clone();
+        common::eventually("the script succeeded", 10, || {
+            let db = db.clone();
+            async move {
+                let rows = xjob::testing::store::logs::for_job(&db, job).await.unwrap();
+                rows.len() == 1 && rows[0].handle_code == 200
+            }
+        })
+        .await;
+        let run = xjob::testing::store::logs::for_job(&db, job).await.unwrap()[0].id;
+        let log = engine.run_log(run, 1).await.unwrap().content;
+        assert!(
+            log.contains(&format!("Cpus_allowed_list:\t{ours}\n")),
+            "the script's CPUs are not the process's {ours}: {log}"
+        );
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus >= 2 {
+            assert_ne!(
+                allowed_cpus(),
+                ours,
+                "this thread stays off the writer's CPU"
+            );
+        }
+        engine
+            .stop(std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+    });
+}

@@ -101,17 +101,18 @@ pub(crate) async fn run_process(
     args: &[std::ffi::OsString],
     ctx: JobContext,
 ) -> super::JobResult {
-    let mut child = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            anyhow::anyhow!("{what} exit value(-1) is failed: cannot start `{program}`: {e}")
-        })?;
+        .kill_on_drop(true);
+    // on the process's CPUs, not only the one the in-process executor's thread is kept on
+    let mut child = crate::with_process_cpus(|| command.spawn()).map_err(|e| {
+        anyhow::anyhow!("{what} exit value(-1) is failed: cannot start `{program}`: {e}")
+    })?;
     let mut guard = GroupGuard { pgid: child.id() };
     let (out, err) = (child.stdout.take(), child.stderr.take());
     let (status, _, _) = tokio::join!(child.wait(), pump(out, ctx.clone()), pump(err, ctx.clone()));

@@ -236,6 +236,7 @@ async fn lock_file(path: &str) -> Result<std::fs::File> {
     }
 }
 
+pub use sqlite_file::with_process_cpus;
 pub(crate) use sqlite_file::{pin as pin_to_cpu, yield_cpu};
 
 /// A handle to the writer (cheap to clone).

@@ -374,6 +374,8 @@ pub(super) fn separate_cpus() -> Option<usize> {
         if allowed.count() < 2 {
             return None;
         }
+        // the first engine's record stands: a later one may start on a thread kept off a CPU
+        let _ = PROCESS_CPUS.set(allowed);
         let writer = (0..CpuSet::MAX_CPU).rev().find(|&c| allowed.is_set(c))?;
         let mut rest = allowed;
         rest.unset(writer);
@@ -385,6 +387,33 @@ pub(super) fn separate_cpus() -> Option<usize> {
     }
     #[cfg(not(target_os = "linux"))]
     None
+}
+
+/// The CPUs the process's threads could use before [`separate_cpus`] kept its caller off one.
+#[cfg(target_os = "linux")]
+static PROCESS_CPUS: std::sync::OnceLock<rustix::thread::CpuSet> = std::sync::OnceLock::new();
+
+/// Runs `f` with the calling thread allowed on every CPU the process had before the engine
+/// placed its threads ([`separate_cpus`], [`pin`]), then puts the thread back. A process
+/// started in `f` inherits that wider set: a script job started on the in-process executor's
+/// thread (kept on the writer's CPU) would otherwise run, with everything it starts, on that
+/// one CPU. Without such a placement (one CPU, the setting off, another OS) it only runs `f`.
+pub fn with_process_cpus<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_os = "linux")]
+    if let Some(all) = PROCESS_CPUS.get() {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity};
+        if let Ok(mine) = sched_getaffinity(None)
+            && mine != *all
+            && sched_setaffinity(None, all).is_ok()
+        {
+            let out = f();
+            if let Err(e) = sched_setaffinity(None, &mine) {
+                tracing::debug!(error = %e, "cannot put this thread back on its CPUs");
+            }
+            return out;
+        }
+    }
+    f()
 }
 
 /// Keeps the calling thread on `cpu`.
