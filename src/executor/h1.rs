@@ -28,8 +28,8 @@ const MAX_IDLE: usize = 256;
 const MAX_HEAD: usize = 64 * 1024;
 /// Headers read per answer at most.
 const MAX_HEADERS: usize = 64;
-/// A request head's bytes besides its path, host, header names and values: the request and
-/// status line words, the content type, separators and a 20-digit length (119).
+/// A request head's bytes besides its path, host, header names and values: the request
+/// line's words, the content type, separators and a 20-digit length (119).
 const HEAD_FIXED: usize = 128;
 
 /// An `http://` URL split for the exchange.
