@@ -154,19 +154,43 @@ fn groups_are_created_changed_and_removed() {
     });
 }
 
+/// An engine on the system clock with the SQLite writer on a CPU of its own (this thread
+/// dispatches: the engine keeps it, and what it starts, off the writer's CPU, which touches no
+/// other test's thread), once its in-process executor is routed to; and the demo group.
+async fn with_a_writer_cpu(
+    dir: &std::path::Path,
+    handlers: HandlerRegistry,
+    tweak: impl FnOnce(&mut Config),
+) -> (Engine, i32) {
+    let mut cfg = common::test_config(dir);
+    cfg.database.separate_writer_cpu = true;
+    tweak(&mut cfg);
+    let engine = Engine::builder(cfg)
+        .handlers(handlers)
+        .log_dir(dir.join("joblogs"))
+        .start()
+        .await
+        .unwrap();
+    let group = engine
+        .ensure_group(xjob::demo::DEMO_APP, "demo")
+        .await
+        .unwrap();
+    common::eventually("the executor is routed to", 10, || async {
+        !xjob::testing::routed_addresses(&engine, group).is_empty()
+    })
+    .await;
+    (engine, group)
+}
+
 /// With the SQLite writer on a CPU of its own (the default on a machine with several), the
 /// in-process executor starts handlers on a thread of its own, off the dispatching one, and
 /// runs end as they do on one thread.
 #[test]
 fn with_a_cpu_for_the_writer_handlers_run_off_the_dispatching_thread() {
     common::init_tracing();
-    // this test's thread dispatches: the engine keeps it (and what it starts) off the
-    // writer's CPU, which touches no other test's thread
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let mut cfg = common::test_config(dir.path());
-        cfg.database.separate_writer_cpu = true;
         let ran_on = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
         let mut handlers = xjob::demo::handlers().unwrap();
         let seen = ran_on.clone();
@@ -179,20 +203,7 @@ fn with_a_cpu_for_the_writer_handlers_run_off_the_dispatching_thread() {
                 }
             })
             .unwrap();
-        let engine = Engine::builder(cfg)
-            .handlers(handlers)
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let group = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        common::eventually("the executor is routed to", 10, || async {
-            !xjob::testing::routed_addresses(&engine, group).is_empty()
-        })
-        .await;
+        let (engine, group) = with_a_writer_cpu(dir.path(), handlers, |_| {}).await;
         let job = engine
             .add_job(JobSpec::cron(group, "where", "0 0 0 * * ?", "where"))
             .await
@@ -248,21 +259,9 @@ fn with_a_cpu_for_the_writer_a_script_runs_on_every_cpu_of_the_process() {
     let ours = allowed_cpus();
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
-        let mut cfg = common::test_config(dir.path());
-        cfg.database.separate_writer_cpu = true;
-        cfg.executor.scripts_enabled = true;
-        let engine = Engine::builder(cfg)
-            .handlers(xjob::demo::handlers().unwrap())
-            .log_dir(dir.path().join("joblogs"))
-            .start()
-            .await
-            .unwrap();
-        let group = engine
-            .ensure_group(xjob::demo::DEMO_APP, "demo")
-            .await
-            .unwrap();
-        common::eventually("the executor is routed to", 10, || async {
-            !xjob::testing::routed_addresses(&engine, group).is_empty()
+        let handlers = xjob::demo::handlers().unwrap();
+        let (engine, group) = with_a_writer_cpu(dir.path(), handlers, |c| {
+            c.executor.scripts_enabled = true;
         })
         .await;
         let mut spec = JobSpec::cron(group, "cpus", "0 0 0 * * ?", "");
