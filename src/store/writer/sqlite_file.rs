@@ -394,7 +394,7 @@ pub(super) fn separate_cpus() -> Option<usize> {
 static PROCESS_CPUS: std::sync::OnceLock<rustix::thread::CpuSet> = std::sync::OnceLock::new();
 
 /// Runs `f` with the calling thread allowed on every CPU the process had before the engine
-/// placed its threads ([`separate_cpus`], [`pin`]), then puts the thread back. A process
+/// placed its threads (`database.separate_writer_cpu`), then puts the thread back. A process
 /// started in `f` inherits that wider set: a script job started on the in-process executor's
 /// thread (kept on the writer's CPU) would otherwise run, with everything it starts, on that
 /// one CPU. Without such a placement (one CPU, the setting off, another OS) it only runs `f`.
