@@ -165,7 +165,7 @@ impl ScanStore {
             return Ok((jobs::insert_model(&self.db, job).await?, audit));
         };
         writer
-            .exec(
+            .exec_now(
                 move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
                     let tx = write_tx(conn)?;
@@ -200,7 +200,7 @@ impl ScanStore {
             return Ok((jobs::set_running(&self.db, job_id, next).await?, audit));
         };
         writer
-            .exec(
+            .exec_now(
                 move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
                     let tx = write_tx(conn)?;

@@ -251,7 +251,15 @@ pub struct LogWriter {
     /// The CPU the SQLite writer has to itself, kept off the dispatching thread (see
     /// [`Target::separate_cpus`]).
     writer_cpu: Option<usize>,
+    /// The SQLite writer's connection, held by the writer thread while it writes a batch
+    /// (`None` on the pool, and once the writer stopped): see [`LogWriter::exec_now`].
+    conn: Option<SharedConn>,
 }
+
+/// The SQLite writer's connection: the writer thread locks it for each batch, and a console
+/// change may use it on its own thread in between ([`LogWriter::exec_now`]). `None` before the
+/// writer is ready and after it stopped.
+pub(super) type SharedConn = Arc<Mutex<Option<rusqlite::Connection>>>;
 
 impl LogWriter {
     /// Starts the writer for `target`; finished runs with child jobs go to `finished`. Fails
@@ -261,6 +269,7 @@ impl LogWriter {
         let single_node = target.single_node();
         let held = Arc::new(AtomicUsize::new(0));
         let mut cpu = None;
+        let mut shared = None;
         let lock = match target {
             Target::SqliteFile {
                 path,
@@ -277,10 +286,20 @@ impl LogWriter {
                 let (activity, held) = (activity.clone(), held.clone());
                 let (ready, started) = oneshot::channel();
                 let shown = path.clone();
+                let conn = SharedConn::default();
+                shared = Some(conn.clone());
                 std::thread::Builder::new()
                     .name("xjob-sqlite-writer".into())
                     .spawn(move || {
-                        sqlite_file::run(&path, rx, finished, writer_cpu, activity, held, ready)
+                        let on = sqlite_file::Thread {
+                            rx,
+                            sink: finished,
+                            writer_cpu,
+                            activity,
+                            held_count: held,
+                            conn,
+                        };
+                        sqlite_file::run(&path, on, ready)
                     })
                     .map_err(|e| {
                         Error::Config(format!("cannot start the SQLite writer thread: {e}"))
@@ -308,6 +327,7 @@ impl LogWriter {
             lock: Arc::new(Mutex::new(lock)),
             held,
             writer_cpu: cpu,
+            conn: shared,
         })
     }
 
@@ -414,6 +434,27 @@ impl LogWriter {
         f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
     ) -> Result<R> {
         self.exec_journalled(move |c, _| f(c)).await
+    }
+
+    /// Runs `f` on the SQLite writer's connection, on the calling thread when the writer is
+    /// between batches, else as [`LogWriter::exec`] does. For a console change that waits for
+    /// its answer and does not depend on run rows queued before it (creating or starting a
+    /// job): it saves the hand-over to the writer thread and back, two wake-ups and two
+    /// context switches, most of such a request's cost on an otherwise idle node
+    /// (BENCHMARKS.md, session 31). Never waits for a batch in progress: then `f` is queued.
+    pub(crate) async fn exec_now<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
+    ) -> Result<R> {
+        if let Some(mut slot) = self.conn.as_ref().and_then(|c| c.try_lock())
+            && let Some(conn) = slot.as_mut()
+        {
+            // a panic rolls its transaction back (dropped while unwinding) and is answered
+            // as the queued path answers it
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
+                .map_err(|_| Error::Stopped("run-row writer"));
+        }
+        self.exec(f).await
     }
 
     /// As [`LogWriter::exec`], with the writer's journal of pending fires (the scan's pages
@@ -866,6 +907,73 @@ mod tests {
         writer.flush().await.unwrap();
         writer.release_lock();
         db.close().await.unwrap();
+    }
+
+    /// `exec_now` runs on the caller's thread while the SQLite writer is between batches, and
+    /// waits its turn on the writer's thread while a batch holds the connection; its write is
+    /// committed either way. The pool has no such connection and refuses as `exec` does.
+    #[tokio::test]
+    // the test stands in for a batch in progress by holding the connection across awaits
+    #[allow(clippy::await_holding_lock)]
+    async fn exec_now_runs_here_unless_a_batch_holds_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, target, job, _) = fixture(dir.path(), None).await;
+        let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}))
+            .await
+            .unwrap();
+        let set_desc = |desc: &'static str| {
+            move |c: &mut rusqlite::Connection| {
+                c.execute(
+                    "UPDATE xxl_job_info SET job_desc = ?1 WHERE id = ?2",
+                    rusqlite::params![desc, job],
+                )
+                .unwrap();
+                std::thread::current().id()
+            }
+        };
+        let desc = || async { crate::store::jobs::get(&db, job).await.unwrap().job_desc };
+        let here = std::thread::current().id();
+
+        let ran_on = writer.exec_now(set_desc("idle")).await.unwrap();
+        assert_eq!(
+            ran_on, here,
+            "an idle writer's connection is used on this thread"
+        );
+        assert_eq!(desc().await, "idle");
+
+        // a batch in progress: the writer thread holds the connection
+        let slot = writer.conn.as_ref().unwrap().lock();
+        let mut queued = Box::pin(writer.exec_now(set_desc("queued")));
+        for _ in 0..3 {
+            assert!(futures::poll!(queued.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        drop(slot);
+        let ran_on = queued.await.unwrap();
+        assert_ne!(
+            ran_on, here,
+            "queued behind the batch, on the writer's thread"
+        );
+        assert_eq!(desc().await, "queued");
+
+        // a panic is answered as an error and leaves the connection usable
+        let r = writer
+            .exec_now(|_| -> i32 { panic!("a bug in a console write (expected by this test)") })
+            .await;
+        assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
+        writer.exec_now(set_desc("after")).await.unwrap();
+        assert_eq!(desc().await, "after");
+
+        let pool = crate::store::tests::memory_db().await;
+        let pooled = LogWriter::start(
+            Target::of(&pool).await.unwrap(),
+            Activity::default(),
+            Box::new(|_| {}),
+        )
+        .await
+        .unwrap();
+        let r = pooled.exec_now(|_| ()).await;
+        assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
     }
 
     /// A pooled writer whose pool was closed (the engine stopped past its grace) gives up at

@@ -101,15 +101,26 @@ fn open(path: &str) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-pub(super) fn run(
-    path: &str,
-    mut rx: mpsc::Receiver<Queued>,
-    sink: FinishedSink,
-    writer_cpu: Option<usize>,
-    activity: Activity,
-    held_count: Arc<AtomicUsize>,
-    ready: oneshot::Sender<std::result::Result<(), String>>,
-) {
+/// What the writer thread is given.
+pub(super) struct Thread {
+    pub rx: mpsc::Receiver<Queued>,
+    pub sink: FinishedSink,
+    pub writer_cpu: Option<usize>,
+    pub activity: Activity,
+    pub held_count: Arc<AtomicUsize>,
+    /// Where the connection goes once it is ready; locked for each batch.
+    pub conn: SharedConn,
+}
+
+pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Result<(), String>>) {
+    let Thread {
+        mut rx,
+        sink,
+        writer_cpu,
+        activity,
+        held_count,
+        conn: shared,
+    } = on;
     if let Some(cpu) = writer_cpu {
         pin(cpu);
     }
@@ -150,7 +161,9 @@ pub(super) fn run(
         let _ = ready.send(Err(format!("cannot index its log rows by job: {e}")));
         return;
     }
+    *shared.lock() = Some(conn);
     if ready.send(Ok(())).is_err() {
+        shared.lock().take();
         return;
     }
     let mut tail = Tail {
@@ -182,12 +195,17 @@ pub(super) fn run(
             linger(ops, &mut rx, &timer)
         };
         let flush = closed || ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
+        let mut slot = shared.lock();
+        let Some(conn) = slot.as_mut() else {
+            tracing::error!("the SQLite writer's connection is gone; the writer stops");
+            break;
+        };
         // a bug in one batch must not stop every later write: its transaction rolls back
         // (dropped while unwinding), its waiters hear of the failure (their results are
         // re-sent by executors), and the writer goes on with the next batch
         let run = std::panic::AssertUnwindSafe(|| {
             batch(
-                &mut conn,
+                conn,
                 &mut journal,
                 &mut jobs,
                 ops,
@@ -205,11 +223,14 @@ pub(super) fn run(
             }
         }
         held_count.store(held.len(), Ordering::Release);
-        tail.index_if_due(&mut conn, &journal);
+        tail.index_if_due(conn, &journal);
+        drop(slot);
         if closed {
             break;
         }
     }
+    // closed here, on this thread, and nobody uses it after
+    shared.lock().take();
 }
 
 /// The runs written since the index by job last took them in.
