@@ -1302,9 +1302,9 @@ fn the_documented_contract_holds_at_its_edges() {
     });
 }
 
-/// A job's creation and start are stored with their audit entries (on the node's SQLite file,
-/// in the change's own transaction): the entries are in the table when the answers come, with
-/// the new job's id, and a refused start records nothing.
+/// A job's creation and start are recorded in the audit log with the new job's id (on the
+/// node's SQLite file the entries go with the writer's next batch, after the answer), and a
+/// refused start records nothing.
 #[test]
 fn a_jobs_creation_and_start_are_stored_with_their_audit_entries() {
     run_paused(|| async {
@@ -1322,7 +1322,8 @@ fn a_jobs_creation_and_start_are_stored_with_their_audit_entries() {
         );
         let (s, _) = api.post("/v1/jobs/999999/start", None).await;
         assert_eq!(s, StatusCode::NOT_FOUND);
-        // read straight from the table: no flush of queued entries first
+        // the audit page writes what is queued before it reads
+        assert_eq!(api.get("/v1/audit?limit=1").await.0, StatusCode::OK);
         let db = app.engine.db();
         let rows = db
             .query_all_raw(Statement::from_string(

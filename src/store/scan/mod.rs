@@ -151,11 +151,13 @@ impl ScanStore {
         }
     }
 
-    /// Stores a new job (created stopped); answers it as stored, and `audit` unless it was
-    /// written. On a SQLite file, on the writer's connection: one round trip, where the pool's
-    /// INSERT … RETURNING took a hop to one of sqlx's worker threads and back; `audit` (its
-    /// target id set to the new job's) goes in the same transaction, so a console change costs
-    /// one commit and one wake-up of the writer instead of two (BENCHMARKS.md, session 19).
+    /// Stores a new job (created stopped); answers it as stored, and `audit` (its target id
+    /// set to the new job's) for the caller to record. On a SQLite file, on the writer's
+    /// connection ([`crate::store::writer::LogWriter::exec_now`]: on the caller's thread when the writer is between
+    /// batches), where the pool's INSERT … RETURNING took a hop to one of sqlx's worker threads
+    /// and back. The entry is not written in the job's transaction: queued, it goes with the
+    /// writer's next batch, many console changes to one commit (two pages fewer per change in
+    /// the WAL, BENCHMARKS.md session 31).
     pub(crate) async fn insert_job(
         &self,
         job: entity::xxl_job_info::Model,
@@ -170,24 +172,24 @@ impl ScanStore {
                     use crate::store::sqlite_sync as sync;
                     let tx = write_tx(conn)?;
                     let id = sync::insert_job(&tx, &job)?;
-                    if let Some(mut e) = audit {
-                        e.target_id = id.to_string();
-                        crate::store::audit::record_sync(&tx, &e)?;
-                    }
                     let stored = sync::job_by_id(&tx, id)?
                         .ok_or(Error::JobNotFound { job_id: id })?
                         .0;
                     tx.commit()?;
-                    Ok((stored, None))
+                    let audit = audit.map(|mut e| {
+                        e.target_id = id.to_string();
+                        e
+                    });
+                    Ok((stored, audit))
                 },
             )
             .await?
     }
 
     /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
-    /// it unchanged); answers the job as stored, and `audit` unless it was written. On a
-    /// SQLite file the read, the write and `audit` are one transaction in one round trip to
-    /// the writer's connection.
+    /// it unchanged); answers the job as stored, and `audit` for the caller to record. On a
+    /// SQLite file the read and the write are one transaction on the writer's connection, as
+    /// in [`ScanStore::insert_job`].
     pub(crate) async fn start_job(
         &self,
         job_id: i32,
@@ -208,14 +210,11 @@ impl ScanStore {
                         sync::job_by_id(&tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
                     let next = first(&job)?;
                     sync::set_running(&tx, job_id, next)?;
-                    if let Some(e) = audit {
-                        crate::store::audit::record_sync(&tx, &e)?;
-                    }
                     let stored = sync::job_by_id(&tx, job_id)?
                         .ok_or(Error::JobNotFound { job_id })?
                         .0;
                     tx.commit()?;
-                    Ok((stored, None))
+                    Ok((stored, audit))
                 },
             )
             .await?

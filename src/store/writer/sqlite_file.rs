@@ -262,11 +262,12 @@ impl Tail {
     }
 }
 
-/// Gathers a small batch of run rows for up to [`LINGER`] after its first item, so that a
-/// trickle of callbacks and outcomes is written a few transactions a second rather than one
-/// transaction per item (each commit appends every page it touched to the WAL). Anything that
-/// a caller waits for besides a result's acknowledgement (work on the connection, a flush, an
-/// audit entry) ends the wait at once. Answers the ops and whether the queue closed.
+/// Gathers a small batch of run rows and audit entries for up to [`LINGER`] after its first
+/// item, so that a trickle of callbacks, outcomes and console changes is written a few
+/// transactions a second rather than one transaction per item (each commit appends every page
+/// it touched to the WAL). Anything that a caller waits for besides a result's
+/// acknowledgement (work on the connection, a flush) ends the wait at once. Answers the ops and
+/// whether the queue closed.
 fn linger(
     mut ops: Vec<Queued>,
     rx: &mut mpsc::Receiver<Queued>,
@@ -275,7 +276,7 @@ fn linger(
     let lingers = |q: &Queued| {
         matches!(
             q.op,
-            Op::Outcomes(_) | Op::Dispatching(_) | Op::Results { .. }
+            Op::Outcomes(_) | Op::Dispatching(_) | Op::Results { .. } | Op::Audit(_)
         )
     };
     let mut n: usize = ops.iter().map(|q| q.op.len()).sum();
