@@ -168,14 +168,12 @@ impl ScanStore {
         };
         writer
             .exec_now(
-                move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
+                move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
-                    let tx = write_tx(conn)?;
-                    let id = sync::insert_job(&tx, &job)?;
-                    let stored = sync::job_by_id(&tx, id)?
+                    let id = sync::insert_job(tx, &job)?;
+                    let stored = sync::job_by_id(tx, id)?
                         .ok_or(Error::JobNotFound { job_id: id })?
                         .0;
-                    tx.commit()?;
                     let audit = audit.map(|mut e| {
                         e.target_id = id.to_string();
                         e
@@ -183,7 +181,7 @@ impl ScanStore {
                     Ok((stored, audit))
                 },
             )
-            .await?
+            .await
     }
 
     /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
@@ -203,29 +201,18 @@ impl ScanStore {
         };
         writer
             .exec_now(
-                move |conn| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
+                move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
-                    let tx = write_tx(conn)?;
                     let (job, _) =
-                        sync::job_by_id(&tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
+                        sync::job_by_id(tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
                     let next = first(&job)?;
-                    sync::set_running(&tx, job_id, next)?;
-                    let stored = sync::job_by_id(&tx, job_id)?
+                    sync::set_running(tx, job_id, next)?;
+                    let stored = sync::job_by_id(tx, job_id)?
                         .ok_or(Error::JobNotFound { job_id })?
                         .0;
-                    tx.commit()?;
                     Ok((stored, audit))
                 },
             )
-            .await?
+            .await
     }
-}
-
-/// A transaction on the writer's connection holding the write lock from its start: a deferred
-/// one that reads first takes a snapshot, and when a pool connection (a heartbeat, a console
-/// read-modify-write) commits before its first write, that write fails at once with
-/// `SQLITE_BUSY_SNAPSHOT` ("database is locked") instead of waiting its turn — seen on job
-/// starts under load.
-fn write_tx(conn: &mut rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }

@@ -436,25 +436,42 @@ impl LogWriter {
         self.exec_journalled(move |c, _| f(c)).await
     }
 
-    /// Runs `f` on the SQLite writer's connection, on the calling thread when the writer is
-    /// between batches, else as [`LogWriter::exec`] does. For a console change that waits for
-    /// its answer and does not depend on run rows queued before it (creating or starting a
-    /// job): it saves the hand-over to the writer thread and back, two wake-ups and two
-    /// context switches, most of such a request's cost on an otherwise idle node
-    /// (BENCHMARKS.md, session 31). Never waits for a batch in progress: then `f` is queued.
+    /// Runs `f` in a write transaction on the SQLite writer's connection (committed when `f`
+    /// answers `Ok`, rolled back otherwise), on the calling thread when the writer is between
+    /// batches and the database's write lock is free at once, else on the writer's thread as
+    /// [`LogWriter::exec`] does. For a console change that waits for its answer and does not
+    /// depend on run rows queued before it (creating or starting a job): it saves the hand-over
+    /// to the writer thread and back, two wake-ups and two context switches, a third of such a
+    /// request's cost on an otherwise idle node (BENCHMARKS.md, session 31). It never waits
+    /// here: not for a batch in progress, and not for another connection's write transaction,
+    /// which may be one this thread's own runtime has to drive to its commit. The transaction
+    /// holds the write lock from its start (`BEGIN IMMEDIATE`): a deferred one that reads first
+    /// takes a snapshot, and when a pool connection commits before its first write, that write
+    /// fails at once with `SQLITE_BUSY_SNAPSHOT` instead of waiting its turn.
     pub(crate) async fn exec_now<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut rusqlite::Connection) -> R + Send + Sync + 'static,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R> + Send + Sync + 'static,
     ) -> Result<R> {
         if let Some(mut slot) = self.conn.as_ref().and_then(|c| c.try_lock())
             && let Some(conn) = slot.as_mut()
+            && let Some(tx) = sqlite_file::begin_at_once(conn)
         {
-            // a panic rolls its transaction back (dropped while unwinding) and is answered
-            // as the queued path answers it
-            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn)))
-                .map_err(|_| Error::Stopped("run-row writer"));
+            // a panic rolls the transaction back (dropped while unwinding) and is answered as
+            // the queued path answers it
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let r = f(&tx)?;
+                tx.commit()?;
+                Ok(r)
+            }))
+            .map_err(|_| Error::Stopped("run-row writer"))?;
         }
-        self.exec(f).await
+        self.exec(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let r = f(&tx)?;
+            tx.commit()?;
+            Ok(r)
+        })
+        .await?
     }
 
     /// As [`LogWriter::exec`], with the writer's journal of pending fires (the scan's pages
@@ -921,14 +938,13 @@ mod tests {
         let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}))
             .await
             .unwrap();
-        let set_desc = |desc: &'static str| {
-            move |c: &mut rusqlite::Connection| {
-                c.execute(
+        let set_desc = move |desc: &'static str| {
+            move |tx: &rusqlite::Transaction<'_>| -> Result<std::thread::ThreadId> {
+                tx.execute(
                     "UPDATE xxl_job_info SET job_desc = ?1 WHERE id = ?2",
                     rusqlite::params![desc, job],
-                )
-                .unwrap();
-                std::thread::current().id()
+                )?;
+                Ok(std::thread::current().id())
             }
         };
         let desc = || async { crate::store::jobs::get(&db, job).await.unwrap().job_desc };
@@ -956,9 +972,39 @@ mod tests {
         );
         assert_eq!(desc().await, "queued");
 
-        // a panic is answered as an error and leaves the connection usable
+        // another connection's write transaction, which this thread's runtime drives: not
+        // waited for here (that would hold up its commit), but on the writer's thread
+        use sea_orm::TransactionTrait;
+        let other = db.begin().await.unwrap();
+        other
+            .execute_unprepared("UPDATE xxl_job_info SET author = 'other' WHERE id > 0")
+            .await
+            .unwrap();
+        let mut waiting = Box::pin(writer.exec_now(set_desc("after the other")));
+        for _ in 0..3 {
+            assert!(futures::poll!(waiting.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        other.commit().await.unwrap();
+        let ran_on = waiting.await.unwrap();
+        assert_ne!(ran_on, here);
+        assert_eq!(desc().await, "after the other");
+
+        // an error rolls back; a panic is answered as an error; the connection stays usable
         let r = writer
-            .exec_now(|_| -> i32 { panic!("a bug in a console write (expected by this test)") })
+            .exec_now(move |tx| -> Result<()> {
+                set_desc("rolled back")(tx)?;
+                Err(Error::Conflict {
+                    reason: "refused".into(),
+                })
+            })
+            .await;
+        assert!(matches!(r, Err(Error::Conflict { .. })), "{r:?}");
+        assert_eq!(desc().await, "after the other");
+        let r = writer
+            .exec_now(|_| -> Result<i32> {
+                panic!("a bug in a console write (expected by this test)")
+            })
             .await;
         assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
         writer.exec_now(set_desc("after")).await.unwrap();
@@ -972,7 +1018,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let r = pooled.exec_now(|_| ()).await;
+        let r = pooled.exec_now(|_| Ok(())).await;
         assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
     }
 

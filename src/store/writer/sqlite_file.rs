@@ -85,9 +85,12 @@ static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(||
     }
 });
 
+/// How long the writer's connection waits for another connection's write transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn open(path: &str) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // statement journals (every UPSERT / RETURNING statement keeps one) in memory, not in
@@ -231,6 +234,20 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
     }
     // closed here, on this thread, and nobody uses it after
     shared.lock().take();
+}
+
+/// A write transaction (`BEGIN IMMEDIATE`) on `conn` if the database's write lock can be had
+/// without waiting; `None` when another connection holds it (or beginning failed otherwise:
+/// the caller then goes the queued way, which reports any error). The busy timeout is lifted
+/// for the `BEGIN` alone.
+pub(super) fn begin_at_once(conn: &mut Connection) -> Option<rusqlite::Transaction<'_>> {
+    let conn: &Connection = conn;
+    conn.busy_timeout(Duration::ZERO).ok()?;
+    let tx =
+        rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate).ok();
+    // restored before anything else runs on the connection (a failed restore: no transaction)
+    let restored = conn.busy_timeout(BUSY_TIMEOUT).is_ok();
+    tx.filter(|_| restored)
 }
 
 /// The runs written since the index by job last took them in.
