@@ -102,6 +102,9 @@ enum Op {
     Exec(Exec),
     /// A console change's audit entry: written with the batch, nobody waits for it.
     Audit(Box<crate::store::audit::Entry>),
+    /// Audit entries wait in [`LogWriter`]'s list for the SQLite writer's next batch (sent by
+    /// the first entry of the list only).
+    AuditsListed,
     /// Write everything queued and held, then answer.
     Flush(oneshot::Sender<bool>),
     Results {
@@ -144,7 +147,7 @@ impl Drop for Ack {
 impl Op {
     fn len(&self) -> usize {
         match self {
-            Op::Exec(_) | Op::Flush(_) | Op::Audit(_) => 1,
+            Op::Exec(_) | Op::Flush(_) | Op::Audit(_) | Op::AuditsListed => 1,
             Op::Dispatching(ids) => ids.len().max(1),
             Op::Outcomes(records) => records.len().max(1),
             Op::Results { items, .. } => items.len().max(1),
@@ -254,7 +257,13 @@ pub struct LogWriter {
     /// The SQLite writer's connection, held by the writer thread while it writes a batch
     /// (`None` on the pool, and once the writer stopped): see [`LogWriter::exec_now`].
     conn: Option<SharedConn>,
+    /// Audit entries for the SQLite writer's next batch (`None` on the pool): see
+    /// [`LogWriter::audit`].
+    audits: Option<Audits>,
 }
+
+/// Audit entries the SQLite writer takes into its next batch.
+pub(super) type Audits = Arc<Mutex<Vec<crate::store::audit::Entry>>>;
 
 /// The SQLite writer's connection: the writer thread locks it for each batch, and a console
 /// change may use it on its own thread in between ([`LogWriter::exec_now`]). `None` before the
@@ -270,6 +279,7 @@ impl LogWriter {
         let held = Arc::new(AtomicUsize::new(0));
         let mut cpu = None;
         let mut shared = None;
+        let mut listed = None;
         let lock = match target {
             Target::SqliteFile {
                 path,
@@ -288,6 +298,8 @@ impl LogWriter {
                 let shown = path.clone();
                 let conn = SharedConn::default();
                 shared = Some(conn.clone());
+                let audits = Audits::default();
+                listed = Some(audits.clone());
                 std::thread::Builder::new()
                     .name("xjob-sqlite-writer".into())
                     .spawn(move || {
@@ -298,6 +310,7 @@ impl LogWriter {
                             activity,
                             held_count: held,
                             conn,
+                            audits,
                         };
                         sqlite_file::run(&path, on, ready)
                     })
@@ -328,6 +341,7 @@ impl LogWriter {
             held,
             writer_cpu: cpu,
             conn: shared,
+            audits: listed,
         })
     }
 
@@ -491,8 +505,27 @@ impl LogWriter {
     /// Queues an audit entry, written with the next batch in its transaction (one commit for
     /// many console changes: an insert of its own per change cost a third of the job-creation
     /// rate, BENCHMARKS.md session 10). [`LogWriter::flush`] makes it visible.
+    /// On a SQLite file the entry goes into a list the writer takes with its next batch, and
+    /// only the list's first entry sends the writer a message: one wake-up of the writer per
+    /// batch rather than per console change (a loop of creates and starts on one connection
+    /// otherwise woke it twice per job). The message holds the engine's activity until its
+    /// batch is written, and every entry listed before that batch is in it; an entry listed
+    /// after it finds the list empty and sends its own. While a clone of this handle exists
+    /// the writer thread runs, so a listed entry is never left behind.
     pub(crate) async fn audit(&self, entry: crate::store::audit::Entry) -> Result<()> {
-        self.queue(Op::Audit(Box::new(entry))).await
+        let Some(audits) = &self.audits else {
+            return self.queue(Op::Audit(Box::new(entry))).await;
+        };
+        let first = {
+            let mut list = audits.lock();
+            list.push(entry);
+            list.len() == 1
+        };
+        if first {
+            self.queue(Op::AuditsListed).await
+        } else {
+            Ok(())
+        }
     }
 
     /// Answers once everything queued before this call is written, outcomes the writer held
@@ -644,6 +677,24 @@ mod tests {
             assert_eq!(rows[0].detail.chars().count(), 1_000);
             assert_eq!(rows[0].time, crate::clock::ms_to_naive(5_000));
             assert_eq!(rows[4].detail, "xxx");
+            // after a batch took the list: the next entries are written by a later one
+            for i in 5..7 {
+                writer
+                    .audit(crate::store::audit::Entry {
+                        action: "job.start",
+                        target_type: "job",
+                        target_id: i.to_string(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+            }
+            writer.flush().await.unwrap();
+            let (total, _) =
+                crate::store::audit::page(&db, &crate::store::audit::Filter::default(), 0, 10)
+                    .await
+                    .unwrap();
+            assert_eq!(total, 7, "{:?}", db.get_database_backend());
             writer.release_lock();
         }
     }

@@ -190,6 +190,8 @@ impl Pairing {
                     }
                 }
                 Op::Audit(e) => batch.audits.push(*e),
+                // the listed entries are taken by the SQLite writer itself
+                Op::AuditsListed => {}
                 Op::Exec(f) => batch.execs.push(f),
                 Op::Flush(tx) => batch.flushes.push(tx),
             }

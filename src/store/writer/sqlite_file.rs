@@ -113,6 +113,8 @@ pub(super) struct Thread {
     pub held_count: Arc<AtomicUsize>,
     /// Where the connection goes once it is ready; locked for each batch.
     pub conn: SharedConn,
+    /// Audit entries listed for the next batch.
+    pub audits: Audits,
 }
 
 pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Result<(), String>>) {
@@ -123,6 +125,7 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
         activity,
         held_count,
         conn: shared,
+        audits,
     } = on;
     if let Some(cpu) = writer_cpu {
         pin(cpu);
@@ -203,6 +206,9 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
             tracing::error!("the SQLite writer's connection is gone; the writer stops");
             break;
         };
+        // the audit entries listed so far (their message is in `ops`, or still queued: its
+        // batch then finds the list empty)
+        let listed = std::mem::take(&mut *audits.lock());
         // a bug in one batch must not stop every later write: its transaction rolls back
         // (dropped while unwinding), its waiters hear of the failure (their results are
         // re-sent by executors), and the writer goes on with the next batch
@@ -212,6 +218,7 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
                 &mut journal,
                 &mut jobs,
                 ops,
+                listed,
                 &mut held,
                 flush,
                 &activity,
@@ -293,7 +300,11 @@ fn linger(
     let lingers = |q: &Queued| {
         matches!(
             q.op,
-            Op::Outcomes(_) | Op::Dispatching(_) | Op::Results { .. } | Op::Audit(_)
+            Op::Outcomes(_)
+                | Op::Dispatching(_)
+                | Op::Results { .. }
+                | Op::Audit(_)
+                | Op::AuditsListed
         )
     };
     let mut n: usize = ops.iter().map(|q| q.op.len()).sum();
@@ -327,6 +338,7 @@ fn batch(
     journal: &mut Journal,
     jobs: &mut JobCache,
     ops: Vec<Queued>,
+    listed: Vec<crate::store::audit::Entry>,
     held: &mut Pairing,
     flush: bool,
     activity: &Activity,
@@ -334,7 +346,8 @@ fn batch(
     held_count: &AtomicUsize,
 ) -> usize {
     let now = Instant::now();
-    let b = held.prepare(ops, now, flush, activity);
+    let mut b = held.prepare(ops, now, flush, activity);
+    b.audits.extend(listed);
     let mut attempt = 0;
     let mut rows = 0;
     let outcome = loop {
