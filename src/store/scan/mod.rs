@@ -153,11 +153,11 @@ impl ScanStore {
 
     /// Stores a new job (created stopped); answers it as stored, and `audit` (its target id
     /// set to the new job's) for the caller to record. On a SQLite file, on the writer's
-    /// connection ([`crate::store::writer::LogWriter::exec_now`]: on the caller's thread when the writer is between
-    /// batches), where the pool's INSERT … RETURNING took a hop to one of sqlx's worker threads
-    /// and back. The entry is not written in the job's transaction: queued, it goes with the
-    /// writer's next batch, many console changes to one commit (two pages fewer per change in
-    /// the WAL, BENCHMARKS.md session 31).
+    /// connection ([`crate::store::writer::LogWriter::exec_now`]: on the caller's thread when
+    /// the writer is between batches), where the pool's INSERT … RETURNING took a hop to one
+    /// of sqlx's worker threads and back. The entry is not written in the job's transaction:
+    /// queued, it goes with the writer's next batch, many console changes to one commit (two
+    /// pages fewer per change in the WAL, BENCHMARKS.md session 31).
     pub(crate) async fn insert_job(
         &self,
         job: entity::xxl_job_info::Model,
