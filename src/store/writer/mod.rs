@@ -472,18 +472,14 @@ impl LogWriter {
         {
             // a panic rolls the transaction back (dropped while unwinding) and is answered as
             // the queued path answers it
-            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let r = f(&tx)?;
-                tx.commit()?;
-                Ok(r)
-            }))
-            .map_err(|_| Error::Stopped("run-row writer"))?;
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committed(tx, f)))
+                .map_err(|_| Error::Stopped("run-row writer"))?;
         }
         self.exec(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let r = f(&tx)?;
-            tx.commit()?;
-            Ok(r)
+            committed(
+                conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?,
+                f,
+            )
         })
         .await?
     }
@@ -566,6 +562,16 @@ impl Written {
     pub async fn wait(self) -> Result<bool> {
         self.0.await.map_err(|_| Error::Stopped("run-row writer"))
     }
+}
+
+/// `f`'s answer once `tx` is committed; an error leaves `tx` to roll back (dropped).
+fn committed<R>(
+    tx: rusqlite::Transaction<'_>,
+    f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R>,
+) -> Result<R> {
+    let r = f(&tx)?;
+    tx.commit()?;
+    Ok(r)
 }
 
 /// Results with their messages bounded to their column.
