@@ -316,6 +316,90 @@ fn jobs_are_previewed_created_started_edited_triggered_and_deleted() {
     });
 }
 
+/// `triggerStatus: 1` creates a job running in one request: its first fire is what a start
+/// gives, it fires, and it is audited as created and started. Any other value is refused with
+/// nothing stored; 0 or null create it stopped.
+#[test]
+fn a_job_created_running_fires_like_one_created_and_started() {
+    run_paused(|| async {
+        use sea_orm::{ConnectionTrait, Statement};
+        let dir = tempfile::tempdir().unwrap();
+        let (app, api) = admin_api(dir.path()).await;
+        let demo = app.group as i64;
+        let jobs_total = |v: &Value| v["total"].as_i64();
+        let (_, before) = api.get("/v1/jobs").await;
+        for bad in [json!(2), json!(-1), json!("1"), json!(1.5), json!(true)] {
+            let mut body = job_body(demo, "bad status", "demoJobHandler");
+            body["triggerStatus"] = bad.clone();
+            let (s, v) = api.post("/v1/jobs", Some(body)).await;
+            assert_eq!(
+                (s, v["field"].as_str()),
+                (StatusCode::BAD_REQUEST, Some("triggerStatus")),
+                "{bad}: {v}"
+            );
+        }
+        let mut none = job_body(demo, "never fires", "demoJobHandler");
+        none["scheduleType"] = json!("NONE");
+        none["triggerStatus"] = json!(1);
+        let (s, v) = api.post("/v1/jobs", Some(none)).await;
+        assert_eq!(
+            (s, v["field"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("scheduleType")),
+            "{v}"
+        );
+        let (_, after) = api.get("/v1/jobs").await;
+        assert_eq!(jobs_total(&after), jobs_total(&before), "nothing stored");
+
+        for stopped in [json!(0), Value::Null] {
+            let mut body = job_body(demo, "stopped", "demoJobHandler");
+            body["triggerStatus"] = stopped;
+            let (s, job) = api.post("/v1/jobs", Some(body)).await;
+            assert_eq!(
+                (s, job["triggerStatus"].as_i64()),
+                (StatusCode::CREATED, Some(0))
+            );
+            assert_eq!(job["triggerNextTime"], 0);
+        }
+
+        let mut body = job_body(demo, "at once", "demoJobHandler");
+        body["triggerStatus"] = json!(1);
+        let (s, job) = api.post("/v1/jobs", Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{job}");
+        assert_eq!(job["triggerStatus"], 1);
+        assert_eq!(job["triggerNextTime"], T0 + 5_000);
+        let id = job["id"].as_i64().unwrap();
+        // the same job created and then started gets the same first fire
+        let twin = create_job(&api, job_body(demo, "twin", "demoJobHandler")).await;
+        let (_, started) = api.post(&format!("/v1/jobs/{twin}/start"), None).await;
+        assert_eq!(started["triggerNextTime"], job["triggerNextTime"]);
+        let (_, stored) = api.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(stored, job, "answered as stored");
+
+        app.advance(6_000).await;
+        let (_, logs) = api.get(&format!("/v1/logs?jobId={id}")).await;
+        assert_eq!(logs["total"], 1, "{logs}");
+        assert_eq!(logs["items"][0]["triggerType"], "CRON");
+        assert_eq!(logs["items"][0]["executorParam"], "from-cron");
+
+        // the audit page writes what is queued before it reads
+        assert_eq!(api.get("/v1/audit?limit=1").await.0, StatusCode::OK);
+        let db = app.engine.db();
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                format!("SELECT action FROM xjob_audit WHERE target_id = '{id}' ORDER BY id"),
+            ))
+            .await
+            .unwrap();
+        let actions: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<String>("", "action").unwrap())
+            .collect();
+        assert_eq!(actions, ["job.create", "job.start"]);
+        app.close().await;
+    });
+}
+
 /// Runs of a started job are listed by status, naming their job, with their rolling log; a
 /// long run is killed (once: a second kill is a conflict); the dashboard counts them as they
 /// finish (no minute's wait); a clear deletes them.

@@ -283,8 +283,17 @@ impl Console {
         Ok(self.visible_job(who, id).await?.into())
     }
 
-    /// Creates a job (stopped).
-    pub async fn create_job(&self, who: &Principal, mut spec: JobSpec) -> Result<JobView> {
+    /// Creates a job: stopped (as XXL-JOB does), or with `status` [`TriggerStatus::Running`]
+    /// started in the same write (one request and one commit where a create and a start take
+    /// two; no stopped job is left behind by a client that fails between the two). A started
+    /// job's first fire is what [`Console::start_job`] would give it, and it is audited as
+    /// created and as started.
+    pub async fn create_job(
+        &self,
+        who: &Principal,
+        mut spec: JobSpec,
+        status: TriggerStatus,
+    ) -> Result<JobView> {
         self.check_group(who, spec.job_group).await?;
         self.engine.check_webhook(spec.alarm_webhook.as_deref())?;
         self.require_scripts(spec.glue_type.parse()?)?;
@@ -301,10 +310,18 @@ impl Console {
         );
         // the target id is the new job's, set where it is stored
         let entry = self.audit_entry(who, "job.create", "job", "", detail);
-        let (job, unwritten) = self.engine.insert_job_audited(model, entry).await?;
+        let running = status == TriggerStatus::Running;
+        let (job, unwritten) = self
+            .engine
+            .insert_job_audited(model, running, entry)
+            .await?;
         if let Some(mut entry) = unwritten {
             entry.target_id = job.id.to_string();
             self.write_audit(entry).await;
+        }
+        if running {
+            self.write_audit(self.audit_entry(who, "job.start", "job", job.id, ""))
+                .await;
         }
         Ok(job.into())
     }

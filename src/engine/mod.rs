@@ -570,20 +570,24 @@ impl Engine {
         &self,
         model: entity::xxl_job_info::Model,
     ) -> Result<entity::xxl_job_info::Model> {
-        Ok(self.scan_store.insert_job(model, None).await?.0)
+        Ok(self.scan_store.insert_job(model, None, None).await?.0)
     }
 
-    /// [`Engine::insert_job`] recording `audit` (its target id set to the new job's) with the
-    /// job where the store can (one transaction); answers `audit` back when it was not written.
+    /// [`Engine::insert_job`], or with `running` the job created started (its first fire the
+    /// schedule's next time after now, as [`Engine::start_job`] sets it), in one write; answers
+    /// it as stored, and `audit` (its target id set to the new job's) for the caller to record.
     pub(crate) async fn insert_job_audited(
         &self,
         model: entity::xxl_job_info::Model,
+        running: bool,
         audit: crate::store::audit::Entry,
     ) -> Result<(
         entity::xxl_job_info::Model,
         Option<crate::store::audit::Entry>,
     )> {
-        self.scan_store.insert_job(model, Some(audit)).await
+        let (tz, now) = (self.config.time_zone(), self.clock.now_ms());
+        let first = running.then(|| first_fire(&model, tz, now)).transpose()?;
+        self.scan_store.insert_job(model, first, Some(audit)).await
     }
 
     /// Starts a job: its first fire is the schedule's next time after now.

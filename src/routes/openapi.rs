@@ -179,6 +179,15 @@ fn group_input_schema() -> Value {
     s
 }
 
+/// A new job's input: a job's fields and whether it is created running.
+fn new_job_input() -> Value {
+    let mut s = job_input();
+    s["properties"]["triggerStatus"] = json!({
+        "type": "integer", "enum": [0, 1], "default": 0,
+        "description": "0: created stopped (as XXL-JOB); 1: created running, its first fire the schedule's next time" });
+    s
+}
+
 fn schemas() -> Value {
     let mut job = JOB_INPUT.to_vec();
     job.extend([
@@ -205,6 +214,7 @@ fn schemas() -> Value {
     ]);
     json!({
         "JobInput": job_input(),
+        "NewJobInput": new_job_input(),
         "Job": props(&job),
         "GroupInput": group_input_schema(),
         "Group": props(&group),
@@ -423,7 +433,8 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
                 "total": { "type": "integer" },
                 "items": { "type": "array", "items": { "type": "string", "format": "date-time" } } } }),
         ),
-        ("post", "/v1/jobs") | ("put", "/v1/jobs/{id}") => (Some("JobInput"), &[], r("Job")),
+        ("post", "/v1/jobs") => (Some("NewJobInput"), &[], r("Job")),
+        ("put", "/v1/jobs/{id}") => (Some("JobInput"), &[], r("Job")),
         ("get", "/v1/jobs/{id}") | ("post", "/v1/jobs/{id}/start" | "/v1/jobs/{id}/stop") => {
             (None, &[], r("Job"))
         }

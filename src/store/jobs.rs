@@ -140,14 +140,23 @@ pub(crate) async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Ve
 
 /// Inserts a job (created stopped, as XXL-JOB does) and returns its id.
 pub async fn insert(c: &impl ConnectionTrait, job: Model) -> Result<i32> {
-    Ok(insert_model(c, job).await?.id)
+    Ok(insert_model(c, job, None).await?.id)
 }
 
-/// Inserts a job (created stopped) and returns it as stored, in one statement.
-pub(crate) async fn insert_model(c: &impl ConnectionTrait, mut job: Model) -> Result<Model> {
-    job.trigger_status = TriggerStatus::Stopped.code();
+/// Inserts a job and returns it as stored, in one statement: created stopped, or with `first`
+/// running from that first fire time (what [`set_running`] would make of it).
+pub(crate) async fn insert_model(
+    c: &impl ConnectionTrait,
+    mut job: Model,
+    first: Option<i64>,
+) -> Result<Model> {
+    job.trigger_status = match first {
+        Some(_) => TriggerStatus::Running,
+        None => TriggerStatus::Stopped,
+    }
+    .code();
     job.trigger_last_time = 0;
-    job.trigger_next_time = 0;
+    job.trigger_next_time = first.unwrap_or(0);
     let mut am: ActiveModel = job.into();
     am.id = sea_orm::ActiveValue::NotSet;
     Ok(am.insert(c).await?)

@@ -157,8 +157,9 @@ pub(crate) fn job_by_id(
     }
 }
 
-/// Inserts a job created stopped (as [`super::jobs::insert_model`]); answers its id.
-pub(crate) fn insert_job(c: &Connection, j: &Job) -> rusqlite::Result<i32> {
+/// Inserts a job, created stopped or (`first`) running from that first fire time (as
+/// [`super::jobs::insert_model`]); answers its id.
+pub(crate) fn insert_job(c: &Connection, j: &Job, first: Option<i64>) -> rusqlite::Result<i32> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         let columns = JOB_COLUMNS.trim_start_matches("id, ");
         let marks: Vec<String> = (1..=26).map(|i| format!("?{i}")).collect();
@@ -189,9 +190,12 @@ pub(crate) fn insert_job(c: &Connection, j: &Job) -> rusqlite::Result<i32> {
         j.glue_remark,
         t(j.glue_updatetime),
         j.child_jobid,
-        TriggerStatus::Stopped.code(),
+        match first {
+            Some(_) => RUNNING,
+            None => TriggerStatus::Stopped.code(),
+        },
         0i64,
-        0i64,
+        first.unwrap_or(0),
         j.time_zone,
         j.retry_interval,
         j.alarm_webhook,
@@ -304,16 +308,36 @@ mod tests {
         let mut model = spec.validate(chrono_tz::UTC, now).unwrap();
         model.trigger_status = RUNNING;
         model.trigger_next_time = 99;
-        let pooled = crate::store::jobs::insert_model(&db, model.clone())
+        let pooled = crate::store::jobs::insert_model(&db, model.clone(), None)
             .await
             .unwrap();
         let conn = Connection::open(&path).unwrap();
-        let id = insert_job(&conn, &model).unwrap();
+        let id = insert_job(&conn, &model, None).unwrap();
         let here = crate::store::jobs::get(&db, id).await.unwrap();
         assert_ne!(id, pooled.id);
         assert_eq!(here, Job { id, ..pooled }, "the same row but for its id");
         assert_eq!(here.trigger_status, TriggerStatus::Stopped.code());
         assert_eq!(job_by_id(&conn, id).unwrap().map(|(j, _)| j), Some(here));
+
+        // created running: the status and first fire given, the last fire none
+        let first = Some(1_800_000_005_000);
+        let pooled = crate::store::jobs::insert_model(&db, model.clone(), first)
+            .await
+            .unwrap();
+        let id = insert_job(&conn, &model, first).unwrap();
+        let here = crate::store::jobs::get(&db, id).await.unwrap();
+        assert_eq!(
+            here,
+            Job {
+                id,
+                ..pooled.clone()
+            }
+        );
+        assert_eq!(
+            (pooled.trigger_status, pooled.trigger_last_time),
+            (RUNNING, 0)
+        );
+        assert_eq!(pooled.trigger_next_time, 1_800_000_005_000);
         db.close().await.unwrap();
     }
 

@@ -2,11 +2,14 @@
 
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
+use serde_json::Value;
 
-use super::{ApiResult, Auth, Body, ok};
+use super::{ApiResult, Auth, Body, from_value, ok};
 use crate::console::jobs::{GlueInput, JobQuery};
 use crate::console::{Console, Page};
+use crate::error::Error;
 use crate::jobs::JobSpec;
+use crate::model::TriggerStatus;
 
 /// Mounts `/jobs` (the fixed `next-fire-times` path before `{id}`).
 pub fn config(cfg: &mut web::ServiceConfig) {
@@ -36,8 +39,29 @@ async fn list(c: web::Data<Console>, auth: Auth, q: web::Query<JobQuery>) -> Api
     ok(c.list_jobs(&auth.user, &q).await?)
 }
 
-async fn create(c: web::Data<Console>, auth: Auth, body: Body<JobSpec>) -> ApiResult {
-    let job = c.create_job(&auth.user, body.0).await?;
+/// `POST /jobs`: a job's fields, and optionally `triggerStatus` (0, the default: created
+/// stopped; 1: created running).
+async fn create(c: web::Data<Console>, auth: Auth, body: Body<Value>) -> ApiResult {
+    let mut fields = body.0;
+    let status = match fields
+        .as_object_mut()
+        .and_then(|o| o.remove("triggerStatus"))
+    {
+        None | Some(Value::Null) => TriggerStatus::Stopped,
+        Some(v) => match from_value::<i16>(v) {
+            Ok(0) => TriggerStatus::Stopped,
+            Ok(1) => TriggerStatus::Running,
+            _ => {
+                return Err(Error::Invalid {
+                    field: "triggerStatus",
+                    reason: "must be 0 (created stopped) or 1 (created running)".into(),
+                }
+                .into());
+            }
+        },
+    };
+    let spec: JobSpec = from_value(fields)?;
+    let job = c.create_job(&auth.user, spec, status).await?;
     Ok(HttpResponse::Created().json(job))
 }
 

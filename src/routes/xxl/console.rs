@@ -17,6 +17,7 @@ use crate::console::logs::{ClearInput, LogQuery};
 use crate::console::{Console, Principal};
 use crate::error::Error;
 use crate::jobs::JobSpec;
+use crate::model::TriggerStatus;
 use crate::routes::v1::{MAX_BODY, from_value, known_field, request_token_in, session_cookie};
 
 /// One endpoint.
@@ -359,7 +360,9 @@ fn job_spec(base: Option<Value>, p: &Params) -> Result<JobSpec, Error> {
 }
 
 async fn job_add(c: &Console, who: &Principal, p: &Params) -> Outcome {
-    let job = c.create_job(who, job_spec(None, p)?).await?;
+    let job = c
+        .create_job(who, job_spec(None, p)?, TriggerStatus::Stopped)
+        .await?;
     // XXL-JOB answers the new id as a string
     Ok(Value::from(job.id.to_string()))
 }

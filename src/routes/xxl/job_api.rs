@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use super::{Outcome, Shape, answer};
 use crate::console::{Console, Principal};
 use crate::error::Error;
+use crate::model::TriggerStatus;
 use crate::token::{APP_HEADER, TOKEN_HEADER, constant_time_eq};
 
 /// The job API's paths under `/api/`.
@@ -222,7 +223,9 @@ async fn call(c: &Console, who: &Principal, uri: &str, body: &[u8]) -> Outcome {
     let group = who.permission.first().copied().unwrap_or_default();
     match uri {
         "addJob" => {
-            let job = c.create_job(who, spec(None, &o, group)?).await?;
+            let job = c
+                .create_job(who, spec(None, &o, group)?, TriggerStatus::Stopped)
+                .await?;
             Ok(Value::from(job.id))
         }
         "updateJob" => {

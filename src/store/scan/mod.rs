@@ -151,8 +151,9 @@ impl ScanStore {
         }
     }
 
-    /// Stores a new job (created stopped); answers it as stored, and `audit` (its target id
-    /// set to the new job's) for the caller to record. On a SQLite file, on the writer's
+    /// Stores a new job, created stopped or (`first`) running from that first fire time;
+    /// answers it as stored, and `audit` (its target id set to the new job's) for the caller to
+    /// record. On a SQLite file, on the writer's
     /// connection ([`crate::store::writer::LogWriter::exec_now`]: on the caller's thread when
     /// the writer is between batches), where the pool's INSERT … RETURNING took a hop to one
     /// of sqlx's worker threads and back. The entry is not written in the job's transaction:
@@ -161,16 +162,17 @@ impl ScanStore {
     pub(crate) async fn insert_job(
         &self,
         job: entity::xxl_job_info::Model,
+        first: Option<i64>,
         audit: Option<Entry>,
     ) -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
         let Some(writer) = &self.file else {
-            return Ok((jobs::insert_model(&self.db, job).await?, audit));
+            return Ok((jobs::insert_model(&self.db, job, first).await?, audit));
         };
         writer
             .exec_now(
                 move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
-                    let id = sync::insert_job(tx, &job)?;
+                    let id = sync::insert_job(tx, &job, first)?;
                     let stored = sync::job_by_id(tx, id)?
                         .ok_or(Error::JobNotFound { job_id: id })?
                         .0;
