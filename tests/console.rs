@@ -372,6 +372,8 @@ fn a_job_created_running_fires_like_one_created_and_started() {
         let twin = create_job(&api, job_body(demo, "twin", "demoJobHandler")).await;
         let (_, started) = api.post(&format!("/v1/jobs/{twin}/start"), None).await;
         assert_eq!(started["triggerNextTime"], job["triggerNextTime"]);
+        let (_, twin_stored) = api.get(&format!("/v1/jobs/{twin}")).await;
+        assert_eq!(started, twin_stored, "a start answers the job as stored");
         let (_, stored) = api.get(&format!("/v1/jobs/{id}")).await;
         assert_eq!(stored, job, "answered as stored");
 

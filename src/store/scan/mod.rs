@@ -31,6 +31,7 @@ use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::{Error, Result};
+use crate::model::TriggerStatus;
 use crate::ownership::Ownership;
 use crate::store::audit::Entry;
 use crate::store::jobs;
@@ -172,12 +173,9 @@ impl ScanStore {
             .exec_now(
                 move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
                     use crate::store::sqlite_sync as sync;
-                    let id = sync::insert_job(tx, &job, first)?;
-                    let stored = sync::job_by_id(tx, id)?
-                        .ok_or(Error::JobNotFound { job_id: id })?
-                        .0;
+                    let stored = sync::insert_job(tx, &job, first)?;
                     let audit = audit.map(|mut e| {
-                        e.target_id = id.to_string();
+                        e.target_id = stored.id.to_string();
                         e
                     });
                     Ok((stored, audit))
@@ -209,9 +207,13 @@ impl ScanStore {
                         sync::job_by_id(tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
                     let next = first(&job)?;
                     sync::set_running(tx, job_id, next)?;
-                    let stored = sync::job_by_id(tx, job_id)?
-                        .ok_or(Error::JobNotFound { job_id })?
-                        .0;
+                    // the row as read, with what the update set
+                    let stored = entity::xxl_job_info::Model {
+                        trigger_status: TriggerStatus::Running.code(),
+                        trigger_last_time: 0,
+                        trigger_next_time: next,
+                        ..job
+                    };
                     Ok((stored, audit))
                 },
             )
