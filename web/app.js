@@ -162,6 +162,7 @@ const ZH = {
 "Stopped.": "已停止。",
 "Stop": "停止",
 "Started.": "已启动。",
+"Start it now": "创建后立即启动",
 "Start": "启动",
 "Sign in": "登录",
 "Sign in to xjob": "登录 xjob",
@@ -890,7 +891,8 @@ function jobForm(j, groups) {
     field(t('Retry interval (s)'), 'retryInterval', x.retryInterval, 'number', { min: 0 }),
     field(t('Child job ids (comma-separated)'), 'childJobId', x.childJobId),
     field(t('Alarm webhook URL'), 'alarmWebhook', x.alarmWebhook, 'text', { wide: true }),
-    !editing && field(t('Script source (script run modes)'), 'glueSource', x.glueSource, 'textarea', { wide: true, rows: 5 }));
+    !editing && field(t('Script source (script run modes)'), 'glueSource', x.glueSource, 'textarea', { wide: true, rows: 5 }),
+    !editing && field(t('Start it now'), 'triggerStatus', false, 'checkbox'));
   const form = formDialog(editing ? t('Edit job {id}', { id: j.id }) : t('New job'), content, t('Save'), async (f) => {
     const v = formValues(f);
     const num = (k) => (v[k] === '' ? 0 : Number(v[k]));
@@ -898,6 +900,8 @@ function jobForm(j, groups) {
       executorFailRetryCount: num('executorFailRetryCount'), retryInterval: num('retryInterval') };
     for (const k of ['alarmEmail', 'timeZone', 'childJobId', 'alarmWebhook', 'scheduleConf', 'glueSource']) if (body[k] === '') body[k] = null;
     if (body.scheduleType === 'NONE') body.scheduleConf = null;
+    // a new job is created stopped, or running in the same request
+    if (!editing) body.triggerStatus = v.triggerStatus ? 1 : 0;
     await api(editing ? 'PUT' : 'POST', editing ? `/jobs/${j.id}` : '/jobs', body);
     toast('Saved.', 'info');
     route();

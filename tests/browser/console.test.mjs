@@ -120,6 +120,19 @@ e2e('log in, create an executor group and a cron job, see the next fire times, s
   await done.getByRole('button', { name: 'Run log' }).click();
   await page.getByTestId('run-log').getByText('Hello World. param: from-cron').waitFor();
   await page.getByTestId('follow-state').getByText('The run has ended.').waitFor();
+
+  // a job created running in one step
+  await nav(page, 'Jobs');
+  await page.getByRole('button', { name: 'New job' }).click();
+  const d2 = dialog(page);
+  await d2.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
+  await d2.getByLabel('Description').fill('running-e2e');
+  await d2.getByLabel('Author').fill('e2e');
+  await d2.getByLabel('Cron expression / seconds').fill('0 0 0 * * ?');
+  await d2.getByLabel('Handler').fill('demoJobHandler');
+  await d2.getByLabel('Start it now').check();
+  await d2.getByRole('button', { name: 'Save' }).click();
+  await page.locator('tr[data-job="running-e2e"]').getByText('Running', { exact: true }).waitFor();
 });
 
 e2e('trigger a job once with a param and kill a long run', async (page) => {
