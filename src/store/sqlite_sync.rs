@@ -200,6 +200,10 @@ pub(crate) fn job_by_id(
 /// Inserts a job, created stopped or (`first`) running from that first fire time (as
 /// [`super::jobs::insert_model`]); answers it as stored, without reading it back.
 pub(crate) fn insert_job(c: &Connection, j: &Job, first: Option<i64>) -> rusqlite::Result<Job> {
+    let status = match first {
+        Some(_) => RUNNING,
+        None => TriggerStatus::Stopped.code(),
+    };
     static SQL: LazyLock<String> = LazyLock::new(|| {
         let columns = JOB_COLUMNS.trim_start_matches("id, ");
         let marks: Vec<String> = (1..=26).map(|i| format!("?{i}")).collect();
@@ -230,10 +234,7 @@ pub(crate) fn insert_job(c: &Connection, j: &Job, first: Option<i64>) -> rusqlit
         j.glue_remark,
         t(j.glue_updatetime),
         j.child_jobid,
-        match first {
-            Some(_) => RUNNING,
-            None => TriggerStatus::Stopped.code(),
-        },
+        status,
         0i64,
         first.unwrap_or(0),
         j.time_zone,
@@ -250,10 +251,7 @@ pub(crate) fn insert_job(c: &Connection, j: &Job, first: Option<i64>) -> rusqlit
         add_time: ms(j.add_time),
         update_time: ms(j.update_time),
         glue_updatetime: ms(j.glue_updatetime),
-        trigger_status: match first {
-            Some(_) => RUNNING,
-            None => TriggerStatus::Stopped.code(),
-        },
+        trigger_status: status,
         trigger_last_time: 0,
         trigger_next_time: first.unwrap_or(0),
         ..j.clone()
