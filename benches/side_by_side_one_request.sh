@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The shared side-by-side harness (../shared/bench/peer/side_by_side.sh) with its xjob probe
+# creating each job running in one request (`POST /v1/jobs` with `"triggerStatus": 1`), as the
+# peer's probe does (`POST /ratch/v1/job/create` with `"enable": true`), instead of a create and a
+# start. Everything else (the peer's runs, the executor, the windows, the output) is the shared
+# harness's own. The shared files are not changed: the harness is copied to a temporary directory
+# and its copy of probe_xjob.py is edited there; if the shared probe no longer has the two lines
+# this edits, the script stops and says so.
+#
+#   benches/side_by_side_one_request.sh [N] [executor|noexec]    (cwd = this checkout)
+#   environment: SHARED_BENCH [../shared/bench] and everything side_by_side.sh takes
+#   (XJOB_BIN, RATCH_BIN, WORKERS, RATCH_AGAIN, OUT_DIR, ONLY, ...)
+set -euo pipefail
+SHARED_BENCH="${SHARED_BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/bench}"
+[ -f "$SHARED_BENCH/peer/side_by_side.sh" ] && [ -f "$SHARED_BENCH/peer/probe_xjob.py" ] || {
+  echo "side_by_side_one_request: no harness at $SHARED_BENCH/peer (set SHARED_BENCH)" >&2
+  exit 2
+}
+TMP="$(mktemp -d /tmp/xjob-one-request.XXXXXX)"
+trap 'rm -rf "$TMP"' EXIT
+mkdir "$TMP/peer"
+cp "$SHARED_BENCH/peer/side_by_side.sh" "$SHARED_BENCH/peer/probe_xjob.py" "$TMP/peer/"
+# side_by_side.sh finds the peer's scripts at ../ratch-job
+ln -s "$(cd "$SHARED_BENCH/ratch-job" && pwd)" "$TMP/ratch-job"
+python3 - "$TMP/peer/probe_xjob.py" <<'EOF'
+import sys
+path = sys.argv[1]
+src = open(path).read()
+old = ('jid = pick_id(api.call("POST", "/v1/jobs", job_body(args, group_id, i)))\n'
+       '                api.call("POST", f"/v1/jobs/{jid}/start")\n')
+new = ('jid = pick_id(api.call("POST", "/v1/jobs",\n'
+       '                                       {**job_body(args, group_id, i), "triggerStatus": 1}))\n')
+if src.count(old) != 1:
+    sys.exit("side_by_side_one_request: the shared probe_xjob.py no longer creates and starts "
+             "each job with the two lines this script edits; update this script")
+open(path, "w").write(src.replace(old, new))
+EOF
+XJOB_BIN="${XJOB_BIN:-$(pwd)/target/release/xjob}" bash "$TMP/peer/side_by_side.sh" "$@"
