@@ -63,6 +63,17 @@ async function nav(page, name, heading) {
   await page.getByRole('heading', { name: heading || name, exact: true }).waitFor();
 }
 
+/** Opens the Jobs page's new-job dialog with the demo executor, a description and an author. */
+async function newJob(page, description) {
+  await nav(page, 'Jobs');
+  await page.getByRole('button', { name: 'New job' }).click();
+  const d = dialog(page);
+  await d.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
+  await d.getByLabel('Description').fill(description);
+  await d.getByLabel('Author').fill('e2e');
+  return d;
+}
+
 e2e('log in, create an executor group and a cron job, see the next fire times, start it, watch runs and the rolling log', async (page) => {
   // a wrong password is refused with a readable message
   await page.goto(`${BASE}/#/login`);
@@ -92,12 +103,7 @@ e2e('log in, create an executor group and a cron job, see the next fire times, s
   await dialog(page).getByRole('button', { name: 'Save' }).click();
   await page.locator('tr[data-group="e2e-exec"]').getByText('own access token').waitFor();
 
-  await nav(page, 'Jobs');
-  await page.getByRole('button', { name: 'New job' }).click();
-  const d = dialog(page);
-  await d.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
-  await d.getByLabel('Description').fill('hello-e2e');
-  await d.getByLabel('Author').fill('e2e');
+  const d = await newJob(page, 'hello-e2e');
   await d.getByLabel('Cron expression / seconds').fill('* * * * * ?');
   // a built-in handler offers its param template
   await d.getByLabel('Handler').fill('httpJobHandler');
@@ -122,12 +128,7 @@ e2e('log in, create an executor group and a cron job, see the next fire times, s
   await page.getByTestId('follow-state').getByText('The run has ended.').waitFor();
 
   // a job created running in one step
-  await nav(page, 'Jobs');
-  await page.getByRole('button', { name: 'New job' }).click();
-  const d2 = dialog(page);
-  await d2.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
-  await d2.getByLabel('Description').fill('running-e2e');
-  await d2.getByLabel('Author').fill('e2e');
+  const d2 = await newJob(page, 'running-e2e');
   await d2.getByLabel('Cron expression / seconds').fill('0 0 0 * * ?');
   await d2.getByLabel('Handler').fill('demoJobHandler');
   await d2.getByLabel('Start it now').check();
@@ -147,12 +148,7 @@ e2e('trigger a job once with a param and kill a long run', async (page) => {
   await page.locator('tr[data-job="hello-e2e"]').getByRole('button', { name: 'Logs' }).click();
   await page.locator('td.param', { hasText: 'by-hand' }).first().waitFor();
 
-  await nav(page, 'Jobs');
-  await page.getByRole('button', { name: 'New job' }).click();
-  const d = dialog(page);
-  await d.getByLabel('Executor').selectOption({ label: 'xjob demo (xjob-demo)' });
-  await d.getByLabel('Description').fill('long-e2e');
-  await d.getByLabel('Author').fill('e2e');
+  const d = await newJob(page, 'long-e2e');
   await d.getByLabel('Schedule type').selectOption('NONE');
   await d.locator('[data-testid="next-times"]').getByText('runs only when triggered').waitFor();
   await d.getByLabel('Handler').fill('sleepJobHandler');
