@@ -25,6 +25,25 @@ pub(crate) const FIELD_LIMITS: [(&str, usize); 8] = [
     ("glueRemark", 128),
 ];
 
+/// Whether a job of `glue_type` with `handler` runs a script: a GLUE script type, or a BEAN job
+/// of a built-in command handler (its param is the command line). Every rule about script jobs
+/// (`security.scripts_enabled`, who may choose their source or param) applies to both alike.
+pub(crate) fn runs_script(glue_type: &str, handler: Option<&str>) -> bool {
+    !is_bean(glue_type) || runs_command(glue_type, handler)
+}
+
+/// Whether a job of `glue_type` with `handler` is a BEAN job of the built-in command handler,
+/// whose param is the command line it runs.
+pub(crate) fn runs_command(glue_type: &str, handler: Option<&str>) -> bool {
+    is_bean(glue_type)
+        && handler.is_some_and(|h| h.trim() == crate::executor::builtin::COMMAND_HANDLER)
+}
+
+fn is_bean(glue_type: &str) -> bool {
+    let t = glue_type.trim();
+    t.is_empty() || t == GlueType::Bean.to_string()
+}
+
 /// Refuses an executor param longer than [`MAX_PARAM_CHARS`] (`field` names it).
 pub(crate) fn check_param(field: &'static str, param: &str) -> Result<()> {
     check_len(field, param, MAX_PARAM_CHARS)

@@ -181,13 +181,19 @@ impl Console {
         self.engine.config().security.scripts_enabled
     }
 
-    fn require_scripts(&self, glue: GlueType) -> Result<()> {
-        if glue != GlueType::Bean && !self.scripts_enabled() {
+    /// Refuses a job that runs a script ([`crate::jobs::runs_script`]: a GLUE script type, or
+    /// the built-in command handler) while script jobs are disabled.
+    fn require_scripts(&self, glue_type: &str, handler: Option<&str>) -> Result<()> {
+        if crate::jobs::runs_script(glue_type, handler) && !self.scripts_enabled() {
+            let field = if glue_type.trim().is_empty() || glue_type.trim() == "BEAN" {
+                "executorHandler"
+            } else {
+                "glueType"
+            };
             return Err(Error::Forbidden {
-                field: Some("glueType"),
-                reason:
-                    "script (GLUE) jobs are disabled; set security.scripts_enabled to allow them"
-                        .into(),
+                field: Some(field),
+                reason: "script jobs (GLUE scripts and the command handler) are disabled; set security.scripts_enabled to allow them"
+                    .into(),
             });
         }
         Ok(())
@@ -296,7 +302,8 @@ impl Console {
     ) -> Result<JobView> {
         self.check_group(who, spec.job_group).await?;
         self.engine.check_webhook(spec.alarm_webhook.as_deref())?;
-        self.require_scripts(spec.glue_type.parse()?)?;
+        spec.glue_type.parse::<GlueType>()?;
+        self.require_scripts(&spec.glue_type, spec.executor_handler.as_deref())?;
         spec.child_job_id = self
             .check_children(who, None, spec.child_job_id.as_deref())
             .await?;
@@ -334,6 +341,15 @@ impl Console {
         spec.glue_type = old.glue_type.clone();
         spec.glue_source = old.glue_source.clone();
         spec.glue_remark = old.glue_remark.clone();
+        // a command job's param is its command line, as a script's source is its script: it
+        // is chosen (made one, or its command changed) only while scripts are enabled
+        let command = |handler: Option<&str>| crate::jobs::runs_command(&old.glue_type, handler);
+        if command(spec.executor_handler.as_deref())
+            && (!command(old.executor_handler.as_deref())
+                || spec.executor_param != old.executor_param)
+        {
+            self.require_scripts(&spec.glue_type, spec.executor_handler.as_deref())?;
+        }
         spec.child_job_id = self
             .check_children(who, Some(id), spec.child_job_id.as_deref())
             .await?;
@@ -432,6 +448,16 @@ impl Console {
         let job = self.visible_job(who, id).await?;
         if let Some(p) = &executor_param {
             crate::jobs::check_param("executorParam", p)?;
+            // a command job's param is the command it runs: only while scripts are enabled
+            if crate::jobs::runs_command(&job.glue_type, job.executor_handler.as_deref())
+                && Some(p) != job.executor_param.as_ref()
+            {
+                self.require_scripts(&job.glue_type, job.executor_handler.as_deref())
+                    .map_err(|_| Error::Forbidden {
+                        field: Some("executorParam"),
+                        reason: "this job runs its param as a command line; choosing it is refused while script jobs are disabled (security.scripts_enabled)".into(),
+                    })?;
+            }
         }
         let items =
             super::check_addresses("addressList", address_list.as_deref().unwrap_or_default())?;
@@ -548,7 +574,7 @@ impl Console {
                 reason: "a BEAN job has no script source".into(),
             });
         }
-        self.require_scripts(glue_type)?;
+        self.require_scripts(&job.glue_type, job.executor_handler.as_deref())?;
         let n = input.glue_remark.trim().chars().count();
         if !(4..=100).contains(&n) {
             return Err(Error::Invalid {

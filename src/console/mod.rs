@@ -4,7 +4,8 @@
 //! answers plain view structs that serialise with XXL-JOB's camelCase field names.
 //!
 //! One file per resource: [`auth`] (passwords, sessions, login rate limit, the first admin),
-//! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`], [`workflows`].
+//! [`groups`], [`jobs`] (with GLUE source), [`logs`], [`users`], [`dashboard`], [`workflows`],
+//! [`reach`] (what a workflow reaches, checked before it runs or changes).
 
 pub mod api_keys;
 pub mod audit;
@@ -13,6 +14,7 @@ pub mod dashboard;
 pub mod groups;
 pub mod jobs;
 pub mod logs;
+pub mod reach;
 pub mod users;
 pub mod workflow_runs;
 pub mod workflows;
@@ -76,6 +78,8 @@ pub struct Console {
     engine: Engine,
     limiter: Arc<auth::LoginLimiter>,
     sessions: Arc<auth::SessionCache>,
+    /// Workflow versions' references (what a workflow reaches), kept by version.
+    reach_cache: Arc<reach::RefsCache>,
 }
 
 impl Console {
@@ -91,6 +95,7 @@ impl Console {
             engine,
             limiter: Arc::new(limiter),
             sessions: Arc::default(),
+            reach_cache: Arc::default(),
         }
     }
 

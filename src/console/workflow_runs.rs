@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::audit::shown;
+use super::reach::Root;
 use super::{Console, Page, Principal};
 use crate::error::{Error, Result};
 use crate::model::TriggerType;
@@ -187,6 +188,15 @@ impl Console {
                 e => e,
             })?;
         who.require_group(w.job_group, "workflowId")?;
+        // the run starts every job and nested workflow the workflow reaches, with params the
+        // caller chooses: the caller must be allowed all of them
+        self.require_reach(
+            who,
+            Root::Current(w.id),
+            &format!("workflow {}", w.id),
+            "workflowId",
+        )
+        .await?;
         let params = match input.params {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s),
@@ -218,6 +228,22 @@ impl Console {
         )
         .await;
         self.get_workflow_run(who, id).await
+    }
+
+    /// Refuses `who` unless they may act on everything run `r` reaches (its version's jobs and
+    /// nested workflows).
+    async fn require_run_reach(
+        &self,
+        who: &Principal,
+        r: &entity::xjob_workflow_run::Model,
+    ) -> Result<()> {
+        self.require_reach(
+            who,
+            Root::Version(r.workflow_id, r.version),
+            &format!("workflow run {}", r.id),
+            "id",
+        )
+        .await
     }
 
     /// Runs the user may see, newest first.
@@ -267,6 +293,7 @@ impl Console {
     pub async fn stop_workflow_run(&self, who: &Principal, id: i64) -> Result<RunView> {
         let r = workflow_runs::get(self.db(), id).await?;
         who.require_group(r.job_group, "id")?;
+        self.require_run_reach(who, &r).await?;
         if !self.engine.stop_workflow_run(id, &who.username).await? {
             return Err(Error::Conflict {
                 reason: format!("workflow run {id} is not running"),
@@ -292,6 +319,7 @@ impl Console {
     ) -> Result<RunView> {
         let r = workflow_runs::get(self.db(), id).await?;
         who.require_group(r.job_group, "id")?;
+        self.require_run_reach(who, &r).await?;
         let from = input.from.filter(|f| !f.trim().is_empty());
         self.engine
             .rerun_workflow_run(id, from.clone(), &who.username)
@@ -314,6 +342,7 @@ impl Console {
     ) -> Result<RunView> {
         let r = workflow_runs::get(self.db(), id).await?;
         who.require_group(r.job_group, "id")?;
+        self.require_run_reach(who, &r).await?;
         if input.node.trim().is_empty() {
             return Err(Error::Invalid {
                 field: "node",

@@ -6,11 +6,12 @@
 //! job node's job (it exists and is in a group the user may use), each nested workflow (it
 //! exists, the user may see it, and no chain of nested workflows leads back to this one).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::audit::shown;
+use super::reach::{MAX_RUN_NODES, Reach, Refs, Root};
 use super::{Console, Page, Principal};
 use crate::error::{Error, Result};
 use crate::store::{jobs, workflows};
@@ -20,8 +21,6 @@ use crate::workflow::{Definition, Graph, NodeKind, Problem};
 pub const MAX_NAME: usize = 255;
 /// Longest description.
 pub const MAX_DESCRIPTION: usize = 1024;
-/// Deepest chain of nested workflows followed when looking for one that contains itself.
-const MAX_NESTING: usize = 16;
 
 /// A workflow as a user writes it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -210,88 +209,110 @@ impl Console {
             Err(p) => found.extend(p),
             Ok(g) => found.extend(g.unreachable(&input.definition)),
         }
-        let job_ids: Vec<i32> = input
-            .definition
-            .nodes
-            .iter()
-            .filter_map(|n| match n.kind {
-                NodeKind::Job { job_id } => Some(job_id),
-                _ => None,
-            })
+        self.node_problems(who, this, input, &mut found).await?;
+        Ok(found)
+    }
+
+    /// The problems of `input`'s nodes: each job node's job exists, is in a group `who` may
+    /// use, and takes no node param that would be a command line while scripts are disabled;
+    /// each nested workflow exists, and neither it nor anything it reaches is out of `who`'s
+    /// groups or runs workflow `this` in turn; one trigger expands to at most
+    /// [`MAX_RUN_NODES`] node runs. Each distinct job and workflow is read once.
+    async fn node_problems(
+        &self,
+        who: &Principal,
+        this: Option<i32>,
+        input: &WorkflowInput,
+        found: &mut Vec<Problem>,
+    ) -> Result<()> {
+        let refs = Refs::of(&input.definition);
+        let jobs: HashMap<i32, jobs::JobKind> = jobs::kinds_of(self.db(), &refs.jobs)
+            .await?
+            .into_iter()
+            .map(|k| (k.id, k))
             .collect();
-        let groups = jobs::groups_of(self.db(), &job_ids).await?;
+        let mut nested: Vec<i32> = refs.nested.clone();
+        nested.sort_unstable();
+        nested.dedup();
+        let mut reaches: HashMap<i32, Result<Reach>> = HashMap::new();
+        for id in nested.iter().filter(|id| Some(**id) != this) {
+            let r = match self.reach(Root::Current(*id)).await {
+                Err(e @ (Error::NotFound { .. } | Error::Invalid { .. })) => Err(e),
+                other => Ok(other?),
+            };
+            reaches.insert(*id, r);
+        }
+        let scripts = self.engine.config().security.scripts_enabled;
+        let mut runs = refs.plain;
         for n in &input.definition.nodes {
             match n.kind {
-                NodeKind::Job { job_id } => match groups.iter().find(|(j, _)| *j == job_id) {
+                NodeKind::Job { job_id } => match jobs.get(&job_id) {
                     None => found.push(problem(&n.key, format!("job {job_id} does not exist"))),
-                    Some((_, g)) if who.require_group(*g, "jobId").is_err() => found.push(problem(
+                    Some(k) if who.require_group(k.group, "jobId").is_err() => found.push(problem(
                         &n.key,
-                        format!("no permission for job {job_id}'s group {g}"),
+                        format!("no permission for job {job_id}'s group {}", k.group),
                     )),
+                    Some(k) if k.runs_command() && n.param.is_some() && !scripts => {
+                        found.push(problem(
+                            &n.key,
+                            format!(
+                                "job {job_id} runs its param as a command line (commandJobHandler): a node param would choose the command, and script jobs are disabled (security.scripts_enabled)"
+                            ),
+                        ))
+                    }
                     _ => {}
                 },
                 NodeKind::Workflow { workflow_id } => {
                     if Some(workflow_id) == this {
                         found.push(problem(&n.key, "a workflow cannot run itself".into()));
+                        runs = u64::MAX;
                         continue;
                     }
-                    match workflows::get(self.db(), workflow_id).await {
-                        Ok(w) if who.require_group(w.job_group, "workflowId").is_err() => found
-                            .push(problem(
-                                &n.key,
-                                format!("no permission for workflow {workflow_id}"),
-                            )),
-                        Ok(_) => {
+                    match reaches.get(&workflow_id) {
+                        Some(Ok(r)) => {
+                            runs = runs.saturating_add(1).saturating_add(r.runs);
                             if let Some(this) = this
-                                && self.nests(workflow_id, this).await?
+                                && (r.workflows.contains(&this) || r.runs == u64::MAX)
                             {
                                 found.push(problem(
                                     &n.key,
                                     format!("workflow {workflow_id} runs this one in turn"),
                                 ));
+                            } else if let Some(g) =
+                                r.groups.iter().find(|g| who.require_group(**g, "workflowId").is_err())
+                            {
+                                found.push(problem(
+                                    &n.key,
+                                    format!(
+                                        "no permission for workflow {workflow_id}: it reaches executor group {g}"
+                                    ),
+                                ));
                             }
                         }
-                        Err(Error::NotFound { .. }) => found.push(problem(
+                        Some(Err(Error::NotFound { .. })) | None => found.push(problem(
                             &n.key,
                             format!("workflow {workflow_id} does not exist"),
                         )),
-                        Err(e) => return Err(e),
+                        Some(Err(e)) => found.push(problem(&n.key, e.to_string())),
                     }
                 }
                 NodeKind::Decision { .. } => {}
             }
         }
-        Ok(found)
-    }
-
-    /// Whether workflow `from` runs `target`, directly or through nested workflows.
-    async fn nests(&self, from: i32, target: i32) -> Result<bool> {
-        let mut seen = HashSet::new();
-        let mut frontier = vec![from];
-        for _ in 0..MAX_NESTING {
-            let mut next = Vec::new();
-            for id in frontier {
-                if id == target {
-                    return Ok(true);
-                }
-                if !seen.insert(id) {
-                    continue;
-                }
-                let Ok(w) = workflows::get(self.db(), id).await else {
-                    continue;
-                };
-                let d: Definition = serde_json::from_str(&w.definition).unwrap_or_default();
-                next.extend(d.nodes.iter().filter_map(|n| match n.kind {
-                    NodeKind::Workflow { workflow_id } => Some(workflow_id),
-                    _ => None,
-                }));
-            }
-            if next.is_empty() {
-                return Ok(false);
-            }
-            frontier = next;
+        if runs > MAX_RUN_NODES {
+            let shown = if runs == u64::MAX {
+                "unboundedly many".to_string()
+            } else {
+                runs.to_string()
+            };
+            found.push(Problem {
+                node: None,
+                message: format!(
+                    "one trigger would start {shown} node runs (nested workflows counted as often as they are nested); at most {MAX_RUN_NODES}"
+                ),
+            });
         }
-        Ok(false)
+        Ok(())
     }
 
     /// Checks `input` (for workflow `id` when given) without saving anything.
@@ -492,6 +513,9 @@ impl Console {
         input: WorkflowInput,
     ) -> Result<WorkflowView> {
         let current = self.visible_workflow(who, id).await?;
+        // an edit changes what the workflow runs: its caller may act on all it reaches now
+        self.require_reach(who, Root::Current(id), &format!("workflow {id}"), "id")
+            .await?;
         let Some(expected) = input.version else {
             return Err(Error::Invalid {
                 field: "version",
@@ -591,6 +615,8 @@ impl Console {
         on: bool,
     ) -> Result<WorkflowView> {
         let w = self.visible_workflow(who, id).await?;
+        self.require_reach(who, Root::Current(id), &format!("workflow {id}"), "id")
+            .await?;
         let input = WorkflowInput {
             enabled: Some(on),
             ..WorkflowInput::default()

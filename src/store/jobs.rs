@@ -335,6 +335,55 @@ pub(crate) async fn groups_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<V
         .await?)
 }
 
+/// What the rules about a workflow's job nodes need of a job.
+#[derive(Clone, Debug)]
+pub(crate) struct JobKind {
+    /// The job.
+    pub id: i32,
+    /// Its group.
+    pub group: i32,
+    /// BEAN or a GLUE type.
+    pub glue_type: String,
+    /// Its handler.
+    pub handler: Option<String>,
+}
+
+impl JobKind {
+    /// Whether its param is the command line it runs ([`crate::jobs::runs_command`]).
+    pub(crate) fn runs_command(&self) -> bool {
+        crate::jobs::runs_command(&self.glue_type, self.handler.as_deref())
+    }
+}
+
+/// Of `ids`, those that exist, with what [`JobKind`] holds.
+pub(crate) async fn kinds_of(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<JobKind>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        let rows: Vec<(i32, i32, String, Option<String>)> = Entity::find()
+            .select_only()
+            .columns([
+                Column::Id,
+                Column::JobGroup,
+                Column::GlueType,
+                Column::ExecutorHandler,
+            ])
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(
+            rows.into_iter()
+                .map(|(id, group, glue_type, handler)| JobKind {
+                    id,
+                    group,
+                    glue_type,
+                    handler,
+                }),
+        );
+    }
+    Ok(out)
+}
+
 /// Of `ids`, those that exist, with their descriptions (a page of runs names its jobs).
 pub(crate) async fn descriptions(
     c: &impl ConnectionTrait,

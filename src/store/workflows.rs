@@ -103,6 +103,36 @@ pub(crate) async fn get(c: &impl ConnectionTrait, id: i32) -> Result<Model> {
         .ok_or_else(|| not_found(id))
 }
 
+/// Of `ids`, the workflows that exist: (id, group, current version), without their DAGs.
+pub(crate) async fn heads(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(i32, i32, i32)>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        let rows: Vec<(i32, i32, i32)> = Entity::find()
+            .select_only()
+            .columns([Column::Id, Column::JobGroup, Column::Version])
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
+/// Of `ids`, the workflows that exist, whole.
+pub(crate) async fn many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(100) {
+        out.extend(
+            Entity::find()
+                .filter(Column::Id.is_in(chunk.iter().copied()))
+                .all(c)
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
 /// A page of workflows in `groups` (None: all), newest first, whose name contains `name`.
 pub(crate) async fn page(
     c: &impl ConnectionTrait,

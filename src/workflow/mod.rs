@@ -34,4 +34,4 @@ pub mod model;
 pub mod rules;
 
 pub use graph::{Graph, Problem};
-pub use model::{Definition, Edge, EdgeCondition, Node, NodeKind, TriggerRule};
+pub use model::{Definition, Edge, EdgeCondition, MAX_RUN_NODES, Node, NodeKind, TriggerRule};

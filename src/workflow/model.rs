@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 pub const MAX_NODES: usize = 2_000;
 /// Most edges a workflow may have.
 pub const MAX_EDGES: usize = 20_000;
+/// Most node runs one trigger of a workflow may expand to, nested workflows' nodes counted as
+/// many times as they are nested: checked when a workflow is saved (from the versions it nests
+/// then), and when a run starts nodes (a node past it fails instead of starting).
+pub const MAX_RUN_NODES: u64 = 10_000;
 /// Longest node key (letters, digits, `_`, `-`, `.`).
 pub const MAX_KEY: usize = 64;
 

@@ -41,7 +41,7 @@ use crate::model::{AlarmStatus, RouteStrategy, TriggerType, fire_state};
 use crate::store::writer::LogWriter;
 use crate::store::{groups, jobs, workflows};
 use crate::workflow::rules::{self, NodeRules, State};
-use crate::workflow::{Definition, Graph, NodeKind, expr};
+use crate::workflow::{Definition, Graph, MAX_RUN_NODES, NodeKind, expr};
 
 /// Largest context a run may hold (its JSON text), bytes.
 pub(crate) const MAX_CONTEXT: usize = 64 * 1024;
@@ -311,15 +311,28 @@ pub(crate) fn initial_context(params: Option<&str>) -> Result<Value> {
 }
 
 /// `param` with each `${path}` replaced by the context's value there (text as is, other values
-/// as JSON, nothing for a missing key).
-pub(crate) fn render_param(param: &str, ctx: &Value) -> String {
+/// as JSON, nothing for a missing key); `None` when the result would be longer than a job's
+/// param may be ([`crate::jobs::MAX_PARAM_CHARS`]) — found while rendering, so a short param
+/// repeating a large value never builds the large text.
+pub(crate) fn render_param(param: &str, ctx: &Value) -> Option<String> {
+    // a character is at most 4 bytes: past this many bytes the text is too long whatever it is
+    let max_bytes = 4 * crate::jobs::MAX_PARAM_CHARS;
     let mut out = String::with_capacity(param.len());
     let mut rest = param;
+    let push = |out: &mut String, s: &str| {
+        if out.len() + s.len() > max_bytes {
+            return false;
+        }
+        out.push_str(s);
+        true
+    };
     while let Some(start) = rest.find("${") {
         let Some(len) = rest[start + 2..].find('}') else {
             break;
         };
-        out.push_str(&rest[..start]);
+        if !push(&mut out, &rest[..start]) {
+            return None;
+        }
         let path = rest[start + 2..start + 2 + len].trim();
         let mut v = Some(ctx);
         for step in path.split('.').filter(|s| !s.is_empty()) {
@@ -329,15 +342,67 @@ pub(crate) fn render_param(param: &str, ctx: &Value) -> String {
                 _ => None,
             });
         }
-        match v {
-            Some(Value::String(s)) => out.push_str(s),
-            Some(Value::Null) | None => {}
-            Some(other) => out.push_str(&other.to_string()),
+        let pushed = match v {
+            Some(Value::String(s)) => push(&mut out, s),
+            Some(Value::Null) | None => true,
+            Some(other) => push(&mut out, &other.to_string()),
+        };
+        if !pushed {
+            return None;
         }
         rest = &rest[start + 3 + len..];
     }
-    out.push_str(rest);
-    out
+    if !push(&mut out, rest) {
+        return None;
+    }
+    crate::jobs::check_param("param", &out).ok()?;
+    Some(out)
+}
+
+/// The context a nested run inherits: its parent run's, as that run's nodes read it (the
+/// parent's own values over what it inherits in turn); `None` for a top-level run. A nested
+/// run stores only its own values, never a copy of its parent's.
+async fn inherited(
+    tx: &impl Tx,
+    run: &runs::Model,
+) -> Result<Option<serde_json::Map<String, Value>>> {
+    let Some(mut parent) = run.parent_node_run else {
+        return Ok(None);
+    };
+    let mut layers = Vec::new();
+    for _ in 0..=MAX_DEPTH {
+        let Some(node) = tx.node(parent).await? else {
+            break;
+        };
+        let Some((ctx, up)) = tx.run_context(node.run_id).await? else {
+            break;
+        };
+        layers.push(ctx);
+        match up {
+            Some(p) => parent = p,
+            None => break,
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for text in layers.iter().rev() {
+        if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) {
+            out.extend(m);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A run's context as its nodes read it: its own values over what it inherits.
+fn effective(inherited: Option<&serde_json::Map<String, Value>>, own: &Value) -> Value {
+    match (inherited, own) {
+        (None, own) => own.clone(),
+        (Some(up), Value::Object(m)) => {
+            let mut out = up.clone();
+            out.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+            Value::Object(out)
+        }
+        (Some(up), _) => Value::Object(up.clone()),
+    }
 }
 
 fn state_of(n: &nodes::Model) -> State {
@@ -385,9 +450,23 @@ pub struct Changes {
     /// `dispatch` holds only the rows this node claimed already (after the commit, in a
     /// transaction of their own, as [`Runs::claim`]).
     pub(crate) claimed: bool,
+    /// Job and workflow nodes started since the last top-level run started in this change
+    /// (bounded by [`MAX_RUN_NODES`]).
+    pub(crate) expanded: u64,
 }
 
 impl Changes {
+    /// Counts one more node started by the current trigger; the reason it may not start when
+    /// that passes [`MAX_RUN_NODES`].
+    fn expand(&mut self) -> Option<String> {
+        self.expanded += 1;
+        (self.expanded > MAX_RUN_NODES).then(|| {
+            format!(
+                "one trigger may start at most {MAX_RUN_NODES} node runs, nested workflows included"
+            )
+        })
+    }
+
     /// Claims the rows to dispatch on the writer's connection, after the transaction that
     /// recorded them committed; on an error they are left pending for the recovery pass.
     fn claim_on(mut self, conn: &mut rusqlite::Connection) -> Changes {
@@ -547,6 +626,7 @@ impl Runs {
         };
         if tx.promote_run(next.id, now).await? {
             ch.started += 1;
+            ch.expanded = 0;
             next.status = status::RUNNING.into();
             next.start_time = now;
             self.advance(tx, &next, now, ch).await?;
@@ -665,6 +745,7 @@ impl Runs {
             run.id = tx.insert_run(&run).await?;
             if parent.is_none() {
                 ch.started += 1;
+                ch.expanded = 0;
             }
             // a new run has no node rows yet
             let outcome = self.advance_with(tx, &run, Vec::new(), now, ch).await?;
@@ -711,7 +792,8 @@ impl Runs {
                         .map_or(State::Pending, |r| state_of(r))
                 })
                 .collect();
-            let ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+            let own: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+            let ctx = effective(inherited(tx, run).await?.as_ref(), &own);
             loop {
                 let before = states.clone();
                 let due = rules::advance(&c.graph, &c.rules, &mut states);
@@ -770,7 +852,6 @@ impl Runs {
                                 &node.key,
                                 next(&node.key),
                                 *workflow_id,
-                                &ctx,
                                 now,
                                 ch,
                             )
@@ -852,6 +933,20 @@ impl Runs {
             let msg = format!("job {job_id} not found");
             return fail_node(tx, run.id, key, attempt, now, &msg).await;
         };
+        if let Some(msg) = ch.expand() {
+            return fail_node(tx, run.id, key, attempt, now, &msg).await;
+        }
+        let param = match param.map(|p| render_param(p, ctx)) {
+            None => None,
+            Some(Some(p)) => Some(p),
+            Some(None) => {
+                let msg = format!(
+                    "the node's param, rendered with the run's context, is longer than a job's param may be ({} characters)",
+                    crate::jobs::MAX_PARAM_CHARS
+                );
+                return fail_node(tx, run.id, key, attempt, now, &msg).await;
+            }
+        };
         let broadcast = job
             .executor_route_strategy
             .as_deref()
@@ -888,7 +983,6 @@ impl Runs {
                 )
             })
             .await?;
-        let param = param.map(|p| render_param(p, ctx));
         for shard in 0..total {
             let sharding = broadcast.then(|| format!("{shard}/{total}"));
             let log_id = tx
@@ -920,7 +1014,6 @@ impl Runs {
         key: &str,
         attempt: i32,
         workflow_id: i32,
-        ctx: &Value,
         now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
@@ -928,6 +1021,9 @@ impl Runs {
             |msg: String| async move { fail_node(tx, run.id, key, attempt, now, &msg).await };
         if run.depth + 1 > MAX_DEPTH {
             return fail(format!("workflows nested deeper than {MAX_DEPTH}")).await;
+        }
+        if let Some(msg) = ch.expand() {
+            return fail(msg).await;
         }
         let Some(w) = tx.workflow(workflow_id).await? else {
             return fail(format!("workflow {workflow_id} not found")).await;
@@ -949,7 +1045,8 @@ impl Runs {
                 &w,
                 TriggerType::Workflow,
                 None,
-                ctx.clone(),
+                // its own values only: it reads its parent's context through `inherited`
+                Value::Object(Default::default()),
                 Some(node_id),
                 run.depth + 1,
                 now,
@@ -1164,11 +1261,12 @@ impl Runs {
             tx.close_links(&open_ids).await?;
             let mut rows = tx.node_rows(run.id).await?;
             let mut ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
+            let up = inherited(tx, &run).await?;
             let before = ctx.clone();
             let (mut changed, mut stale) = (false, false);
             for f in items.into_iter().filter(|f| open.contains(&f.log_id)) {
                 match self
-                    .apply_one(tx, &run, &mut rows, &mut ctx, f, now, &mut ch)
+                    .apply_one(tx, &run, &mut rows, &mut ctx, up.as_ref(), f, now, &mut ch)
                     .await?
                 {
                     Applied::Nothing => {}
@@ -1237,6 +1335,7 @@ impl Runs {
         run: &runs::Model,
         rows: &mut [nodes::Model],
         ctx: &mut Value,
+        up: Option<&serde_json::Map<String, Value>>,
         mut f: Finished,
         now: i64,
         ch: &mut Changes,
@@ -1309,7 +1408,7 @@ impl Runs {
                     &node.node_key,
                     *job_id,
                     param.as_deref(),
-                    ctx,
+                    &effective(up, ctx),
                     node.attempt + 1,
                     Some(node.max_attempts),
                     now,
@@ -1857,10 +1956,19 @@ mod tests {
     fn params_render_context_values() {
         let ctx = serde_json::json!({"day": "2026-11-26", "n": 3, "o": {"k": [true]}});
         assert_eq!(
-            render_param("d=${day} n=${ n } k=${o.k.0} m=${missing}", &ctx),
+            render_param("d=${day} n=${ n } k=${o.k.0} m=${missing}", &ctx).unwrap(),
             "d=2026-11-26 n=3 k=true m="
         );
-        assert_eq!(render_param("a ${b", &ctx), "a ${b");
-        assert_eq!(render_param("plain", &ctx), "plain");
+        assert_eq!(render_param("a ${b", &ctx).unwrap(), "a ${b");
+        assert_eq!(render_param("plain", &ctx).unwrap(), "plain");
+        // a short param repeating a large value is refused while it renders
+        let big = serde_json::json!({ "a": "x".repeat(60_000) });
+        assert_eq!(render_param(&"${a}".repeat(500), &big), None);
+        assert!(render_param("${a}", &serde_json::json!({ "a": "é".repeat(16_000) })).is_some());
+        assert_eq!(
+            render_param("${a}!", &serde_json::json!({ "a": "é".repeat(16_000) })),
+            None,
+            "one character past the limit"
+        );
     }
 }

@@ -240,6 +240,16 @@ impl Tx for SqliteTx<'_> {
         })
     }
 
+    async fn run_context(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT context, parent_node_run FROM xjob_workflow_run WHERE id = ?1",
+            )?
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+        })
+    }
+
     async fn lock_run(&self, id: i64) -> Result<Option<runs::Model>> {
         static SQL: LazyLock<String> = LazyLock::new(|| {
             format!(

@@ -79,6 +79,11 @@ pub(crate) trait Tx: Sync {
     fn promote_run(&self, id: i64, now: i64) -> impl Future<Output = Result<bool>> + Send;
     /// Inserts a run (its `id` ignored); answers its id.
     fn insert_run(&self, r: &runs::Model) -> impl Future<Output = Result<i64>> + Send;
+    /// Run `id`'s own context and its parent node run (a nested run's), without a lock.
+    fn run_context(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<Option<(String, Option<i64>)>>> + Send;
     /// Takes run `id`'s row lock (bumps its `seq`) if it is running; answers the run.
     fn lock_run(&self, id: i64) -> impl Future<Output = Result<Option<runs::Model>>> + Send;
     /// Ends running run `id`.
@@ -216,6 +221,15 @@ impl Tx for SeaTx<'_> {
             message: Set(r.message.clone()),
         };
         Ok(runs::Entity::insert(m).exec(self.0).await?.last_insert_id)
+    }
+
+    async fn run_context(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
+        Ok(runs::Entity::find_by_id(id)
+            .select_only()
+            .columns([runs::Column::Context, runs::Column::ParentNodeRun])
+            .into_tuple()
+            .one(self.0)
+            .await?)
     }
 
     async fn lock_run(&self, id: i64) -> Result<Option<runs::Model>> {
