@@ -217,8 +217,9 @@ impl Metrics {
     }
 
     /// A callback's result was skipped (not written) for `why`.
-    pub(crate) fn result_skipped(&self, why: SkipReason) {
-        self.0.results_skipped[why as usize].fetch_add(1, Ordering::Relaxed);
+    /// `n` callback results were skipped for `why`.
+    pub(crate) fn results_skipped(&self, why: SkipReason, n: usize) {
+        self.0.results_skipped[why as usize].fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// `n` leases were renewed.

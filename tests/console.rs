@@ -158,13 +158,14 @@ fn auth_me_password_change_and_logout() {
         );
         let other = login(&api.svc, "admin", ADMIN_PW).await;
         assert_eq!(api.get_as(&other, "/v1/auth/me").await.0, StatusCode::OK);
-        let (s, _) = api
+        let (s, v) = api
             .post(
                 "/v1/auth/password",
                 Some(json!({ "oldPassword": ADMIN_PW, "password": "a-new-secret-2" })),
             )
             .await;
-        assert_eq!(s, StatusCode::NO_CONTENT);
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v, json!({"sessionsEnded": 1, "apiKeysEnded": 0}));
         let (s, _) = api.get_as(&other, "/v1/auth/me").await;
         assert_eq!(s, StatusCode::UNAUTHORIZED, "the other session ended");
         assert_eq!(

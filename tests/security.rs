@@ -639,3 +639,206 @@ fn the_command_handler_is_a_script_job() {
         app.close().await;
     });
 }
+
+/// Creates an API key for the user of `token` and answers it.
+async fn api_key<S>(svc: &S, token: &str, name: &str) -> String
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    let (s, v) = call(
+        svc,
+        Method::POST,
+        "/v1/api-keys",
+        token,
+        Some(json!({"name": name, "expiresInDays": 366})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    v["key"].as_str().unwrap().to_string()
+}
+
+/// A password reset by an administrator ends the user's API keys as it ends their sessions;
+/// the user's own change ends their other sessions and, when asked, their keys; the answers
+/// say how many. A key cannot change a password or revoke keys.
+#[test]
+fn password_resets_end_api_keys_and_keys_do_not_touch_credentials() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |c| {
+            c.security.admin_password = ADMIN_PW.into()
+        })
+        .await;
+        let (svc, admin) = center(&app).await;
+        let g = app.group;
+        let u = user(&svc, &admin, "keyuser", &[g]).await;
+        let key = api_key(&svc, &u, "ci").await;
+        let (_, users) = call(
+            &svc,
+            Method::GET,
+            "/v1/users?username=keyuser",
+            &admin,
+            None,
+        )
+        .await;
+        let uid = users["items"][0]["id"].as_i64().unwrap();
+
+        // what a key may not do to its user's credentials
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/password",
+            &key,
+            Some(json!({"oldPassword": USER_PW, "password": "another-secret-9"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        let (_, keys) = call(&svc, Method::GET, "/v1/api-keys", &u, None).await;
+        let key_id = keys["items"][0]["id"].as_i64().unwrap();
+        let (s, v) = call(
+            &svc,
+            Method::DELETE,
+            &format!("/v1/api-keys/{key_id}"),
+            &key,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+
+        // the user's own change keeps keys unless asked
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/password",
+            &u,
+            Some(json!({"oldPassword": USER_PW, "password": "another-secret-9"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v, json!({"sessionsEnded": 0, "apiKeysEnded": 0}));
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", &key, None).await;
+        assert_eq!(s, StatusCode::OK, "the key was kept");
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/auth/password",
+            &u,
+            Some(
+                json!({"oldPassword": "another-secret-9", "password": USER_PW, "endApiKeys": true}),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v, json!({"sessionsEnded": 0, "apiKeysEnded": 1}));
+        let (s, _) = call(&svc, Method::GET, "/v1/jobs", &key, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "the key was revoked");
+
+        // an administrator's reset ends sessions and keys
+        let key = api_key(&svc, &u, "ci-2").await;
+        let (s, v) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/users/{uid}"),
+            &admin,
+            Some(json!({"username": "keyuser", "password": "reset-secret-1", "role": 0, "permission": [g]})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(
+            (&v["sessionsEnded"], &v["apiKeysEnded"]),
+            (&json!(1), &json!(1))
+        );
+        for t in [&u, &key] {
+            let (s, _) = call(&svc, Method::GET, "/v1/jobs", t, None).await;
+            assert_eq!(s, StatusCode::UNAUTHORIZED);
+        }
+        let (s, v) = call(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            &key,
+            Some(
+                json!({"jobGroup": g, "jobDesc": "x", "author": "u", "scheduleType": "NONE",
+                        "executorHandler": "demoJobHandler"}),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+        // an administrator's key cannot reset a password either
+        let admin_key = {
+            let (s, v) = call(
+                &svc,
+                Method::POST,
+                "/v1/api-keys",
+                &admin,
+                Some(json!({"name": "ops", "role": 1, "expiresInDays": 1})),
+            )
+            .await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+            v["key"].as_str().unwrap().to_string()
+        };
+        let (s, v) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/users/{uid}"),
+            &admin_key,
+            Some(json!({"username": "keyuser", "password": "by-a-key-123", "role": 0, "permission": [g]})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        app.close().await;
+    });
+}
+
+/// A client address that keeps sending wrong access tokens to the admin API is refused for a
+/// while, whatever it sends; other addresses are not.
+#[test]
+fn wrong_tokens_on_the_admin_api_are_limited_per_client() {
+    use actix_web::test::{TestRequest, call_service, read_body};
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let console = Console::new(app.engine.clone());
+        let svc = init_service(
+            actix_web::App::new()
+                .configure(xjob::routes::center(console, Some("tok-0123456789".into()))),
+        )
+        .await;
+        let beat = |from: &str, token: &str| {
+            TestRequest::post()
+                .uri("/api/registry")
+                .peer_addr(format!("{from}:4000").parse().unwrap())
+                .insert_header(("XXL-JOB-ACCESS-TOKEN", token.to_string()))
+                .set_json(
+                    json!({"registryGroup": "EXECUTOR", "registryKey": "some-app",
+                                 "registryValue": "http://127.0.0.1:9999/"}),
+                )
+                .to_request()
+        };
+        let msg = |v: &Value| v["msg"].as_str().unwrap_or_default().to_string();
+        let send = async |req| {
+            let res = call_service(&svc, req).await;
+            serde_json::from_slice::<Value>(&read_body(res).await).unwrap()
+        };
+        let max = app.engine.config().security.login_max_failures_per_client;
+        for _ in 0..max {
+            let v = send(beat("10.0.0.1", "guess")).await;
+            assert_eq!(v["code"], 500);
+            assert!(!msg(&v).contains("too many"), "{v}");
+        }
+        let v = send(beat("10.0.0.1", "guess")).await;
+        assert!(msg(&v).contains("too many"), "{v}");
+        let v = send(beat("10.0.0.1", "tok-0123456789")).await;
+        assert!(
+            msg(&v).contains("too many"),
+            "refused whatever it sends: {v}"
+        );
+        let v = send(beat("10.0.0.2", "tok-0123456789")).await;
+        assert_eq!(v["code"], 200, "another address: {v}");
+        // after the window
+        app.advance(app.engine.config().security.login_window_secs as i64 * 1000 + 1000)
+            .await;
+        let v = send(beat("10.0.0.1", "tok-0123456789")).await;
+        assert_eq!(v["code"], 200, "{v}");
+        app.close().await;
+    });
+}

@@ -188,6 +188,8 @@ const ZH = {
 "Please confirm": "请确认",
 "Password": "密码",
 "Password changed.": "密码已修改。",
+"Password changed; {sessions} other session(s) and {keys} API key(s) ended.": "密码已修改；已结束 {sessions} 个其他会话和 {keys} 个 API 密钥。",
+"Also revoke my API keys": "同时吊销我的 API 密钥",
 "Password (8+ characters)": "密码（至少 8 个字符）",
 "Older than three months": "清理三个月之前的日志",
 "Older than six months": "清理六个月之前的日志",
@@ -1418,11 +1420,13 @@ async function auditPage(params) {
 function passwordForm() {
   formDialog(t('Change your password'), h('div', { class: 'grid' },
     field(t('Current password'), 'oldPassword', '', 'password', { autocomplete: 'current-password' }),
-    field(t('New password (8+ characters)'), 'password', '', 'password', { autocomplete: 'new-password' })),
+    field(t('New password (8+ characters)'), 'password', '', 'password', { autocomplete: 'new-password' }),
+    field(t('Also revoke my API keys'), 'endApiKeys', false, 'checkbox')),
   t('Change'), async (form) => {
     const v = formValues(form);
-    await api('POST', '/auth/password', { oldPassword: v.oldPassword, password: v.password });
-    toast('Password changed.', 'info');
+    const r = await api('POST', '/auth/password', { oldPassword: v.oldPassword, password: v.password, endApiKeys: !!v.endApiKeys });
+    toast(t('Password changed; {sessions} other session(s) and {keys} API key(s) ended.',
+      { sessions: r.sessionsEnded, keys: r.apiKeysEnded }), 'info');
   });
 }
 

@@ -89,6 +89,96 @@ pub fn purge_delay() -> i64 {
     i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
 }
 
+/// The system allocator, counting the bytes it holds and the most it held since
+/// [`Counting::reset_peak`]: for tests that bound what an operation allocates (a request body's
+/// cost in memory, say) as `#[global_allocator] static A: Counting = Counting::new();`.
+pub struct Counting {
+    held: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+impl Counting {
+    /// A counter at zero.
+    pub const fn new() -> Self {
+        Counting {
+            held: std::sync::atomic::AtomicUsize::new(0),
+            peak: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The most bytes held at once since the last [`Counting::reset_peak`].
+    pub fn peak(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Starts the peak over from what is held now.
+    pub fn reset_peak(&self) {
+        self.peak
+            .store(self.held(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn grew(&self, by: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.held.fetch_add(by, Relaxed) + by;
+        self.peak.fetch_max(now, Relaxed);
+    }
+
+    fn shrank(&self, by: usize) {
+        self.held
+            .fetch_sub(by, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Default for Counting {
+    fn default() -> Self {
+        Counting::new()
+    }
+}
+
+// SAFETY: every call is passed to the system allocator unchanged; the counters are atomics
+// updated after a successful allocation and before a release, so they never affect what the
+// system allocator is asked.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is the system allocator's.
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        self.shrank(layout.size());
+        // SAFETY: `ptr` and `layout` come from this allocator, i.e. from the system's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract for `realloc` is the system allocator's.
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            self.grew(new_size);
+            self.shrank(layout.size());
+        }
+        p
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

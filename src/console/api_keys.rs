@@ -185,6 +185,7 @@ impl Console {
 
     /// Revokes a key (an administrator any, a user their own); it is refused at once.
     pub async fn delete_api_key(&self, who: &Principal, id: i32) -> Result<()> {
+        super::auth::require_session(who, "API keys are revoked")?;
         let k = api_keys::get(self.db(), id).await?;
         if k.user_id != who.id && !who.is_admin() {
             // another user's key is not found for this user

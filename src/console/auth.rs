@@ -105,6 +105,28 @@ impl Principal {
     }
 }
 
+/// What a password change ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ended {
+    /// Console sessions ended.
+    pub sessions_ended: u64,
+    /// API keys revoked.
+    pub api_keys_ended: u64,
+}
+
+/// Refuses a request made with an API key: `what` (credentials: a password, API keys) is done
+/// by a signed-in user, as a person's password is not changed with a token made for a pipeline.
+pub(crate) fn require_session(who: &Principal, what: &str) -> Result<()> {
+    match &who.key {
+        Some(_) => Err(Error::Forbidden {
+            field: None,
+            reason: format!("{what} by a signed-in user, not with an API key"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A new login: the token to present and when it expires (epoch ms).
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -281,6 +303,29 @@ impl LoginLimiter {
         if let Some(e) = map.get_mut(&a.client) {
             e.0 = e.0.saturating_sub(1);
         }
+    }
+
+    /// Whether `key` (a client address, for a limiter of plain keys) has `max_per_client`
+    /// failures in the current window: answers the seconds until it may try again. Counts
+    /// nothing and allocates nothing (the check every admin API call makes).
+    pub(crate) fn refused(&self, key: &str, now: i64) -> Option<u64> {
+        let map = self.failures.lock();
+        let &(n, start) = map.get(key)?;
+        (n >= self.max_per_client && now - start < self.window_ms)
+            .then(|| ((start + self.window_ms - now + 999) / 1000) as u64)
+    }
+
+    /// Counts a failure of `key` (see [`LoginLimiter::refused`]).
+    pub(crate) fn failed(&self, key: &str, now: i64) {
+        let mut map = self.failures.lock();
+        if map.len() + 1 > LIMITER_MAX {
+            self.prune(&mut map, now);
+        }
+        let e = map.entry(key.to_string()).or_insert((0, now));
+        if now - e.1 >= self.window_ms {
+            *e = (0, now);
+        }
+        e.0 += 1;
     }
 
     /// Drops expired windows, then (still full) the oldest half.
@@ -494,15 +539,18 @@ impl Console {
         Ok(())
     }
 
-    /// Changes the signed-in user's own password (the old one is required) and ends their
-    /// other sessions.
+    /// Changes the signed-in user's own password (the old one is required), ends their other
+    /// sessions and, with `end_api_keys`, revokes their API keys; answers what it ended. Not
+    /// with an API key.
     pub async fn change_password(
         &self,
         who: &Principal,
         token: &str,
         old_password: &str,
         new_password: &str,
-    ) -> Result<()> {
+        end_api_keys: bool,
+    ) -> Result<Ended> {
+        require_session(who, "a password is changed")?;
         check_password("password", new_password)?;
         let user = users::get(self.db(), who.id)
             .await?
@@ -526,13 +574,32 @@ impl Console {
                 reason: "is not the current password".into(),
             });
         };
-        users::set_password(self.db(), who.id, &hash).await?;
-        let r = users::delete_other_sessions(self.db(), who.id, &token_hash(token)).await;
+        let r = async {
+            use sea_orm::TransactionTrait;
+            let txn = self.db().begin().await?;
+            users::set_password(&txn, who.id, &hash).await?;
+            let ended = Ended {
+                sessions_ended: users::delete_other_sessions(&txn, who.id, &token_hash(token))
+                    .await?,
+                api_keys_ended: if end_api_keys {
+                    crate::store::api_keys::delete_for_user(&txn, who.id).await?
+                } else {
+                    0
+                },
+            };
+            txn.commit().await?;
+            Ok::<_, Error>(ended)
+        }
+        .await;
         self.sessions.clear();
-        r?;
-        self.audit(who, "auth.password", "user", who.id, "other sessions ended")
+        let ended = r?;
+        let detail = format!(
+            "{} other session(s) and {} API key(s) ended",
+            ended.sessions_ended, ended.api_keys_ended
+        );
+        self.audit(who, "auth.password", "user", who.id, detail)
             .await;
-        Ok(())
+        Ok(ended)
     }
 }
 

@@ -8,7 +8,7 @@ use super::audit::changes;
 use super::auth::{check_password, hash_password_blocking};
 use super::{Console, Page, Principal, split_ids};
 use crate::error::{Error, Result};
-use crate::store::{groups, users};
+use crate::store::{api_keys, groups, users};
 
 /// A user as the console shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -22,6 +22,9 @@ pub struct UserView {
     pub role: i16,
     /// Group ids a normal user may see and act on.
     pub permission: Vec<i32>,
+    /// After a password reset: what it ended.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<super::auth::Ended>,
 }
 
 /// A user as an administrator writes it.
@@ -44,6 +47,7 @@ fn view(u: entity::xxl_job_user::Model) -> UserView {
         username: u.username,
         role: u.role,
         permission: split_ids(u.permission.as_deref()),
+        ended: None,
     }
 }
 
@@ -163,36 +167,47 @@ impl Console {
         let password = input.password.filter(|p| !p.is_empty());
         if let Some(p) = &password {
             check_password("password", p)?;
+            super::auth::require_session(who, "a password is reset")?;
         }
         let permission = self.permission_list(&input.permission).await?;
         let hash = match password {
             Some(p) => Some(hash_password_blocking(p).await?),
             None => None,
         };
-        // a password reset ends every session the user had, in the same transaction: whoever
-        // held the old password (or a token taken with it) is out at once
+        // a password reset ends every session and API key the user had, in the same
+        // transaction: whoever held the old password (or a token or key taken with it) is out
+        // at once
         let r = async {
             let txn = self.db().begin().await?;
             users::update(&txn, id, input.role, permission, hash.as_deref()).await?;
+            let mut ended = None;
             if hash.is_some() {
-                users::delete_other_sessions(&txn, id, "").await?;
+                ended = Some(super::auth::Ended {
+                    sessions_ended: users::delete_other_sessions(&txn, id, "").await?,
+                    api_keys_ended: api_keys::delete_for_user(&txn, id).await?,
+                });
             }
             txn.commit().await?;
-            Ok::<_, Error>(())
+            Ok::<_, Error>(ended)
         }
         .await;
         self.sessions.clear();
-        r?;
-        let after = self.get_user(id).await?;
+        let ended = r?;
+        let mut after = self.get_user(id).await?;
         let mut detail = changes(&current, &after, &[]);
-        if hash.is_some() {
+        if let Some(e) = &ended {
             // that it changed, never what to
+            let reset = format!(
+                "password changed; {} session(s) and {} API key(s) ended",
+                e.sessions_ended, e.api_keys_ended
+            );
             detail = match detail.as_str() {
-                "no change" => "password changed".into(),
-                d => format!("{d}; password changed"),
+                "no change" => reset,
+                d => format!("{d}; {reset}"),
             };
         }
         self.audit(who, "user.update", "user", id, detail).await;
+        after.ended = ended;
         Ok(after)
     }
 

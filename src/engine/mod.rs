@@ -120,6 +120,8 @@ pub struct Engine {
     workflows: Addr<WorkflowActor>,
     /// The workflow runs' store (shared with the workflow actor).
     runs: crate::store::workflow_runs::Runs,
+    /// Failed access-token checks on the admin API, per client address.
+    token_failures: Arc<crate::console::auth::LoginLimiter>,
 }
 
 impl EngineBuilder {
@@ -427,7 +429,14 @@ impl EngineBuilder {
             metrics.buckets_owned(crate::store::leases::BUCKETS as usize);
         }
         tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, node = %node_id, "scheduling center started");
+        let sec = &cfg.security;
+        let token_failures = Arc::new(crate::console::auth::LoginLimiter::new(
+            sec.login_max_failures_per_client.max(1),
+            sec.login_max_failures_per_client.max(1),
+            sec.login_window_secs.max(1) as i64 * 1000,
+        ));
         Ok(Engine {
+            token_failures,
             config: Arc::new(cfg),
             clock,
             db,
@@ -471,6 +480,12 @@ fn hostname() -> String {
 }
 
 impl Engine {
+    /// Failed access-token checks on the admin API per client address (limited as failed
+    /// logins are, with `security.login_max_failures_per_client` per window).
+    pub(crate) fn token_failures(&self) -> &crate::console::auth::LoginLimiter {
+        &self.token_failures
+    }
+
     /// Starts building an engine with `config`.
     pub fn builder(config: Config) -> EngineBuilder {
         EngineBuilder {

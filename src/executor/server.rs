@@ -135,12 +135,8 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
             Ok(p) => reply(&backend.run("", p).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
-        "/runBatch" => match parse::<Vec<TriggerParam>>(&body) {
-            Ok(calls) if calls.len() > RUN_BATCH_MAX => reply(&ReturnT::<String>::fail(format!(
-                "request error:a batch of {} triggers, at most {RUN_BATCH_MAX} allowed",
-                calls.len()
-            ))),
-            Ok(calls) => reply(&run_batch(backend.as_ref(), calls).await),
+        "/runBatch" => match parse::<Batch>(&body) {
+            Ok(Batch(calls)) => reply(&run_batch(backend.as_ref(), calls).await),
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
         "/kill" => match parse::<JobIdParam>(&body) {
@@ -164,6 +160,36 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
         other => reply(&ReturnT::<String>::fail(format!(
             "invalid request, uri-mapping({other}) not found."
         ))),
+    }
+}
+
+/// A `/runBatch` body: at most [`RUN_BATCH_MAX`] triggers, counted as they are read (a larger
+/// batch is refused at the first trigger past the limit, before the rest is read).
+#[derive(Default)]
+struct Batch(Vec<TriggerParam>);
+
+impl<'de> serde::Deserialize<'de> for Batch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Batch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON array of triggers")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Batch, A::Error> {
+                let mut calls = Vec::with_capacity(a.size_hint().unwrap_or(0).min(64));
+                while let Some(p) = a.next_element::<TriggerParam>()? {
+                    if calls.len() == RUN_BATCH_MAX {
+                        return Err(serde::de::Error::custom(format!(
+                            "a batch of more than {RUN_BATCH_MAX} triggers, at most {RUN_BATCH_MAX} allowed"
+                        )));
+                    }
+                    calls.push(p);
+                }
+                Ok(Batch(calls))
+            }
+        }
+        d.deserialize_seq(V)
     }
 }
 

@@ -66,10 +66,23 @@ fn has_one_of(req: &HttpRequest, accepted: &[&str]) -> bool {
     accepted.iter().any(|t| token_ok(req, Some(t)))
 }
 
-/// Reads the body, at most [`ADMIN_MAX_BODY`] bytes.
-async fn read_body(mut payload: web::Payload) -> Result<web::Bytes, String> {
+/// Reads the body, at most [`ADMIN_MAX_BODY`] bytes (room for a declared length is taken at
+/// once, so a large body is not copied as its buffer grows).
+async fn read_body(req: &HttpRequest, mut payload: web::Payload) -> Result<web::Bytes, String> {
     use futures::StreamExt;
-    let mut body = web::BytesMut::new();
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    if declared > ADMIN_MAX_BODY {
+        return Err(format!(
+            "the request body is larger than {} MiB",
+            ADMIN_MAX_BODY >> 20
+        ));
+    }
+    let mut body = web::BytesMut::with_capacity(declared);
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| format!("cannot read the request body: {e}"))?;
         if body.len() + chunk.len() > ADMIN_MAX_BODY {
@@ -94,11 +107,25 @@ async fn handle(
     }
     let global = api.access_token.as_deref();
     let tokens = api.engine.directory().tokens();
-    // a caller holding no token this node knows is refused before its body is read
+    // a caller holding no token this node knows is refused before its body is read, and a
+    // client address that keeps sending wrong tokens is refused without a check for a while
+    let client = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let limiter = api.engine.token_failures();
+    let now = api.engine.clock().now_ms();
+    if let Some(secs) = limiter.refused(&client, now) {
+        return reply(ReturnT::fail(format!(
+            "too many requests with a wrong access token from this address; retry in {secs} s"
+        )));
+    }
     if !known_caller(&req, global, &tokens) {
+        tracing::warn!(client, uri = %uri, "admin API call refused: wrong access token");
+        limiter.failed(&client, now);
         return reply(ReturnT::fail(WRONG_TOKEN));
     }
-    let body = match read_body(payload).await {
+    let body = match read_body(&req, payload).await {
         Ok(b) => b,
         Err(e) => return reply(ReturnT::fail(e)),
     };
@@ -138,6 +165,13 @@ async fn registry(
         None => token_ok(req, global),
     };
     if !ok {
+        let client = req
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        api.engine
+            .token_failures()
+            .failed(&client, api.engine.clock().now_ms());
         return reply(ReturnT::fail(WRONG_TOKEN));
     }
     let fields = [&p.registry_group, &p.registry_key, &p.registry_value];
@@ -170,6 +204,23 @@ async fn registry(
     }
 }
 
+/// Results of a batch skipped for one reason: how many, and the first few log ids (for the
+/// log line).
+#[derive(Default)]
+struct Skipped {
+    count: usize,
+    some: Vec<i64>,
+}
+
+impl Skipped {
+    fn add(&mut self, log_id: i64) {
+        self.count += 1;
+        if self.some.len() < 5 {
+            self.some.push(log_id);
+        }
+    }
+}
+
 /// Writes the results the caller may write and skips the others (logged and counted), as
 /// XXL-JOB does for a batch: a result of a run of a group with its own token needs that token,
 /// of any other group the global one; a result of a run the center no longer knows, or an
@@ -182,14 +233,27 @@ async fn callback(
     c: Callbacks,
 ) -> HttpResponse {
     let metrics = api.engine.metrics();
-    for log_id in &c.invalid {
+    if !c.invalid.is_empty() {
+        let some = &c.invalid[..c.invalid.len().min(5)];
         tracing::warn!(
-            log_id,
-            "callback result skipped: handleCode is not a 32-bit integer"
+            results = c.invalid.len(),
+            log_ids = ?some,
+            "callback results skipped: handleCode is not a 32-bit integer"
         );
-        metrics.result_skipped(SkipReason::Invalid);
+        metrics.results_skipped(SkipReason::Invalid, c.invalid.len());
     }
+    if c.unknown > 0 {
+        tracing::warn!(
+            results = c.unknown,
+            "callback results skipped: no log id (no run has one)"
+        );
+        metrics.results_skipped(SkipReason::UnknownRun, c.unknown);
+    }
+    // a run takes one result: copies in one batch are dropped before any look-up (in place:
+    // a batch is usually in log-id order already)
     let mut items = c.items;
+    items.sort_unstable_by_key(|i| i.log_id);
+    items.dedup_by_key(|i| i.log_id);
     if !tokens.is_empty() {
         let global = api.access_token.as_deref();
         let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
@@ -200,24 +264,28 @@ async fn callback(
                 return reply(ReturnT::fail(e.to_string()));
             }
         };
+        // skipped results are logged once per batch (a few ids each), not one line per result
+        let (mut unknown, mut foreign) = (Skipped::default(), Skipped::default());
         items.retain(|i| {
             let Some(group) = groups.get(&i.log_id) else {
-                tracing::warn!(log_id = i.log_id, "callback result skipped: no such run");
-                metrics.result_skipped(SkipReason::UnknownRun);
+                unknown.add(i.log_id);
                 return false;
             };
             let needed = tokens.by_group.get(group).map(String::as_str).or(global);
             if token_ok(req, needed) {
                 return true;
             }
-            tracing::warn!(
-                log_id = i.log_id,
-                group,
-                "callback result skipped: the caller's token is not its group's"
-            );
-            metrics.result_skipped(SkipReason::Token);
+            foreign.add(i.log_id);
             false
         });
+        if unknown.count > 0 {
+            tracing::warn!(results = unknown.count, log_ids = ?unknown.some, "callback results skipped: no such run");
+            metrics.results_skipped(SkipReason::UnknownRun, unknown.count);
+        }
+        if foreign.count > 0 {
+            tracing::warn!(results = foreign.count, log_ids = ?foreign.some, "callback results skipped: the caller's token is not their group's");
+            metrics.results_skipped(SkipReason::Token, foreign.count);
+        }
     } else if !token_ok(req, api.access_token.as_deref()) {
         // no group has a token of its own: the global one is the only one
         return reply(ReturnT::fail(WRONG_TOKEN));

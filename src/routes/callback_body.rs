@@ -3,49 +3,61 @@
 //! Executors of every XXL-JOB version post a JSON array of results (XXL-JOB 3.5: an object with
 //! `callbackList`; a single object is taken as one result). The reading is lenient where real
 //! clients need it: unknown keys are skipped, 2.2's `executeResult{code,msg}` stands in for
-//! `handleCode` / `handleMsg`, a `handleMsg` that is not a string is kept as its JSON text, 3.5's
-//! `logDateTime` stands in for `logDateTim`, and a repeated key counts once (the last). A
-//! `handleCode` that is not a 32-bit integer refuses that result (its log id is reported), and
-//! one that is absent or null reads as 0.
+//! `handleCode` / `handleMsg`, a `handleMsg` that is not a string is kept as its JSON text (as
+//! sent), 3.5's `logDateTime` stands in for `logDateTim`, and a repeated key counts once (the
+//! last). A `handleCode` that is not a 32-bit integer refuses that result (its log id is
+//! reported), and one that is absent or null reads as 0.
 //!
-//! Read without building a JSON tree first: a tree costs a map and a key string per field of
-//! every result, and a callback batch holds hundreds of results (the tree was 3 % of
-//! `xjob serve`'s CPU at 5,000 remote runs a second).
+//! Read without building a JSON tree, and each result kept as it is read in its compact form
+//! (about 50 bytes and its message): a result without a log id (anything that is not an object,
+//! or an object without a positive `logId`) is only counted, so a body costs a small multiple
+//! of its size in memory whatever it holds (an 8 MiB array of zeros once grew to 850 MiB of
+//! empty results before the first check). A tree would also cost a map and a key string per
+//! field of every result (3 % of `xjob serve`'s CPU at 5,000 remote runs a second).
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::model::wire::HandleCallbackParam;
 
-/// A callback body read leniently: the results, and the log ids of results refused as invalid
-/// (a `handleCode` outside 32-bit integers is refused, never cut to one).
+/// A callback body read leniently: the results, the log ids of results refused as invalid (a
+/// `handleCode` outside 32-bit integers is refused, never cut to one), and how many entries
+/// named no run.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Callbacks {
     /// Results to authorise and write.
     pub items: Vec<HandleCallbackParam>,
     /// Log ids of invalid results (skipped).
     pub invalid: Vec<i64>,
+    /// Entries without a positive log id (skipped: no run has one).
+    pub unknown: usize,
 }
 
-/// Reads a callback body: an array of results (or XXL-JOB 3.5's `{"callbackList": [...]}`, or
-/// one object).
-pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
-    let items = match serde_json::from_slice::<Body>(body) {
-        Ok(Body(Some(items))) => items,
-        Ok(Body(None)) => return Err("invalid callback body: expected a JSON array".into()),
-        Err(e) => return Err(format!("invalid callback body: {e}")),
-    };
-    let mut out = Callbacks {
-        items: Vec::with_capacity(items.len()),
-        invalid: Vec::new(),
-    };
-    for item in items {
-        let log_id = item.log_id.int();
-        let code = match item.handle_code {
-            Num::Absent => item.legacy_code,
+/// The fewest bytes a kept result takes in a body: `{"logId":1}` and a comma.
+const SMALLEST_RESULT: usize = 12;
+
+impl Callbacks {
+    /// Room for every result a body of `len` bytes can hold, taken at once: the list is never
+    /// copied as it grows (a growing list held its old and new copies at once, 5× the body).
+    fn for_body(len: usize) -> Self {
+        Callbacks {
+            items: Vec::with_capacity(len / SMALLEST_RESULT + 1),
+            ..Callbacks::default()
+        }
+    }
+
+    /// Keeps one entry as what it is: a result, an invalid result, or one naming no run.
+    fn take(&mut self, e: Entry) {
+        let log_id = e.log_id.int();
+        if log_id <= 0 {
+            self.unknown += 1;
+            return;
+        }
+        let code = match e.handle_code {
+            Num::Absent => e.legacy_code,
             given => given,
         };
         let code = match code {
@@ -54,28 +66,53 @@ pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
             Num::Other => None,
         };
         let Some(handle_code) = code else {
-            out.invalid.push(log_id);
-            continue;
+            self.invalid.push(log_id);
+            return;
         };
-        out.items.push(HandleCallbackParam {
+        self.items.push(HandleCallbackParam {
             log_id,
-            log_date_tim: match item.log_date_tim.int() {
-                0 => item.log_date_time.int(),
+            log_date_tim: match e.log_date_tim.int() {
+                0 => e.log_date_time.int(),
                 t => t,
             },
             handle_code,
-            handle_msg: text_of(item.handle_msg).or_else(|| text_of(item.legacy_msg)),
+            handle_msg: e
+                .handle_msg
+                .unwrap_or(None)
+                .or(e.legacy_msg.unwrap_or(None)),
         });
     }
+}
+
+/// Reads a callback body: an array of results (or XXL-JOB 3.5's `{"callbackList": [...]}`, or
+/// one object).
+pub(crate) fn parse_callbacks(body: &[u8]) -> Result<Callbacks, String> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let out = match BodySeed(body.len())
+        .deserialize(&mut de)
+        .and_then(|b| de.end().map(|()| b))
+    {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err("invalid callback body: expected a JSON array".into()),
+        Err(e) => return Err(format!("invalid callback body: {e}")),
+    };
     Ok(out)
 }
 
-/// `handleMsg` as text, whatever JSON type the client sent.
-fn text_of(v: Option<Value>) -> Option<String> {
-    match v {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
-        Some(other) => Some(other.to_string()),
+/// A message field: absent (`None`), or given — null as `Some(None)`, a string as its text,
+/// any other value as its JSON text as sent.
+type Msg = Option<Option<String>>;
+
+/// Reads a message value without building a tree.
+fn msg<'de, A: MapAccess<'de>>(a: &mut A) -> Result<Option<String>, A::Error> {
+    let raw: Box<RawValue> = a.next_value()?;
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'n') if text == "null" => Ok(None),
+        Some(b'"') => serde_json::from_str::<String>(text)
+            .map(Some)
+            .map_err(de::Error::custom),
+        _ => Ok(Some(text.to_string())),
     }
 }
 
@@ -173,26 +210,24 @@ enum Key {
     Other,
 }
 
-/// One result as posted. Anything that is not an object reads as a result with every field
-/// absent (as a JSON tree's look-ups would find it).
+/// One result as posted, while it is read. Anything that is not an object reads as a result
+/// with every field absent (as a JSON tree's look-ups would find it).
 #[derive(Default)]
-struct Item {
+struct Entry {
     log_id: Num,
     log_date_tim: Num,
     log_date_time: Num,
     handle_code: Num,
-    handle_msg: Option<Value>,
+    handle_msg: Msg,
     legacy_code: Num,
-    legacy_msg: Option<Value>,
-    /// The body object's `callbackList`: `Some` when the last one given is an array.
-    list: Option<Vec<Item>>,
+    legacy_msg: Msg,
 }
 
 /// 2.2's `executeResult`: its `code` and `msg` when it is an object.
 #[derive(Default)]
 struct Legacy {
     code: Num,
-    msg: Option<Value>,
+    msg: Msg,
 }
 
 /// Consumes any value whose content does not matter.
@@ -247,7 +282,7 @@ impl<'de> Deserialize<'de> for Legacy {
                 while let Some(k) = a.next_key::<Key>()? {
                     match k {
                         Key::Code => l.code = a.next_value()?,
-                        Key::Msg => l.msg = Some(a.next_value()?),
+                        Key::Msg => l.msg = Some(msg(&mut a)?),
                         _ => {
                             a.next_value::<IgnoredAny>()?;
                         }
@@ -260,100 +295,125 @@ impl<'de> Deserialize<'de> for Legacy {
     }
 }
 
-/// Reads a JSON value as a list of results when it is an array (`None` for anything else).
-struct Items;
+/// Reads a JSON value's results into `self.0` when it is an array (answers whether it was).
+struct ListInto<'a>(&'a mut Callbacks);
 
-impl<'de> DeserializeSeed<'de> for Items {
-    type Value = Option<Vec<Item>>;
+impl<'de> DeserializeSeed<'de> for ListInto<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ListInto<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    object_or_default!(bool);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
+        while let Some(e) = a.next_element::<Entry>()? {
+            self.0.take(e);
+        }
+        Ok(true)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+}
+
+/// Reads one entry's fields from an object; a `callbackList` array's results go to `list`
+/// when given (the body's object), else it is skipped (an entry inside a list).
+fn entry_fields<'de, A: MapAccess<'de>>(
+    mut a: A,
+    mut list: Option<(&mut Option<Callbacks>, usize)>,
+) -> Result<Entry, A::Error> {
+    let mut i = Entry::default();
+    while let Some(k) = a.next_key::<Key>()? {
+        match k {
+            Key::LogId => i.log_id = a.next_value()?,
+            Key::LogDateTim => i.log_date_tim = a.next_value()?,
+            Key::LogDateTime => i.log_date_time = a.next_value()?,
+            Key::HandleCode => i.handle_code = a.next_value()?,
+            Key::HandleMsg => i.handle_msg = Some(msg(&mut a)?),
+            Key::ExecuteResult => {
+                let l: Legacy = a.next_value()?;
+                (i.legacy_code, i.legacy_msg) = (l.code, l.msg);
+            }
+            Key::CallbackList => match list.as_mut() {
+                Some((slot, len)) => {
+                    let mut found = Callbacks::for_body(*len);
+                    let is_list = a.next_value_seed(ListInto(&mut found))?;
+                    **slot = is_list.then_some(found);
+                }
+                None => {
+                    a.next_value::<IgnoredAny>()?;
+                }
+            },
+            Key::Code | Key::Msg | Key::Other => {
+                a.next_value::<IgnoredAny>()?;
+            }
+        }
+    }
+    Ok(i)
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            object_or_default!(Entry);
+            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Entry, A::Error> {
+                skip_seq(a)?;
+                Ok(Entry::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Entry, A::Error> {
+                entry_fields(a, None)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The whole body (of the given length): its results, or `None` when it is neither an array
+/// nor an object.
+struct BodySeed(usize);
+
+impl<'de> DeserializeSeed<'de> for BodySeed {
+    type Value = Option<Callbacks>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Items {
-    type Value = Option<Vec<Item>>;
+impl<'de> Visitor<'de> for BodySeed {
+    type Value = Option<Callbacks>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("a JSON array or object")
     }
-    object_or_default!(Option<Vec<Item>>);
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(a.size_hint().unwrap_or(0).min(4096));
-        while let Some(i) = a.next_element::<Item>()? {
-            items.push(i);
-        }
-        Ok(Some(items))
+    object_or_default!(Option<Callbacks>);
+    fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        let mut out = Callbacks::for_body(self.0);
+        ListInto(&mut out).visit_seq(a)?;
+        Ok(Some(out))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-}
-
-impl<'de> Deserialize<'de> for Item {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Item;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any JSON value")
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        // 3.5's shape: the object is a wrapper around its list of results; else it is one
+        let mut list = None;
+        let one = entry_fields(a, Some((&mut list, self.0)))?;
+        Ok(Some(match list {
+            Some(l) => l,
+            None => {
+                let mut out = Callbacks::default();
+                out.take(one);
+                out
             }
-            object_or_default!(Item);
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Item, A::Error> {
-                skip_seq(a)?;
-                Ok(Item::default())
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Item, A::Error> {
-                let mut i = Item::default();
-                while let Some(k) = a.next_key::<Key>()? {
-                    match k {
-                        Key::LogId => i.log_id = a.next_value()?,
-                        Key::LogDateTim => i.log_date_tim = a.next_value()?,
-                        Key::LogDateTime => i.log_date_time = a.next_value()?,
-                        Key::HandleCode => i.handle_code = a.next_value()?,
-                        Key::HandleMsg => i.handle_msg = Some(a.next_value()?),
-                        Key::ExecuteResult => {
-                            let l: Legacy = a.next_value()?;
-                            (i.legacy_code, i.legacy_msg) = (l.code, l.msg);
-                        }
-                        Key::CallbackList => i.list = a.next_value_seed(Items)?,
-                        Key::Code | Key::Msg | Key::Other => {
-                            a.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(i)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// The whole body: its results, or `None` when it is neither an array nor an object.
-#[derive(Default)]
-struct Body(Option<Vec<Item>>);
-
-impl<'de> Deserialize<'de> for Body {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Body;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON array or object")
-            }
-            object_or_default!(Body);
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Body, A::Error> {
-                Ok(Body(Items.visit_seq(a)?))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Body, A::Error> {
-                let mut one = Item::deserialize(de::value::MapAccessDeserializer::new(a))?;
-                // 3.5's shape: the object is a wrapper around its list of results
-                Ok(Body(Some(match one.list.take() {
-                    Some(list) => list,
-                    None => vec![one],
-                })))
-            }
-        }
-        d.deserialize_any(V)
+        }))
     }
 }
 
@@ -361,6 +421,7 @@ impl<'de> Deserialize<'de> for Body {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
 
     /// What the reading must answer: the reading through a JSON tree it replaced.
     fn through_tree(body: &[u8]) -> Result<Callbacks, String> {
@@ -378,7 +439,11 @@ mod tests {
             _ => return Err("invalid callback body: expected a JSON array".into()),
         };
         let num = |o: &Value, k: &str| o.get(k).and_then(Value::as_i64).unwrap_or_default();
-        let text = |v: Option<&Value>| text_of(v.cloned());
+        let text = |v: Option<&Value>| match v {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+        };
         let mut out = Callbacks::default();
         for o in &items {
             let legacy = o.get("executeResult");
@@ -390,6 +455,10 @@ mod tests {
                 Some(c) => c.as_i64().and_then(|c| i32::try_from(c).ok()),
             };
             let log_id = num(o, "logId");
+            if log_id <= 0 {
+                out.unknown += 1;
+                continue;
+            }
             let Some(code) = code else {
                 out.invalid.push(log_id);
                 continue;
@@ -454,9 +523,12 @@ mod tests {
         let p = parse_callbacks(br#"[{"logId":1,"logId":2,"handleCode":"x","handleCode":200}]"#)
             .unwrap();
         assert_eq!((p.items[0].log_id, p.items[0].handle_code), (2, 200));
-        let p = parse_callbacks(br#"[1, "a", [2], null]"#).unwrap();
-        assert_eq!(p.items.len(), 4);
-        assert!(p.items.iter().all(|i| i.log_id == 0 && i.handle_code == 0));
+        // entries naming no run are counted, not kept
+        let p = parse_callbacks(br#"[1, "a", [2], null, {"logId":0}, {"logId":-3}, {}]"#).unwrap();
+        assert_eq!((p.items.len(), p.unknown), (0, 7));
+        // a message that is not a string is kept as its JSON text, as sent
+        let p = parse_callbacks(br#"[{"logId":1,"handleMsg":[1, {"a" : 2}]}]"#).unwrap();
+        assert_eq!(p.items[0].handle_msg.as_deref(), Some(r#"[1, {"a" : 2}]"#));
     }
 
     /// A JSON value built from the keys a callback is read for.

@@ -365,8 +365,9 @@ fn schemas() -> Value {
         ]),
         "User": props(&[
             ("id", "integer"), ("username", "string"), ("role", "integer"),
-            ("permission", "integer[]"),
+            ("permission", "integer[]"), ("sessionsEnded", "integer"), ("apiKeysEnded", "integer"),
         ]),
+        "Ended": props(&[("sessionsEnded", "integer"), ("apiKeysEnded", "integer")]),
         "Me": props(&[
             ("id", "integer"), ("username", "string"), ("role", "integer"),
             ("permission", "integer[]"), ("scriptsEnabled", "boolean"),
@@ -378,7 +379,7 @@ fn schemas() -> Value {
         ),
         "Login": props(&[("token", "string"), ("expiresAt", "integer")]),
         "PasswordInput": constrain(
-            props(&[("oldPassword", "string"), ("password", "string")]),
+            props(&[("oldPassword", "string"), ("password", "string"), ("endApiKeys", "boolean")]),
             &["oldPassword", "password"],
             &[("password", password())],
         ),
@@ -408,7 +409,7 @@ fn shape(method: &str, path: &str) -> (Option<&'static str>, &'static [&'static 
     const PAGE: [&str; 2] = ["offset", "limit"];
     match (method, path) {
         ("post", "/v1/auth/login") => (Some("LoginInput"), &[], r("Login")),
-        ("post", "/v1/auth/password") => (Some("PasswordInput"), &[], json!(null)),
+        ("post", "/v1/auth/password") => (Some("PasswordInput"), &[], r("Ended")),
         ("get", "/v1/auth/me") => (None, &[], r("Me")),
         ("get", "/v1/groups") => (None, &["appName", "title", PAGE[0], PAGE[1]], page("Group")),
         ("post" | "put", p) if p.starts_with("/v1/groups") => (Some("GroupInput"), &[], r("Group")),

@@ -56,13 +56,14 @@ pub(crate) async fn delete(c: &impl ConnectionTrait, id: i32) -> Result<()> {
     Ok(())
 }
 
-/// Revokes every key of a user (the user is deleted).
-pub(crate) async fn delete_for_user(c: &impl ConnectionTrait, user_id: i32) -> Result<()> {
-    Entity::delete_many()
+/// Revokes every key of a user (the user is deleted, or their password reset); answers how
+/// many there were.
+pub(crate) async fn delete_for_user(c: &impl ConnectionTrait, user_id: i32) -> Result<u64> {
+    Ok(Entity::delete_many()
         .filter(Column::UserId.eq(user_id))
         .exec(c)
-        .await?;
-    Ok(())
+        .await?
+        .rows_affected)
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ struct LoginInput {
 struct PasswordInput {
     old_password: String,
     password: String,
+    /// Also revoke every API key of the user (kept by default).
+    #[serde(default)]
+    end_api_keys: bool,
 }
 
 async fn login(c: web::Data<Console>, req: HttpRequest, body: Body<LoginInput>) -> ApiResult {
@@ -55,14 +58,14 @@ async fn logout(c: web::Data<Console>, auth: Auth) -> ApiResult {
 }
 
 async fn password(c: web::Data<Console>, auth: Auth, body: Body<PasswordInput>) -> ApiResult {
-    c.change_password(
+    ok(c.change_password(
         &auth.user,
         &auth.token,
         &body.0.old_password,
         &body.0.password,
+        body.0.end_api_keys,
     )
-    .await?;
-    Ok(HttpResponse::NoContent().finish())
+    .await?)
 }
 
 async fn me(c: web::Data<Console>, auth: Auth) -> ApiResult {
