@@ -127,6 +127,11 @@ pub struct SecurityConfig {
     pub secure_cookie: bool,
     /// Calls of XXL-JOB's job API (`/api/addJob`, …) allowed per client address per minute.
     pub job_api_per_minute: u32,
+    /// Origins (`https://console.example.com`) besides the console's own whose pages may make
+    /// cookie-authenticated changes (a list, or one comma-separated string); empty: none. A
+    /// change made with a login cookie from any other site is refused.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub trusted_origins: Vec<String>,
 }
 
 impl Default for SecurityConfig {
@@ -141,6 +146,7 @@ impl Default for SecurityConfig {
             login_window_secs: 15 * 60,
             secure_cookie: false,
             job_api_per_minute: 600,
+            trusted_origins: Vec::new(),
         }
     }
 }

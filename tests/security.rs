@@ -842,3 +842,178 @@ fn wrong_tokens_on_the_admin_api_are_limited_per_client() {
         app.close().await;
     });
 }
+
+/// One request as a browser would send it: method, path, headers, body; answers the status
+/// and the JSON answer.
+async fn browser<S>(
+    svc: &S,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, Value)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse, Error = actix_web::Error>,
+{
+    use actix_web::test::{TestRequest, call_service, read_body};
+    let mut req = TestRequest::default()
+        .method(method)
+        .uri(path)
+        .peer_addr("127.0.0.1:40000".parse().unwrap())
+        .insert_header(("Host", "127.0.0.1:8080"));
+    for (k, v) in headers {
+        req = req.insert_header((k.to_string(), v.to_string()));
+    }
+    let res = call_service(svc, req.set_payload(body.to_string()).to_request()).await;
+    let status = res.status();
+    let v = serde_json::from_slice(&read_body(res).await).unwrap_or(Value::Null);
+    (status, v)
+}
+
+/// State changes only by POST (or the REST verbs), credentials never in a URL, and a change
+/// authenticated by the login cookie alone only from the console's own origin; bearer tokens
+/// are unaffected.
+#[test]
+fn cookie_authenticated_writes_come_only_from_the_console() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |c| {
+            c.security.admin_password = ADMIN_PW.into()
+        })
+        .await;
+        let (svc, admin) = center(&app).await;
+        let g = app.group;
+        let job = app
+            .job(JobSpec::cron(g, "keep me", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let cookie = format!("XXL_JOB_LOGIN_IDENTITY={admin}");
+        let v1_cookie = format!("xjob_token={admin}");
+        let exists = async || {
+            call(&svc, Method::GET, &format!("/v1/jobs/{job}"), &admin, None)
+                .await
+                .0
+                == StatusCode::OK
+        };
+
+        // a link removes nothing
+        let (s, _) = browser(
+            &svc,
+            Method::GET,
+            &format!("/xxl-job-admin/jobinfo/remove?id={job}"),
+            &[("Cookie", &cookie)],
+            "",
+        )
+        .await;
+        assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+        assert!(exists().await);
+        // nor a form another site posts
+        let (_, v) = browser(
+            &svc,
+            Method::POST,
+            "/xxl-job-admin/jobinfo/remove",
+            &[
+                ("Cookie", &cookie),
+                ("Origin", "http://127.0.0.1:9999"),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("id={job}"),
+        )
+        .await;
+        assert_eq!(v["code"], 500, "{v}");
+        assert!(exists().await);
+        // reads still work by GET
+        let (_, v) = browser(
+            &svc,
+            Method::GET,
+            "/xxl-job-admin/jobinfo/pageList?jobGroup=0&triggerStatus=-1",
+            &[("Cookie", &cookie)],
+            "",
+        )
+        .await;
+        assert_eq!(v["recordsTotal"], 1, "{v}");
+
+        // a text/plain POST from a foreign origin with the cookie creates nothing
+        let new_job =
+            json!({"jobGroup": g, "jobDesc": "csrf", "author": "x", "scheduleType": "NONE",
+                             "executorHandler": "demoJobHandler"})
+            .to_string();
+        for headers in [
+            vec![("Origin", "https://evil.example")],
+            vec![
+                ("Sec-Fetch-Site", "cross-site"),
+                ("Origin", "https://evil.example"),
+            ],
+            vec![
+                ("Sec-Fetch-Site", "same-site"),
+                ("Origin", "http://sibling.127.0.0.1:8080"),
+            ],
+        ] {
+            let mut h = vec![
+                ("Cookie", v1_cookie.as_str()),
+                ("Content-Type", "text/plain"),
+            ];
+            h.extend(headers);
+            let (s, v) = browser(&svc, Method::POST, "/v1/jobs", &h, &new_job).await;
+            assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        }
+        let (_, jobs) = call(&svc, Method::GET, "/v1/jobs", &admin, None).await;
+        assert_eq!(jobs["total"], 1, "{jobs}");
+        // the console's own pages, a bearer token, and a client that is no browser may
+        for h in [
+            vec![
+                ("Cookie", v1_cookie.as_str()),
+                ("Origin", "http://127.0.0.1:8080"),
+            ],
+            vec![
+                ("Cookie", v1_cookie.as_str()),
+                ("Sec-Fetch-Site", "same-origin"),
+            ],
+            vec![("Cookie", v1_cookie.as_str())],
+        ] {
+            let mut h = h.clone();
+            h.push(("Content-Type", "application/json"));
+            let (s, v) = browser(&svc, Method::POST, "/v1/jobs", &h, &new_job).await;
+            assert_eq!(s, StatusCode::CREATED, "{v}");
+        }
+        let bearer = format!("Bearer {admin}");
+        let (s, v) = browser(
+            &svc,
+            Method::POST,
+            "/v1/jobs",
+            &[
+                ("Authorization", &bearer),
+                ("Origin", "https://automation.example"),
+                ("Content-Type", "application/json"),
+            ],
+            &new_job,
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+
+        // no password in a URL, whatever the method
+        for method in [Method::GET, Method::POST] {
+            let (s, v) = browser(
+                &svc,
+                method.clone(),
+                &format!("/xxl-job-admin/login?userName=admin&password={ADMIN_PW}"),
+                &[],
+                "",
+            )
+            .await;
+            assert!(
+                s == StatusCode::METHOD_NOT_ALLOWED || v["code"] == 500,
+                "{method}: {s} {v}"
+            );
+        }
+        let (_, v) = browser(
+            &svc,
+            Method::POST,
+            "/xxl-job-admin/login",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            &format!("userName=admin&password={ADMIN_PW}"),
+        )
+        .await;
+        assert_eq!(v["code"], 200, "a form login still works: {v}");
+        app.close().await;
+    });
+}

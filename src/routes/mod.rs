@@ -5,6 +5,7 @@ mod callback_body;
 pub mod health;
 pub mod metrics;
 pub mod openapi;
+mod origin;
 pub mod v1;
 pub mod web;
 pub mod xxl;

@@ -210,6 +210,8 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
     cfg.app_data(web::Data::new(console)).service(
         web::scope("/v1")
+            // a change authenticated by the login cookie alone must come from this console
+            .wrap(actix_web::middleware::from_fn(same_site_writes))
             // set on the scope, so they govern only the console API
             .app_data(web::PayloadConfig::new(MAX_BODY))
             // every path parameter under /v1 is an `id`: one that is not a number is a 400
@@ -240,6 +242,30 @@ pub fn config(cfg: &mut web::ServiceConfig, console: Console) {
             .configure(workflow_runs::config)
             .configure(dashboard::config),
     );
+}
+
+/// Refuses a write that the login cookie (not a bearer token) would authenticate when another
+/// site sent it ([`crate::routes::origin`]).
+async fn same_site_writes<B: actix_web::body::MessageBody>(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<B>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::EitherBody<B>>, actix_web::Error> {
+    if !super::origin::has_bearer(req.request()) {
+        let trusted = req
+            .app_data::<web::Data<Console>>()
+            .map(|c| c.engine().config().security.trusted_origins.clone())
+            .unwrap_or_default();
+        if let Some(reason) = super::origin::cross_site(req.request(), &trusted) {
+            tracing::warn!(path = req.path(), %reason, "cross-site write refused");
+            let res = ApiError(Error::Forbidden {
+                field: None,
+                reason,
+            })
+            .error_response();
+            return Ok(req.into_response(res).map_into_right_body());
+        }
+    }
+    Ok(next.call(req).await?.map_into_left_body())
 }
 
 /// Largest request body accepted (script sources are the big ones).

@@ -4,7 +4,10 @@
 //! forms. Each maps its parameters onto a [`Console`] operation and its view onto XXL-JOB's
 //! field names (`appname`, times as `yyyy-MM-dd HH:mm:ss` in the center's zone).
 //!
-//! Spring MVC maps these paths for any method, so GET and POST are both served.
+//! Spring MVC maps these paths for any method; here the endpoints that only read are served for
+//! GET and POST, and those that change state (or sign in) for POST only, with no password in
+//! the URL, and a cookie-authenticated change only from the console's own origin
+//! ([`crate::routes::origin`]).
 
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -115,12 +118,64 @@ const TIME_FIELDS: &[&str] = &[
     "handleTime",
 ];
 
+impl Op {
+    /// Whether the endpoint only reads (served for GET too, as Spring serves it); every other
+    /// one changes state or signs in and takes POST only.
+    fn reads(self) -> bool {
+        matches!(
+            self,
+            Op::ToLogin
+                | Op::GroupPage
+                | Op::GroupLoad
+                | Op::JobPage
+                | Op::JobNextTimes
+                | Op::JobsByGroup
+                | Op::LogPage
+                | Op::LogCat
+        )
+    }
+}
+
 async fn handle(
     c: web::Data<Console>,
     op: web::Data<Op>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> HttpResponse {
+    // state changes only by POST: a link or an image cannot remove a job with the cookie
+    if req.method() != actix_web::http::Method::POST && !op.reads() {
+        return HttpResponse::MethodNotAllowed()
+            .insert_header((header::ALLOW, "POST"))
+            .json(serde_json::json!({
+                "code": 405,
+                "msg": "this endpoint changes state and takes POST only",
+            }));
+    }
+    // credentials never in a URL (proxies and access logs keep URLs)
+    if matches!(**op, Op::Login | Op::DoLogin)
+        && url::form_urlencoded::parse(req.query_string().as_bytes()).any(|(k, _)| k == "password")
+    {
+        return answer(
+            Shape::Both,
+            Err(Error::Invalid {
+                field: "password",
+                reason: "a password is not accepted in the URL; send it in the POST body".into(),
+            }),
+        );
+    }
+    if !crate::routes::origin::has_bearer(&req)
+        && let Some(reason) =
+            crate::routes::origin::cross_site(&req, &c.engine().config().security.trusted_origins)
+    {
+        tracing::warn!(path = req.path(), %reason, "cross-site write refused");
+        return answer(
+            Shape::Both,
+            Err(Error::Forbidden {
+                field: None,
+                reason,
+            }),
+        );
+    }
     let p = Params::of(&req, &body);
     match **op {
         Op::Login => login(&c, &req, &p, IDENTITY_COOKIE, Shape::V2).await,
