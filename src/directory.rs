@@ -26,7 +26,7 @@ pub(crate) type Group = Arc<entity::xxl_job_group::Model>;
 /// How long a job edit is remembered: longer than any fire waits in the ring.
 const EDIT_MEMORY_MS: i64 = 120_000;
 
-/// Which access token the center sends to an executor address (see [`GroupTokens::for_address`]).
+/// Which access token the center sends to an executor address (see [`GroupCall::token_for`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum AddressToken {
     /// The address belongs to a group with its own token: that token.
@@ -51,10 +51,43 @@ pub(crate) struct GroupTokens {
     apps: std::collections::HashSet<String>,
     /// group id → token.
     pub by_group: HashMap<i32, String>,
-    /// Every executor address listed for a group (normalised with a trailing `/`) → the token
-    /// it gets and its group's appName; when two groups list one address, the group with the
-    /// lowest id decides.
-    by_address: HashMap<String, (AddressToken, String)>,
+    /// group id → what a call to one of its executors sends.
+    calls: HashMap<i32, GroupCall>,
+    /// Every executor address listed for a group (normalised with a trailing `/`) → the groups
+    /// that list it (id, appName, whether the group has its own token).
+    listed: HashMap<String, Vec<(i32, String, bool)>>,
+}
+
+/// What the center sends with a call to an executor of one group: the group's token (its own,
+/// or the global one) to the addresses the group lists, none to any other address (an
+/// administrator's manual address), and the group's appName (XXL-JOB 3.5's `XXL-JOB-APPNAME`).
+/// Chosen by the group being dispatched, never by the address: two groups may list one address.
+#[derive(Debug)]
+pub(crate) struct GroupCall {
+    /// The token the group's own addresses get.
+    pub token: AddressToken,
+    /// The group's appName.
+    pub app: String,
+    /// The group's addresses, normalised with a trailing `/`.
+    addresses: std::collections::HashSet<String>,
+}
+
+impl GroupCall {
+    /// The token a call to `address` sends.
+    pub(crate) fn token_for(&self, address: &str) -> AddressToken {
+        let a = address.trim();
+        let listed = if a.ends_with('/') {
+            self.addresses.contains(a)
+        } else {
+            self.addresses
+                .contains(&crate::executor::client::normalise(a))
+        };
+        if listed {
+            self.token.clone()
+        } else {
+            AddressToken::None
+        }
+    }
 }
 
 impl GroupTokens {
@@ -73,40 +106,55 @@ impl GroupTokens {
                     .push(token.to_string());
                 t.by_group.insert(g.id, token.to_string());
             }
-            let choice = match own {
+            let token = match own {
                 Some(token) => AddressToken::Own(token.to_string()),
                 None => AddressToken::Global,
             };
-            for a in g.address_list.as_deref().unwrap_or_default().split(',') {
-                if !a.trim().is_empty() {
-                    t.by_address
-                        .entry(crate::executor::client::normalise(a))
-                        .or_insert_with(|| (choice.clone(), g.app_name.clone()));
-                }
+            let addresses: std::collections::HashSet<String> = g
+                .address_list
+                .as_deref()
+                .unwrap_or_default()
+                .split(',')
+                .filter(|a| !a.trim().is_empty())
+                .map(crate::executor::client::normalise)
+                .collect();
+            for a in &addresses {
+                t.listed.entry(a.clone()).or_default().push((
+                    g.id,
+                    g.app_name.clone(),
+                    own.is_some(),
+                ));
             }
+            t.calls.insert(
+                g.id,
+                GroupCall {
+                    token,
+                    app: g.app_name.clone(),
+                    addresses,
+                },
+            );
         }
         t
+    }
+
+    /// What a call to an executor of group `group` sends (`None`: no such group).
+    pub(crate) fn group_call(&self, group: i32) -> Option<&GroupCall> {
+        self.calls.get(&group)
+    }
+
+    /// A group other than `app_name`'s that has its own token and lists `address` (id and
+    /// appName): such an address cannot be registered under `app_name`.
+    pub(crate) fn claimed_elsewhere(&self, app_name: &str, address: &str) -> Option<(i32, &str)> {
+        self.listed
+            .get(&crate::executor::client::normalise(address))?
+            .iter()
+            .find(|(_, app, tokened)| *tokened && app != app_name)
+            .map(|(id, app, _)| (*id, app.as_str()))
     }
 
     /// Whether no group has its own token (then only the global token counts).
     pub(crate) fn is_empty(&self) -> bool {
         self.by_group.is_empty()
-    }
-
-    /// The token to send to `address` (its group's own, the global one, or none for an
-    /// address no group lists) and its group's appName (sent as XXL-JOB 3.5's
-    /// `XXL-JOB-APPNAME`).
-    pub(crate) fn for_address(&self, address: &str) -> (AddressToken, Option<&str>) {
-        let a = address.trim();
-        let found = if a.ends_with('/') {
-            self.by_address.get(a)
-        } else {
-            self.by_address.get(&crate::executor::client::normalise(a))
-        };
-        match found {
-            Some((t, app)) => (t.clone(), Some(app.as_str())),
-            None => (AddressToken::None, None),
-        }
     }
 
     /// The tokens an executor of `app_name` may present: its group's own token (exact name);

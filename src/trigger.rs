@@ -177,9 +177,17 @@ impl Trigger {
         }
     }
 
-    /// The executor client (for kill and log reads).
+    /// The executor client.
     pub fn client(&self) -> &Arc<dyn ExecutorClient> {
         &self.client
+    }
+
+    /// The executor client for the executors of group `group` (its token and app name, see
+    /// [`ExecutorClient::for_group`]).
+    pub fn client_for(&self, group: i32) -> Arc<dyn ExecutorClient> {
+        self.client
+            .for_group(group)
+            .unwrap_or_else(|| self.client.clone())
     }
 
     /// Runs the procedure; returns one entry per dispatched shard. A missing job or group is
@@ -312,6 +320,8 @@ impl Trigger {
         let now = self.clock.now_ms();
         let mut planned = Vec::with_capacity(reqs.len());
         let mut calls = Vec::with_capacity(reqs.len());
+        // each call's group: its executors get that group's token and app name
+        let mut groups = Vec::with_capacity(reqs.len());
         for req in reqs {
             if !Self::batchable(&req) {
                 let job_id = req.job_id;
@@ -336,6 +346,7 @@ impl Trigger {
             };
             if let Some(a) = &address {
                 calls.push((a.clone(), trigger_param(&job, &plan, log_id, now, (0, 1))));
+                groups.push(job.job_group);
             }
             let p: Planned = (req, job, plan, address, route_msg);
             planned.push(p);
@@ -345,11 +356,7 @@ impl Trigger {
                 .dispatching(calls.iter().map(|(_, p)| p.log_id).collect());
         }
         let started = std::time::Instant::now();
-        let (made, mut answers) = if calls.is_empty() {
-            (0, futures::stream::empty().boxed())
-        } else {
-            self.client.run_each_counted(calls)
-        };
+        let (made, mut answers) = self.run_grouped(calls, &groups);
         if let Some(places) = lane.as_mut() {
             let spare = places.num_permits().saturating_sub(made);
             if spare > 0 {
@@ -403,6 +410,49 @@ impl Trigger {
         Ok(())
     }
 
+    /// Makes a batch's calls, each through its group's client ([`Trigger::client_for`]):
+    /// answers the executor calls made and every answer under its call's index.
+    fn run_grouped(
+        &self,
+        calls: Vec<(String, TriggerParam)>,
+        groups: &[i32],
+    ) -> (usize, crate::executor::client::Answers) {
+        let Some(&first) = groups.first() else {
+            return (0, futures::stream::empty().boxed());
+        };
+        // most batches are of one group
+        if groups.iter().all(|g| *g == first) {
+            return self.client_for(first).run_each_counted(calls);
+        }
+        let mut shares: Vec<(i32, Vec<(String, TriggerParam)>, Vec<usize>)> = Vec::new();
+        for (i, (call, &g)) in calls.into_iter().zip(groups).enumerate() {
+            match shares.iter_mut().find(|(k, _, _)| *k == g) {
+                Some((_, calls, at)) => {
+                    calls.push(call);
+                    at.push(i);
+                }
+                None => shares.push((g, vec![call], vec![i])),
+            }
+        }
+        let mut made = 0;
+        let mut streams = Vec::with_capacity(shares.len());
+        for (g, calls, at) in shares {
+            let (n, answers) = self.client_for(g).run_each_counted(calls);
+            made += n;
+            streams.push(
+                answers
+                    .map(move |answers| {
+                        answers
+                            .into_iter()
+                            .filter_map(|(j, r)| at.get(j).map(|&i| (i, r)))
+                            .collect::<Vec<_>>()
+                    })
+                    .boxed(),
+            );
+        }
+        (made, futures::stream::select_all(streams).boxed())
+    }
+
     /// The outcome of one fire of a batch, counted in the metrics.
     fn outcome_of(&self, p: Planned, result: ReturnT, now: i64, elapsed_us: u64) -> TriggerRecord {
         let (req, job, plan, address, route_msg) = p;
@@ -441,6 +491,7 @@ impl Trigger {
         };
         let addresses = &plan.addresses;
         let now = self.clock.now_ms();
+        let client = self.client_for(job.job_group);
         let mut records = Vec::with_capacity(shards.len());
         for (k, &(index, total)) in shards.iter().enumerate() {
             let log_id = match (k, req.log_id) {
@@ -468,11 +519,11 @@ impl Trigger {
             } else {
                 match plan.route {
                     Some(RouteStrategy::Failover) => {
-                        let p = failover::pick(self.client.as_ref(), addresses).await;
+                        let p = failover::pick(client.as_ref(), addresses).await;
                         (p.address, p.transcript)
                     }
                     Some(RouteStrategy::Busyover) => {
-                        let p = busyover::pick(self.client.as_ref(), addresses, job.id).await;
+                        let p = busyover::pick(client.as_ref(), addresses, job.id).await;
                         (p.address, p.transcript)
                     }
                     Some(r) => (self.router.pick(r, job.id, addresses, now), String::new()),
@@ -481,7 +532,7 @@ impl Trigger {
             };
             let started = std::time::Instant::now();
             let result: ReturnT = match &address {
-                Some(a) => self.client.run(a, tp).await,
+                Some(a) => client.run(a, tp).await,
                 None => ReturnT {
                     code: FAIL_CODE,
                     msg: None,

@@ -82,8 +82,9 @@ async fn manual_group(engine: &Engine, app: &str, addresses: &str, token: Option
 }
 
 /// A normal user may name only addresses of the job's own group on a manual trigger; an
-/// administrator may name any. Group A's token goes only to A's addresses, the global token only
-/// to addresses of groups without one, no token to an address outside every group; a foreign
+/// administrator may name any. A call carries the dispatched group's token (A's own, or the
+/// global one for a group without one) to that group's addresses only, and no token to any
+/// other address; a foreign
 /// answer is kept cut to a few KiB in the run's summary.
 #[test]
 fn manual_addresses_and_tokens_stay_within_their_groups() {
@@ -182,8 +183,8 @@ fn manual_addresses_and_tokens_stay_within_their_groups() {
             Some(None),
             "no token to an address of no group"
         );
-        // group B's own address gets the global token; B's job on A's address gets A's, never
-        // the global one
+        // group B's own address gets the global token; B's job on A's address gets no token:
+        // a token is the dispatched group's, and only for the addresses that group lists
         engine.trigger_job(jb, None, None).await.unwrap();
         eventually("B's executor called", 15, || async {
             token_at(&seen, "/b/run").is_some()
@@ -199,7 +200,11 @@ fn manual_addresses_and_tokens_stay_within_their_groups() {
             seen.lock().len() > before
         })
         .await;
-        assert_eq!(token_at(&seen, "/a/run"), Some(Some(A_TOKEN.into())));
+        assert_eq!(
+            token_at(&seen, "/a/run"),
+            Some(None),
+            "neither A's token nor the global one"
+        );
 
         // a 1 MiB answer that is not JSON: the run's stored summary keeps a few KiB, marked cut
         console
@@ -416,4 +421,97 @@ fn app_names_are_exact_on_every_backend() {
             node.shutdown().await;
         });
     }
+}
+
+/// A call carries the dispatched group's token, whatever other group lists the same address:
+/// a group without a token of its own gets the global one even where a group with one lists
+/// its address too, and that group gets its own. An address another group with its own token
+/// lists or has registered cannot be registered under a different app name, with or without
+/// its trailing slash; the answer names the group.
+#[test]
+fn tokens_follow_the_dispatched_group_and_addresses_cannot_be_taken_over() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        const B_TOKEN: &str = "group-b-token-0123456789";
+        const C_TOKEN: &str = "group-c-token-0123456789";
+        const D_TOKEN: &str = "group-d-token-0123456789";
+        let seen: Seen = Arc::default();
+        let exec = stand_in(seen.clone());
+        let node = http_node(dir.path(), TOKEN, false, |_| {}).await;
+        let engine = node.engine.clone();
+        // B registers its executors (automatic), C lists its own
+        engine
+            .add_group(GroupInput {
+                app_name: "group-b".into(),
+                title: "b".into(),
+                address_type: 0,
+                address_list: None,
+                access_token: Some(B_TOKEN.into()),
+            })
+            .await
+            .unwrap();
+        manual_group(&engine, "group-c", &format!("{exec}/c/"), Some(C_TOKEN)).await;
+        for value in [format!("{exec}/c/"), format!("{exec}/c")] {
+            let v = post(
+                &node,
+                "registry",
+                B_TOKEN,
+                json!({"registryGroup": "EXECUTOR", "registryKey": "group-b", "registryValue": value}),
+            )
+            .await;
+            assert_eq!(v["code"], 500, "{v}");
+            assert!(v["msg"].as_str().unwrap().contains("group-c"), "{v}");
+        }
+        // an address C's executor registered (not in C's manual list) is C's too
+        let v = post(
+            &node,
+            "registry",
+            C_TOKEN,
+            json!({"registryGroup": "EXECUTOR", "registryKey": "group-c", "registryValue": format!("{exec}/c2/")}),
+        )
+        .await;
+        assert_eq!(v["code"], 200, "{v}");
+        let v = post(
+            &node,
+            "registry",
+            B_TOKEN,
+            json!({"registryGroup": "EXECUTOR", "registryKey": "group-b", "registryValue": format!("{exec}/c2/")}),
+        )
+        .await;
+        assert_eq!(v["code"], 500, "{v}");
+        // B's own address is fine
+        let v = post(
+            &node,
+            "registry",
+            B_TOKEN,
+            json!({"registryGroup": "EXECUTOR", "registryKey": "group-b", "registryValue": format!("{exec}/b/")}),
+        )
+        .await;
+        assert_eq!(v["code"], 200, "{v}");
+
+        // D (own token, the lower id) and E (none) both list one address
+        let d = manual_group(&engine, "group-d", &format!("{exec}/shared/"), Some(D_TOKEN)).await;
+        let e = manual_group(&engine, "group-e", &format!("{exec}/shared/"), None).await;
+        assert!(d < e);
+        let job = |g: i32| {
+            let engine = engine.clone();
+            async move {
+                let mut spec = JobSpec::cron(g, "shared", "0 0 0 * * ?", "anything");
+                spec.executor_route_strategy = "FIRST".into();
+                engine.add_job(spec).await.unwrap()
+            }
+        };
+        let (jd, je) = (job(d).await, job(e).await);
+        for (j, want) in [(je, TOKEN), (jd, D_TOKEN)] {
+            let before = seen.lock().len();
+            engine.trigger_job(j, None, None).await.unwrap();
+            eventually("the shared address called", 15, || async {
+                seen.lock().len() > before
+            })
+            .await;
+            assert_eq!(token_at(&seen, "/shared/run"), Some(Some(want.into())));
+        }
+        node.shutdown().await;
+    });
 }

@@ -264,10 +264,10 @@ impl EngineBuilder {
         let local_runs = local
             .as_ref()
             .map(|(a, e)| crate::lost_runs::LocalRuns::new(a, e.clone()));
-        let local = local.map(|(a, e)| (a, Arc::new(e) as Arc<dyn ExecutorClient>));
-        let local_executor = local.as_ref().map(|(_, e)| e.clone());
+        let local = local.map(|(a, e)| (a, app.clone(), Arc::new(e) as Arc<dyn ExecutorClient>));
+        let local_executor = local.as_ref().map(|(_, _, e)| e.clone());
         let client: Arc<dyn ExecutorClient> =
-            Arc::new(NodeClient::new(local, self.remote).group_tokens(directory.clone()));
+            Arc::new(NodeClient::new(local, self.remote, Some(directory.clone())));
         let trigger = Arc::new(Trigger::new(
             db.clone(),
             clock.clone(),
@@ -763,7 +763,11 @@ impl Engine {
             log_id,
             from_line_num: from_line.max(1),
         };
-        let r = self.trigger.client().log(&address, param).await;
+        let r = self
+            .trigger
+            .client_for(row.job_group)
+            .log(&address, param)
+            .await;
         let ok = r.is_success();
         let Some(c) = r.content.filter(|_| ok) else {
             return Err(Error::Invalid {
@@ -793,7 +797,11 @@ impl Engine {
         }
         let address = row.executor_address.clone().unwrap_or_default();
         let since = self.clock.now_ms();
-        let r = self.trigger.client().kill(&address, row.job_id).await;
+        let r = self
+            .trigger
+            .client_for(row.job_group)
+            .kill(&address, row.job_id)
+            .await;
         if !r.is_success() {
             return Err(Error::Invalid {
                 field: "logId",

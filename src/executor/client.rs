@@ -71,6 +71,13 @@ pub trait ExecutorClient: Send + Sync + 'static {
         let _ = app_name;
         None
     }
+    /// This client for the executors of group `group` (what a dispatch of that group's jobs
+    /// uses): the token and app name it sends are the group's, whatever other group lists the
+    /// same address. `None` (the default) when the client does not tell groups apart.
+    fn for_group(&self, group: i32) -> Option<Arc<dyn ExecutorClient>> {
+        let _ = group;
+        None
+    }
 }
 
 /// One remote client's share of a batch: the client, its calls, their indexes in the batch.
@@ -98,46 +105,64 @@ type GroupClients = std::collections::HashMap<
 
 /// A node's client: its own address goes to the in-process executor without HTTP; others go to
 /// `remote`, or fail with XXL-JOB's remoting error text when there is none.
-pub(crate) struct NodeClient {
-    local_address: Option<String>,
+///
+/// Calls are made for a group ([`ExecutorClient::for_group`]): the group's token goes only to
+/// the addresses that group lists (its own token, or the global one when it has none), no token
+/// to any other address, and the group's app name with it; the in-process executor takes only
+/// its own group's calls (another group listing this node's address reaches it over HTTP,
+/// where its token and app name are checked). A call made without a group sends no token.
+#[derive(Clone)]
+pub(crate) struct NodeClient(Arc<Inner>);
+
+struct Inner {
+    /// This node's address (normalised) and app name.
+    local_address: Option<(String, String)>,
     local: Option<Arc<dyn ExecutorClient>>,
     remote: Option<Arc<dyn ExecutorClient>>,
-    /// Where groups' own tokens come from (addresses of a group with one get the remote
-    /// client's copy sending it).
+    /// Where groups' tokens and addresses come from.
     tokens: Option<crate::directory::Directory>,
     /// The remote client per group appName and token sent (`None`: the global one), made once.
-    for_group: parking_lot::Mutex<GroupClients>,
+    made: parking_lot::Mutex<GroupClients>,
+    /// The client per group, made once.
+    groups: parking_lot::Mutex<std::collections::HashMap<i32, Arc<dyn ExecutorClient>>>,
+}
+
+/// A [`NodeClient`] for the executors of one group.
+struct GroupClient {
+    node: NodeClient,
+    group: i32,
 }
 
 impl NodeClient {
-    /// A client with an optional in-process executor at `local_address` and an optional remote
-    /// client for every other address.
+    /// A client with an optional in-process executor at `local` (address, app name, client),
+    /// an optional remote client for every other address, and the groups' tokens from
+    /// `tokens` (without one, every call sends the remote client's own token).
     pub(crate) fn new(
-        local: Option<(String, Arc<dyn ExecutorClient>)>,
+        local: Option<(String, String, Arc<dyn ExecutorClient>)>,
         remote: Option<Arc<dyn ExecutorClient>>,
+        tokens: Option<crate::directory::Directory>,
     ) -> Self {
         let (local_address, local) = match local {
-            Some((a, c)) => (Some(normalise(&a)), Some(c)),
+            Some((a, app, c)) => (Some((normalise(&a), app)), Some(c)),
             None => (None, None),
         };
-        NodeClient {
+        NodeClient(Arc::new(Inner {
             local_address,
             local,
             remote,
-            tokens: None,
-            for_group: Default::default(),
+            tokens,
+            made: Default::default(),
+            groups: Default::default(),
+        }))
+    }
+
+    /// The in-process executor when `address` is this node's own and the call is for its
+    /// group (`group`: the dispatched group's app name, `None` for a call without one).
+    fn local_for(&self, address: &str, group: Option<&str>) -> Option<&Arc<dyn ExecutorClient>> {
+        let ((own, app), local) = (self.0.local_address.as_ref()?, self.0.local.as_ref()?);
+        if group.is_some_and(|g| g != app) {
+            return None;
         }
-    }
-
-    /// Calls executors of a group with its own access token (read from `directory`).
-    pub(crate) fn group_tokens(mut self, directory: crate::directory::Directory) -> Self {
-        self.tokens = Some(directory);
-        self
-    }
-
-    /// The in-process executor when `address` is this node's own.
-    fn local_for(&self, address: &str) -> Option<&Arc<dyn ExecutorClient>> {
-        let (own, local) = (self.local_address.as_deref()?, self.local.as_ref()?);
         let a = address.trim();
         // `own` is normalised (ends with '/'): compare without allocating
         let same = if a.ends_with('/') {
@@ -148,30 +173,46 @@ impl NodeClient {
         same.then_some(local)
     }
 
-    fn pick(&self, address: &str) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
-        if let Some(l) = self.local_for(address) {
+    /// The client a call to `address` for `group` goes through.
+    fn pick(&self, address: &str, group: Option<i32>) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
+        let tokens = self.0.tokens.as_ref().map(|d| d.tokens());
+        self.pick_in(address, group, tokens.as_deref())
+    }
+
+    /// [`NodeClient::pick`] with the groups' tokens read (once per batch).
+    fn pick_in(
+        &self,
+        address: &str,
+        group: Option<i32>,
+        tokens: Option<&crate::directory::GroupTokens>,
+    ) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
+        let call = group.and_then(|g| tokens?.group_call(g));
+        let app = match (group, call) {
+            (Some(_), Some(c)) => Some(c.app.as_str()),
+            // a group no longer known: no app of its own may take the call in-process
+            (Some(_), None) => Some(""),
+            (None, _) => None,
+        };
+        if let Some(l) = self.local_for(address, app) {
             return Ok(l.clone());
         }
-        let remote = self.remote.as_ref().ok_or_else(|| {
+        let remote = self.0.remote.as_ref().ok_or_else(|| {
             ReturnT::fail(format!(
                 "xxl-job remoting error(no remote executor client is configured), for url : {address}"
             ))
         })?;
-        let Some(dir) = &self.tokens else {
+        if tokens.is_none() {
             return Ok(remote.clone());
-        };
+        }
         // the token goes only where it belongs: a group's own token to that group's addresses,
-        // the global token to addresses of groups without one, none to an address outside
-        // every group (an administrator's manual address list)
-        let tokens = dir.tokens();
-        let (token, app) = tokens.for_address(address);
-        let token = match token {
-            AddressToken::Global => None,
-            AddressToken::Own(t) => Some(t),
-            AddressToken::None => Some(String::new()),
+        // the global token to the addresses of a group without one, none anywhere else
+        let token = match call.map(|c| c.token_for(address)) {
+            Some(AddressToken::Global) => None,
+            Some(AddressToken::Own(t)) => Some(t),
+            Some(AddressToken::None) | None => Some(String::new()),
         };
         let app = app.unwrap_or_default();
-        let mut made = self.for_group.lock();
+        let mut made = self.0.made.lock();
         if let Some(c) = made.get(app).and_then(|by_token| by_token.get(&token)) {
             return Ok(c.clone());
         }
@@ -189,21 +230,13 @@ impl NodeClient {
             .insert(token, c.clone());
         Ok(c)
     }
-}
 
-impl ExecutorClient for NodeClient {
-    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
-        match self.pick(address) {
-            Ok(c) => c.run(address, param),
-            Err(e) => futures::future::ready(e).boxed(),
-        }
-    }
-
-    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
-        self.run_each_counted(calls).1
-    }
-
-    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+    /// [`ExecutorClient::run_each_counted`] for `group`'s executors.
+    fn run_each_for(
+        &self,
+        calls: Vec<(String, TriggerParam)>,
+        group: Option<i32>,
+    ) -> (usize, Answers) {
         // the in-process executor's share goes over in one step, and so does each remote
         // client's share (the HTTP client makes its calls on its own thread)
         // most batches are all local or all remote: sized for the whole batch
@@ -211,13 +244,13 @@ impl ExecutorClient for NodeClient {
         let mut local_at = Vec::with_capacity(calls.len());
         let mut failed = Vec::new();
         let mut remote: Vec<Share> = Vec::new();
+        let tokens = self.0.tokens.as_ref().map(|d| d.tokens());
         for (i, (a, p)) in calls.into_iter().enumerate() {
-            if self.local_for(&a).is_some() {
-                local_at.push(i);
-                local.push((a, p));
-                continue;
-            }
-            match self.pick(&a) {
+            match self.pick_in(&a, group, tokens.as_deref()) {
+                Ok(c) if self.0.local.as_ref().is_some_and(|l| Arc::ptr_eq(l, &c)) => {
+                    local_at.push(i);
+                    local.push((a, p));
+                }
                 Ok(c) => match remote.iter_mut().find(|(k, _, _)| Arc::ptr_eq(k, &c)) {
                     Some((_, calls, at)) => {
                         calls.push((a, p));
@@ -228,57 +261,62 @@ impl ExecutorClient for NodeClient {
                 Err(e) => failed.push((i, e)),
             }
         }
-        let share = |answers: Answers, at: Vec<usize>| {
-            answers
-                .map(move |answers| {
-                    answers
-                        .into_iter()
-                        .filter_map(|(j, r)| at.get(j).map(|&i| (i, r)))
-                        .collect::<Vec<_>>()
-                })
-                .boxed()
-        };
         let mut streams: Vec<Answers> = Vec::new();
         let mut made = 0;
         if !failed.is_empty() {
             streams.push(futures::stream::once(futures::future::ready(failed)).boxed());
         }
-        if let (Some(l), false) = (&self.local, local.is_empty()) {
+        if let (Some(l), false) = (&self.0.local, local.is_empty()) {
             let (n, answers) = l.run_each_counted(local);
             made += n;
-            streams.push(share(answers, local_at));
+            streams.push(reindexed(answers, local_at));
         }
         for (c, calls, at) in remote {
             let (n, answers) = c.run_each_counted(calls);
             made += n;
-            streams.push(share(answers, at));
+            streams.push(reindexed(answers, at));
         }
         (made, futures::stream::select_all(streams).boxed())
     }
 
-    fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
-        match self.pick(address) {
+    fn beat_for(&self, address: &str, group: Option<i32>) -> BoxFuture<'static, ReturnT> {
+        match self.pick(address, group) {
             Ok(c) => c.beat(address),
             Err(e) => futures::future::ready(e).boxed(),
         }
     }
 
-    fn idle_beat(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
-        match self.pick(address) {
+    fn idle_beat_for(
+        &self,
+        address: &str,
+        job_id: i32,
+        group: Option<i32>,
+    ) -> BoxFuture<'static, ReturnT> {
+        match self.pick(address, group) {
             Ok(c) => c.idle_beat(address, job_id),
             Err(e) => futures::future::ready(e).boxed(),
         }
     }
 
-    fn kill(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
-        match self.pick(address) {
+    fn kill_for(
+        &self,
+        address: &str,
+        job_id: i32,
+        group: Option<i32>,
+    ) -> BoxFuture<'static, ReturnT> {
+        match self.pick(address, group) {
             Ok(c) => c.kill(address, job_id),
             Err(e) => futures::future::ready(e).boxed(),
         }
     }
 
-    fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
-        match self.pick(address) {
+    fn log_for(
+        &self,
+        address: &str,
+        param: LogParam,
+        group: Option<i32>,
+    ) -> BoxFuture<'static, ReturnT<LogResult>> {
+        match self.pick(address, group) {
             Ok(c) => c.log(address, param),
             Err(e) => futures::future::ready(ReturnT {
                 code: e.code,
@@ -287,6 +325,110 @@ impl ExecutorClient for NodeClient {
             })
             .boxed(),
         }
+    }
+
+    fn run_for(
+        &self,
+        address: &str,
+        param: TriggerParam,
+        group: Option<i32>,
+    ) -> BoxFuture<'static, ReturnT> {
+        match self.pick(address, group) {
+            Ok(c) => c.run(address, param),
+            Err(e) => futures::future::ready(e).boxed(),
+        }
+    }
+}
+
+/// `answers` of a share of a batch, their indexes mapped back to the batch's (`at`).
+fn reindexed(answers: Answers, at: Vec<usize>) -> Answers {
+    answers
+        .map(move |answers| {
+            answers
+                .into_iter()
+                .filter_map(|(j, r)| at.get(j).map(|&i| (i, r)))
+                .collect::<Vec<_>>()
+        })
+        .boxed()
+}
+
+impl ExecutorClient for NodeClient {
+    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        self.run_for(address, param, None)
+    }
+
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
+        self.run_each_for(calls, None).1
+    }
+
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+        self.run_each_for(calls, None)
+    }
+
+    fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
+        self.beat_for(address, None)
+    }
+
+    fn idle_beat(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.idle_beat_for(address, job_id, None)
+    }
+
+    fn kill(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.kill_for(address, job_id, None)
+    }
+
+    fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        self.log_for(address, param, None)
+    }
+
+    fn for_group(&self, group: i32) -> Option<Arc<dyn ExecutorClient>> {
+        let mut made = self.0.groups.lock();
+        if let Some(c) = made.get(&group) {
+            return Some(c.clone());
+        }
+        if made.len() >= 10_000 {
+            made.clear();
+        }
+        let c: Arc<dyn ExecutorClient> = Arc::new(GroupClient {
+            node: self.clone(),
+            group,
+        });
+        made.insert(group, c.clone());
+        Some(c)
+    }
+}
+
+impl ExecutorClient for GroupClient {
+    fn run(&self, address: &str, param: TriggerParam) -> BoxFuture<'static, ReturnT> {
+        self.node.run_for(address, param, Some(self.group))
+    }
+
+    fn run_each(&self, calls: Vec<(String, TriggerParam)>) -> Answers {
+        self.node.run_each_for(calls, Some(self.group)).1
+    }
+
+    fn run_each_counted(&self, calls: Vec<(String, TriggerParam)>) -> (usize, Answers) {
+        self.node.run_each_for(calls, Some(self.group))
+    }
+
+    fn beat(&self, address: &str) -> BoxFuture<'static, ReturnT> {
+        self.node.beat_for(address, Some(self.group))
+    }
+
+    fn idle_beat(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.node.idle_beat_for(address, job_id, Some(self.group))
+    }
+
+    fn kill(&self, address: &str, job_id: i32) -> BoxFuture<'static, ReturnT> {
+        self.node.kill_for(address, job_id, Some(self.group))
+    }
+
+    fn log(&self, address: &str, param: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        self.node.log_for(address, param, Some(self.group))
+    }
+
+    fn for_group(&self, group: i32) -> Option<Arc<dyn ExecutorClient>> {
+        self.node.for_group(group)
     }
 }
 
@@ -385,9 +527,11 @@ mod tests {
         let node = NodeClient::new(
             Some((
                 "http://me:1".into(),
+                "me".into(),
                 local.clone() as Arc<dyn ExecutorClient>,
             )),
             Some(remote.clone() as Arc<dyn ExecutorClient>),
+            None,
         );
         let calls = vec![
             ("http://me:1/".to_string(), param(1)),
@@ -422,7 +566,11 @@ mod tests {
             "one hand-over for the remote client's share"
         );
         // no remote client: other addresses fail with the remoting text, in place
-        let alone = NodeClient::new(Some(("http://me:1".into(), local.clone() as _)), None);
+        let alone = NodeClient::new(
+            Some(("http://me:1".into(), "me".into(), local.clone() as _)),
+            None,
+            None,
+        );
         let answers = in_order(
             &alone,
             vec![

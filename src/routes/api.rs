@@ -183,6 +183,22 @@ async fn registry(
     {
         return reply(ReturnT::fail("Illegal Argument."));
     }
+    if uri == "registry"
+        && let Some(owner) =
+            claimed_elsewhere(api, tokens, &p.registry_key, &p.registry_value).await
+    {
+        tracing::warn!(
+            app = %p.registry_key,
+            address = %p.registry_value,
+            %owner,
+            "registration refused: the address is another group's"
+        );
+        return reply(ReturnT::fail(format!(
+            "the address {} belongs to {owner}, which has its own access token; it cannot be registered under {}",
+            p.registry_value.trim(),
+            p.registry_key.trim()
+        )));
+    }
     let reg = api.engine.registry();
     let res = if uri == "registry" {
         reg.send(Heartbeat {
@@ -201,6 +217,35 @@ async fn registry(
         Ok(Ok(())) => reply(ReturnT::success()),
         Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
         Err(e) => reply(ReturnT::fail(e.to_string())),
+    }
+}
+
+/// The group (named for the answer) other than `app`'s that has its own access token and lists
+/// `address` or has it registered: calls to that address carry that group's token, so no other
+/// group may register it (its jobs would reach that group's executor).
+async fn claimed_elsewhere(
+    api: &AdminApi,
+    tokens: &GroupTokens,
+    app: &str,
+    address: &str,
+) -> Option<String> {
+    let app = app.trim();
+    if let Some((id, owner)) = tokens.claimed_elsewhere(app, address) {
+        return Some(format!("executor group {owner} (id {id})"));
+    }
+    if tokens.is_empty() {
+        return None;
+    }
+    match crate::store::registry::apps_at(api.engine.db(), address).await {
+        Ok(apps) => apps
+            .into_iter()
+            .find(|a| a != app && tokens.by_app.contains_key(a))
+            .map(|a| format!("executor group {a}")),
+        Err(e) => {
+            // refused rather than let through unchecked (the executor registers again)
+            tracing::error!(error = %e, "cannot read the registrations of an address");
+            Some("a group this node cannot check now (the registrations could not be read)".into())
+        }
     }
 }
 

@@ -39,6 +39,20 @@ pub(crate) async fn upsert(
     Ok(false)
 }
 
+/// The app names registered at `address` (with or without its trailing `/`).
+pub(crate) async fn apps_at(c: &impl ConnectionTrait, address: &str) -> Result<Vec<String>> {
+    let a = address.trim();
+    let bare = a.trim_end_matches('/');
+    Ok(Entity::find()
+        .select_only()
+        .column(Column::RegistryKey)
+        .filter(Column::RegistryValue.is_in([bare.to_string(), format!("{bare}/")]))
+        .distinct()
+        .into_tuple()
+        .all(c)
+        .await?)
+}
+
 /// Removes one registration.
 pub(crate) async fn remove(
     c: &impl ConnectionTrait,
