@@ -424,7 +424,9 @@ impl Trigger {
         if groups.iter().all(|g| *g == first) {
             return self.client_for(first).run_each_counted(calls);
         }
-        let mut shares: Vec<(i32, Vec<(String, TriggerParam)>, Vec<usize>)> = Vec::new();
+        // each group's calls and their indexes in the batch
+        type Share = (i32, Vec<(String, TriggerParam)>, Vec<usize>);
+        let mut shares: Vec<Share> = Vec::new();
         for (i, (call, &g)) in calls.into_iter().zip(groups).enumerate() {
             match shares.iter_mut().find(|(k, _, _)| *k == g) {
                 Some((_, calls, at)) => {
@@ -439,16 +441,7 @@ impl Trigger {
         for (g, calls, at) in shares {
             let (n, answers) = self.client_for(g).run_each_counted(calls);
             made += n;
-            streams.push(
-                answers
-                    .map(move |answers| {
-                        answers
-                            .into_iter()
-                            .filter_map(|(j, r)| at.get(j).map(|&i| (i, r)))
-                            .collect::<Vec<_>>()
-                    })
-                    .boxed(),
-            );
+            streams.push(crate::executor::client::reindexed(answers, at));
         }
         (made, futures::stream::select_all(streams).boxed())
     }

@@ -341,7 +341,7 @@ impl NodeClient {
 }
 
 /// `answers` of a share of a batch, their indexes mapped back to the batch's (`at`).
-fn reindexed(answers: Answers, at: Vec<usize>) -> Answers {
+pub(crate) fn reindexed(answers: Answers, at: Vec<usize>) -> Answers {
     answers
         .map(move |answers| {
             answers
