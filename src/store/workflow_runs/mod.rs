@@ -421,8 +421,16 @@ fn state_of(n: &nodes::Model) -> State {
     }
 }
 
-/// Compiled DAGs by (workflow, version).
-type Versions = HashMap<(i32, i32), Arc<Compiled>>;
+/// Compiled DAGs by (workflow, version), with the bytes they hold in all.
+#[derive(Default)]
+struct Versions {
+    by_version: HashMap<(i32, i32), (Arc<Compiled>, usize)>,
+    bytes: usize,
+}
+
+/// Most bytes of compiled DAGs kept (a 2,000-node DAG of a few MiB holds about its text's size
+/// again once compiled; counted by its text, twice).
+const COMPILED_BYTES: usize = 64 << 20;
 
 /// The runs' store: starts runs, applies node results, and keeps every version's DAG it read.
 /// On a SQLite file this node holds, the starts and the result passes run on the run-row
@@ -508,7 +516,7 @@ impl Runs {
         workflow_id: i32,
         version: i32,
     ) -> Result<Arc<Compiled>> {
-        if let Some(x) = self.compiled.lock().get(&(workflow_id, version)) {
+        if let Some((x, _)) = self.compiled.lock().by_version.get(&(workflow_id, version)) {
             return Ok(x.clone());
         }
         let text = tx
@@ -523,11 +531,21 @@ impl Runs {
             reason: e.to_string(),
         })?;
         let x = Arc::new(Compiled::new(def)?);
-        let mut cache = self.compiled.lock();
-        if cache.len() > 4096 {
-            cache.clear();
+        let size = 2 * text.len();
+        // bounded by what the versions hold, not by how many they are (a version larger than
+        // the bound is compiled for each use and not kept)
+        if size <= COMPILED_BYTES {
+            let mut cache = self.compiled.lock();
+            if cache.bytes + size > COMPILED_BYTES || cache.by_version.len() >= 4096 {
+                cache.by_version.clear();
+                cache.bytes = 0;
+            }
+            let key = (workflow_id, version);
+            if let Some((_, old)) = cache.by_version.insert(key, (x.clone(), size)) {
+                cache.bytes -= old;
+            }
+            cache.bytes += size;
         }
-        cache.insert((workflow_id, version), x.clone());
         Ok(x)
     }
 
