@@ -538,6 +538,35 @@ fn the_command_handler_is_a_script_job() {
             assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
             assert_eq!(v["field"], "executorHandler", "{v}");
         }
+        // through XXL-JOB's job API, with the group's own token
+        let (s, v) = call(
+            &svc,
+            Method::PUT,
+            &format!("/v1/groups/{g}"),
+            &admin,
+            Some(
+                json!({"appName": xjob::demo::DEMO_APP, "title": "demo", "addressType": 0,
+                        "accessToken": "demo-group-token-0123"}),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let res = actix_web::test::call_service(
+            &svc,
+            actix_web::test::TestRequest::post()
+                .uri("/api/addJob")
+                .insert_header(("XXL-JOB-ACCESS-TOKEN", "demo-group-token-0123"))
+                .insert_header(("XXL-JOB-APPNAME", xjob::demo::DEMO_APP))
+                .set_json(&command)
+                .to_request(),
+        )
+        .await;
+        let v: Value = serde_json::from_slice(&actix_web::test::read_body(res).await).unwrap();
+        assert_eq!(v["code"], 500, "{v}");
+        assert!(
+            v["msg"].as_str().unwrap().contains("scripts_enabled"),
+            "{v}"
+        );
         // made one by an edit
         let (s, plain) = call(
             &svc,
