@@ -26,16 +26,14 @@ pub(crate) type Group = Arc<entity::xxl_job_group::Model>;
 /// How long a job edit is remembered: longer than any fire waits in the ring.
 const EDIT_MEMORY_MS: i64 = 120_000;
 
-/// Which access token the center sends to an executor address (see [`GroupCall::token_for`]).
+/// Which access token a group's calls send to the addresses it lists (see [`GroupCall`]; any
+/// other address gets none).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum AddressToken {
-    /// The address belongs to a group with its own token: that token.
+    /// The group has its own token: that token.
     Own(String),
-    /// The address belongs to a group without its own token: the node's global token.
+    /// The group has none: the node's global token.
     Global,
-    /// The address belongs to no group: no token at all (an administrator's manual trigger to
-    /// an address outside every group must not hand the node's token to it).
-    None,
 }
 
 /// The groups' own access tokens (XXL-JOB 3.5) and which addresses belong to a group, derived
@@ -73,19 +71,14 @@ pub(crate) struct GroupCall {
 }
 
 impl GroupCall {
-    /// The token a call to `address` sends.
-    pub(crate) fn token_for(&self, address: &str) -> AddressToken {
+    /// Whether the group lists `address`.
+    pub(crate) fn lists(&self, address: &str) -> bool {
         let a = address.trim();
-        let listed = if a.ends_with('/') {
+        if a.ends_with('/') {
             self.addresses.contains(a)
         } else {
             self.addresses
                 .contains(&crate::executor::client::normalise(a))
-        };
-        if listed {
-            self.token.clone()
-        } else {
-            AddressToken::None
         }
     }
 }

@@ -127,6 +127,33 @@ struct Inner {
     groups: parking_lot::Mutex<std::collections::HashMap<i32, Arc<dyn ExecutorClient>>>,
 }
 
+/// What a call for a group needs to know of it (read once per batch).
+struct Route<'a> {
+    /// The group's tokens and addresses (`None`: no group, or one no longer known).
+    call: Option<&'a crate::directory::GroupCall>,
+    /// The dispatched group's app name (`None`: a call without a group; `""`: a group no
+    /// longer known, which no executor may take in-process).
+    app: Option<&'a str>,
+    /// Whether the node tells tokens apart at all (without a directory every call sends the
+    /// remote client's own token).
+    tokens: bool,
+}
+
+impl<'a> Route<'a> {
+    fn of(group: Option<i32>, tokens: Option<&'a crate::directory::GroupTokens>) -> Self {
+        let call = group.and_then(|g| tokens?.group_call(g));
+        Route {
+            call,
+            app: match (group, call) {
+                (Some(_), Some(c)) => Some(c.app.as_str()),
+                (Some(_), None) => Some(""),
+                (None, _) => None,
+            },
+            tokens: tokens.is_some(),
+        }
+    }
+}
+
 /// A [`NodeClient`] for the executors of one group.
 struct GroupClient {
     node: NodeClient,
@@ -176,24 +203,19 @@ impl NodeClient {
     /// The client a call to `address` for `group` goes through.
     fn pick(&self, address: &str, group: Option<i32>) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
         let tokens = self.0.tokens.as_ref().map(|d| d.tokens());
-        self.pick_in(address, group, tokens.as_deref())
+        let route = Route::of(group, tokens.as_deref());
+        self.pick_in(address, &route, &mut [None, None])
     }
 
-    /// [`NodeClient::pick`] with the groups' tokens read (once per batch).
+    /// [`NodeClient::pick`] on a batch's `route`, with the batch's remote clients `memo` (for
+    /// the group's own addresses, and for any other).
     fn pick_in(
         &self,
         address: &str,
-        group: Option<i32>,
-        tokens: Option<&crate::directory::GroupTokens>,
+        route: &Route<'_>,
+        memo: &mut [Option<Arc<dyn ExecutorClient>>; 2],
     ) -> Result<Arc<dyn ExecutorClient>, ReturnT> {
-        let call = group.and_then(|g| tokens?.group_call(g));
-        let app = match (group, call) {
-            (Some(_), Some(c)) => Some(c.app.as_str()),
-            // a group no longer known: no app of its own may take the call in-process
-            (Some(_), None) => Some(""),
-            (None, _) => None,
-        };
-        if let Some(l) = self.local_for(address, app) {
+        if let Some(l) = self.local_for(address, route.app) {
             return Ok(l.clone());
         }
         let remote = self.0.remote.as_ref().ok_or_else(|| {
@@ -201,20 +223,37 @@ impl NodeClient {
                 "xxl-job remoting error(no remote executor client is configured), for url : {address}"
             ))
         })?;
-        if tokens.is_none() {
+        if !route.tokens {
             return Ok(remote.clone());
         }
         // the token goes only where it belongs: a group's own token to that group's addresses,
         // the global token to the addresses of a group without one, none anywhere else
-        let token = match call.map(|c| c.token_for(address)) {
+        let listed = route.call.is_some_and(|c| c.lists(address));
+        let slot = &mut memo[usize::from(listed)];
+        if let Some(c) = slot {
+            return Ok(c.clone());
+        }
+        let token = match route.call.map(|c| &c.token).filter(|_| listed) {
             Some(AddressToken::Global) => None,
-            Some(AddressToken::Own(t)) => Some(t),
-            Some(AddressToken::None) | None => Some(String::new()),
+            Some(AddressToken::Own(t)) => Some(t.clone()),
+            None => Some(String::new()),
         };
-        let app = app.unwrap_or_default();
+        let app = route.app.unwrap_or_default();
+        let c = self.made(remote, app, token);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// The remote client sending `token` (`None`: its own) and naming `app`, made once.
+    fn made(
+        &self,
+        remote: &Arc<dyn ExecutorClient>,
+        app: &str,
+        token: Option<String>,
+    ) -> Arc<dyn ExecutorClient> {
         let mut made = self.0.made.lock();
         if let Some(c) = made.get(app).and_then(|by_token| by_token.get(&token)) {
-            return Ok(c.clone());
+            return c.clone();
         }
         let with_token = match &token {
             None => remote.clone(),
@@ -228,7 +267,7 @@ impl NodeClient {
         made.entry(app.to_string())
             .or_default()
             .insert(token, c.clone());
-        Ok(c)
+        c
     }
 
     /// [`ExecutorClient::run_each_counted`] for `group`'s executors.
@@ -245,8 +284,10 @@ impl NodeClient {
         let mut failed = Vec::new();
         let mut remote: Vec<Share> = Vec::new();
         let tokens = self.0.tokens.as_ref().map(|d| d.tokens());
+        let route = Route::of(group, tokens.as_deref());
+        let mut memo = [None, None];
         for (i, (a, p)) in calls.into_iter().enumerate() {
-            match self.pick_in(&a, group, tokens.as_deref()) {
+            match self.pick_in(&a, &route, &mut memo) {
                 Ok(c) if self.0.local.as_ref().is_some_and(|l| Arc::ptr_eq(l, &c)) => {
                     local_at.push(i);
                     local.push((a, p));

@@ -40,11 +40,19 @@ pub(crate) struct Callbacks {
 const SMALLEST_RESULT: usize = 12;
 
 impl Callbacks {
-    /// Room for every result a body of `len` bytes can hold, taken at once: the list is never
-    /// copied as it grows (a growing list held its old and new copies at once, 5× the body).
+    /// Room for the results of a body of `len` bytes: for a large body, for every result it
+    /// can hold, taken at once, so the list is never copied as it grows (a growing list held
+    /// its old and new copies at once, 5× the body); for a small one (every executor's usual
+    /// batch), for what real results take (about 64 bytes each).
     fn for_body(len: usize) -> Self {
+        let most = len / SMALLEST_RESULT + 1;
+        let room = if len > 64 << 10 {
+            most
+        } else {
+            (len / 64 + 1).min(most)
+        };
         Callbacks {
-            items: Vec::with_capacity(len / SMALLEST_RESULT + 1),
+            items: Vec::with_capacity(room),
             ..Callbacks::default()
         }
     }
