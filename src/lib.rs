@@ -194,6 +194,7 @@ pub mod testing {
         pub use crate::actors::log_report::{CleanLogs, RefreshReport};
         pub use crate::actors::registry::Heartbeat;
         pub use crate::actors::ring::{PushRing, Ring, RingActor};
+        pub use crate::actors::settle::Settled;
         pub use crate::actors::trigger_pool::{FireBatch, PoolStats};
     }
     /// Time conversions.

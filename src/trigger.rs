@@ -177,6 +177,12 @@ impl Trigger {
         }
     }
 
+    /// Makes sure fires with nominal times up to `through` are covered by the dispatch mark
+    /// before they are sent ([`LogWriter::dispatch_mark`]).
+    pub(crate) async fn dispatch_mark(&self, through: i64) -> Result<()> {
+        self.writer.dispatch_mark(through, &self.clock).await
+    }
+
     /// The executor client.
     pub fn client(&self) -> &Arc<dyn ExecutorClient> {
         &self.client

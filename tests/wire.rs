@@ -136,9 +136,14 @@ fn executor_endpoints_answer_as_xxl_job() {
             Some(AUTH),
         )
         .await;
-        assert_eq!(
-            log["content"]["logContent"],
-            "readLog fail, logFile not exists"
+        // XXL-JOB's words (this executor adds why it cannot be sure of a run recorded before
+        // it started)
+        assert!(
+            log["content"]["logContent"]
+                .as_str()
+                .unwrap()
+                .starts_with("readLog fail, logFile not exists"),
+            "{log}"
         );
         assert_eq!(log["content"]["isEnd"], true);
         assert_eq!(log["data"], log["content"], "3.3+ admins read `data`");

@@ -7,5 +7,6 @@ pub(crate) mod log_report;
 pub(crate) mod registry;
 pub(crate) mod ring;
 pub(crate) mod scan;
+pub(crate) mod settle;
 pub(crate) mod trigger_pool;
 pub(crate) mod workflow;

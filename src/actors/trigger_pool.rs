@@ -349,6 +349,17 @@ impl Handler<FireBatch> for TriggerPool {
             let fires = if ownership.is_leased() {
                 marked(&db, &shared, &ownership, &node, msg.0).await
             } else {
+                // one node: a SQLite file's dispatch mark covers the fires before they go out
+                let through = msg.0.iter().map(|f| f.fire_time).max().unwrap_or(0);
+                if let Err(e) = shared.trigger.dispatch_mark(through).await {
+                    tracing::error!(
+                        fires = handed,
+                        error = %e,
+                        "dispatch mark not written: these fires are not sent (a restart sends them)"
+                    );
+                    backlog.done(handed);
+                    return;
+                }
                 msg.0
             };
             backlog.done(handed - fires.len());

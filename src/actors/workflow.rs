@@ -62,8 +62,6 @@ pub(crate) struct Recovery {
     pub(crate) single_node: bool,
     /// Pending rows older than this (ms) are recovered.
     pub(crate) recover_after_ms: i64,
-    /// Claims older than this (ms) are orphaned.
-    pub(crate) claim_timeout_ms: i64,
     /// A scheduled fire later than this (ms) follows the workflow's misfire strategy.
     pub(crate) misfire_ms: i64,
     /// The zone CRON schedules are read in.
@@ -153,13 +151,14 @@ impl WorkflowActor {
         let fut = async move {
             if recover {
                 let now = clock.now_ms();
-                // a single node's earlier process left everything older than this one
-                let (pending_before, claims_before) = if first && r.single_node {
-                    (started_ms, started_ms)
+                // a single node's earlier process left everything older than this one (what
+                // it claimed and did not record is in doubt: the settle actor's)
+                let pending_before = if first && r.single_node {
+                    started_ms
                 } else {
-                    (now - r.recover_after_ms, now - r.claim_timeout_ms)
+                    now - r.recover_after_ms
                 };
-                recover_pass(&db, &runs, &pool, pending_before, claims_before, now).await?;
+                recover_pass(&db, &runs, &pool, pending_before, now).await?;
             }
             // scheduled workflows due now
             let ch = runs
@@ -254,16 +253,8 @@ async fn recover_pass(
     runs: &Runs,
     pool: &Addr<TriggerPool>,
     pending_before: i64,
-    claims_before: i64,
     now: i64,
 ) -> Result<()> {
-    let orphans = runs.fail_orphaned_claims(db, claims_before, now).await?;
-    if orphans > 0 {
-        tracing::warn!(
-            rows = orphans,
-            "workflow node runs claimed by a node that stopped mid-dispatch recorded as failed"
-        );
-    }
     let stale = runs.stale_pending(db, pending_before, BATCH).await?;
     if !stale.is_empty() {
         tracing::info!(

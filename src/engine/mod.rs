@@ -32,6 +32,7 @@ use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
 use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
+use crate::actors::settle::SettleActor;
 use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
 use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
@@ -122,6 +123,8 @@ pub struct Engine {
     runs: crate::store::workflow_runs::Runs,
     /// Failed access-token checks on the admin API, per client address.
     token_failures: Arc<crate::console::auth::LoginLimiter>,
+    /// Settles fires in doubt.
+    settle: Addr<SettleActor>,
 }
 
 impl EngineBuilder {
@@ -326,6 +329,19 @@ impl EngineBuilder {
             .with_local(local_runs),
         );
         let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
+        // fires in doubt (a node stopped while sending them) are settled by asking executors
+        let settle = supervised(SettleActor::new(
+            db.clone(),
+            clock.clone(),
+            directory.clone(),
+            trigger.clone(),
+            pool.clone(),
+            (
+                cfg.scheduler.claim_timeout_ms,
+                cfg.scheduler.misfire_threshold_ms,
+            ),
+            activity.clone(),
+        ));
 
         // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
         // back into the ring; on a shared database the claim at dispatch makes sure each runs
@@ -376,7 +392,6 @@ impl EngineBuilder {
             crate::actors::workflow::Recovery {
                 single_node,
                 recover_after_ms: cfg.scheduler.recover_after_ms,
-                claim_timeout_ms: cfg.scheduler.claim_timeout_ms,
                 misfire_ms: cfg.scheduler.misfire_threshold_ms,
                 time_zone: cfg.time_zone(),
             },
@@ -437,6 +452,7 @@ impl EngineBuilder {
         ));
         Ok(Engine {
             token_failures,
+            settle,
             config: Arc::new(cfg),
             clock,
             db,
@@ -480,6 +496,14 @@ fn hostname() -> String {
 }
 
 impl Engine {
+    /// Settles the fires in doubt now (a node stopped while sending them): asks their
+    /// executors, then records them received, sends them again with their log ids, or records
+    /// them failed once nobody could answer for them in time. The engine does this every 2 s.
+    #[doc(hidden)]
+    pub async fn settle_now(&self) -> Result<crate::actors::settle::Settled> {
+        self.settle.send(crate::actors::settle::SettleNow).await?
+    }
+
     /// Failed access-token checks on the admin API per client address (limited as failed
     /// logins are, with `security.login_max_failures_per_client` per window).
     pub(crate) fn token_failures(&self) -> &crate::console::auth::LoginLimiter {
@@ -942,6 +966,8 @@ impl Engine {
             .is_err()
         {
             tracing::warn!("run rows still being written at the end of the stop's grace");
+        } else if let Err(e) = self.writer.settle_mark().await {
+            tracing::warn!(error = %e, "dispatch mark not brought back to the fires sent");
         }
         self.writer.release_lock();
         // on a shared database the buckets go to the other nodes at once (not after their

@@ -205,6 +205,11 @@ impl ExecutorActor {
     /// Resolves the handler of `p` by glue type, applies the block strategy and hands `p` to
     /// its job's thread (started on first use).
     fn accept(&mut self, p: TriggerParam, ctx: &mut Context<Self>) -> ReturnT {
+        // a log id this executor has (or had a moment ago) is not run again, before anything
+        // else is decided (a block strategy must not stop a thread for a refused trigger)
+        if p.log_id > 0 && self.callback.knows(p.log_id) {
+            return repeated(p.log_id);
+        }
         // nothing is copied on the way to a known handler: the names are owned only by a
         // new job thread's entry and by error messages
         let glue_name = p.glue_type.as_deref().unwrap_or("BEAN");
@@ -297,11 +302,16 @@ impl ExecutorActor {
         e.idle_rounds = 0;
         let addr = e.addr.clone();
         let log_id = p.log_id;
+        if !self.callback.accept_id(log_id) {
+            return repeated(log_id);
+        }
         let pushed = e.queue.push(p);
         match pushed {
-            Err(refused) => refused,
+            Err(refused) => {
+                self.callback.refused(log_id);
+                refused
+            }
             Ok(wake) => {
-                self.callback.accepted(log_id);
                 match stopping {
                     None if wake => addr.do_send(Wake),
                     None => {}
@@ -320,6 +330,11 @@ impl ExecutorActor {
             }
         }
     }
+}
+
+/// XXL-JOB 2.4's answer (its spelling) to a log id its executor already has.
+fn repeated(log_id: i64) -> ReturnT {
+    ReturnT::fail(format!("repeate trigger job, logId:{log_id}"))
 }
 
 impl Handler<Run> for ExecutorActor {

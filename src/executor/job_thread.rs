@@ -147,11 +147,42 @@ fn cap(msg: String) -> String {
 #[derive(Clone)]
 pub(crate) struct Reporter(Arc<ReporterInner>);
 
+/// How many runs whose result was sent an executor remembers: a center settling a run it is in
+/// doubt about (its node stopped while sending it) asks within seconds of the run.
+pub(crate) const RECENT_RUNS: usize = 65_536;
+
+/// The log ids of the last [`RECENT_RUNS`] runs whose result was sent.
+#[derive(Default)]
+struct RecentRuns {
+    order: std::collections::VecDeque<i64>,
+    ids: foldhash::HashSet<i64>,
+}
+
+impl RecentRuns {
+    fn contains(&self, log_id: i64) -> bool {
+        !self.ids.is_empty() && self.ids.contains(&log_id)
+    }
+
+    fn push(&mut self, log_id: i64) {
+        if log_id <= 0 || !self.ids.insert(log_id) {
+            return;
+        }
+        self.order.push_back(log_id);
+        if self.order.len() > RECENT_RUNS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.ids.remove(&old);
+        }
+    }
+}
+
 struct ReporterInner {
     queue: parking_lot::Mutex<Vec<HandleCallbackParam>>,
     sink: Recipient<Callback>,
     /// Runs accepted whose result has not been handed to `sink` yet.
     active: parking_lot::Mutex<foldhash::HashSet<i64>>,
+    /// Runs whose result was handed to `sink` lately (lock order: `recent`, then `active`).
+    recent: parking_lot::Mutex<RecentRuns>,
     /// Logs of runs done at once, written before their results are queued.
     logs: RunLogs,
     /// Counts each write of queued logs while it lasts.
@@ -169,14 +200,36 @@ impl Reporter {
             queue: parking_lot::Mutex::new(Vec::new()),
             sink,
             active: Default::default(),
+            recent: Default::default(),
             logs: RunLogs::default(),
             activity,
         }))
     }
 
-    /// Run `log_id` was accepted: it counts as active until its result is sent.
-    pub(super) fn accepted(&self, log_id: i64) {
-        self.0.active.lock().insert(log_id);
+    /// Takes run `log_id`: it counts as active until its result is sent. Answers false (and
+    /// takes nothing) when this executor already has that run, queued, running or done a moment
+    /// ago: a log id is run once, however often it is sent (XXL-JOB's executors refuse a
+    /// repeated log id the same way).
+    pub(super) fn accept_id(&self, log_id: i64) -> bool {
+        if log_id <= 0 {
+            self.0.active.lock().insert(log_id);
+            return true;
+        }
+        if self.0.recent.lock().contains(log_id) {
+            return false;
+        }
+        self.0.active.lock().insert(log_id)
+    }
+
+    /// Gives run `log_id` back (its job thread refused it).
+    pub(super) fn refused(&self, log_id: i64) {
+        self.0.active.lock().remove(&log_id);
+    }
+
+    /// Whether this executor received run `log_id`: it is queued or running, or its result was
+    /// sent a moment ago (the last [`RECENT_RUNS`] runs are remembered).
+    pub(crate) fn knows(&self, log_id: i64) -> bool {
+        self.0.active.lock().contains(&log_id) || self.0.recent.lock().contains(log_id)
     }
 
     /// The runs accepted whose result has not been sent yet (queued, running, or reported
@@ -238,9 +291,11 @@ impl Reporter {
         if !items.is_empty() {
             let ids: Vec<i64> = items.iter().map(|i| i.log_id).collect();
             self.0.sink.do_send(Callback(items));
+            let mut recent = self.0.recent.lock();
             let mut active = self.0.active.lock();
             for id in ids {
                 active.remove(&id);
+                recent.push(id);
             }
         }
     }

@@ -26,7 +26,14 @@ pub(crate) struct InProcessExecutor {
     log_dir: Option<PathBuf>,
     run_logs: bool,
     reporter: super::actor::Reporter,
+    /// When this executor started (epoch ms): of a run sent before, it cannot say it never had
+    /// it (an earlier process may have).
+    started_ms: i64,
 }
+
+/// How much earlier than a run's recorded time this executor must have started to say that it
+/// never had the run (the center's and the executor's clocks may differ a little).
+const START_MARGIN_MS: i64 = 5_000;
 
 fn stopped<T>() -> ReturnT<T> {
     ReturnT {
@@ -56,6 +63,7 @@ impl InProcessExecutor {
         };
         InProcessExecutor {
             addr,
+            started_ms: clock.now_ms(),
             clock,
             log_dir,
             run_logs,
@@ -82,24 +90,68 @@ impl InProcessExecutor {
     }
 
     /// Reads a run log from `fromLineNum` (spec §3.5, 2.4 semantics), off the async threads.
+    ///
+    /// A center settling a run it is in doubt about reads whether this executor received it
+    /// from the answer: a run it has (queued, running, or done a moment ago) answers a page,
+    /// empty when its log is not written yet or run logs are off; a run recorded before this
+    /// executor started, whose log it does not find, answers XXL-JOB's `readLog fail, logFile
+    /// not exists` followed by `; unsure: …` (an earlier process may have had it, and a run it
+    /// had died with it); any other answers XXL-JOB's words alone.
     pub(crate) fn read_log(&self, p: LogParam) -> BoxFuture<'static, ReturnT<LogResult>> {
+        let page = |content: &str| ReturnT {
+            code: SUCCESS_CODE,
+            msg: None,
+            content: Some(LogResult {
+                from_line_num: p.from_line_num,
+                to_line_num: 0,
+                log_content: content.into(),
+                is_end: true,
+            }),
+        };
+        let before_start = p.log_date_tim < self.started_ms + START_MARGIN_MS;
+        // XXL-JOB's words first (what its consoles show), then why this executor cannot be sure
+        let unsure = "readLog fail, logFile not exists; unsure: this executor started after the \
+             run was sent (a run its earlier process had died with that process)";
         if !self.run_logs {
-            let off = ReturnT {
-                code: SUCCESS_CODE,
-                msg: None,
-                content: Some(LogResult {
-                    from_line_num: p.from_line_num,
-                    to_line_num: 0,
-                    log_content: "run logs are off on this executor (executor.run_logs = false)"
-                        .into(),
-                    is_end: true,
-                }),
+            let off = if self.reporter.knows(p.log_id) {
+                page(
+                    "run logs are off on this executor (executor.run_logs = false); it received this run",
+                )
+            } else if before_start {
+                page(unsure)
+            } else {
+                page("readLog fail, logFile not exists (run logs are off on this executor)")
             };
             return futures::future::ready(off).boxed();
         }
         let reporter = self.reporter.clone();
+        let read = reporter.clone();
+        let log_id = p.log_id;
         read_log_blocking(self.log_dir.clone(), self.clock.clone(), p, move |id| {
-            reporter.write_log_now(id)
+            read.write_log_now(id)
+        })
+        .map(move |r| {
+            let missing = r
+                .content
+                .as_ref()
+                .is_some_and(|c| c.log_content.starts_with("readLog fail"));
+            if missing && reporter.knows(log_id) {
+                // received, not started yet: its log is not written
+                let mut r = r;
+                if let Some(c) = r.content.as_mut() {
+                    c.log_content.clear();
+                    c.is_end = false;
+                }
+                return r;
+            }
+            if missing && before_start {
+                let mut r = r;
+                if let Some(c) = r.content.as_mut() {
+                    c.log_content = unsure.into();
+                }
+                return r;
+            }
+            r
         })
         .boxed()
     }

@@ -61,20 +61,28 @@ code_enum!(
 );
 
 /// `xxl_job_log.fire_state` (xjob's column): where a fire stands between the scan and the
-/// executor. Values above [`fire_state::PENDING`] are a node's claim token.
+/// executor. Values from [`fire_state::FIRST_CLAIM`] on are a node's claim token.
 pub mod fire_state {
     /// Dispatched (or failed to dispatch): the row is a run the console lists.
     pub const DISPATCHED: i64 = 0;
     /// Recorded by the scan, waiting for its second.
     pub const PENDING: i64 = 1;
-    /// Recorded by a node that lost its bucket after it may have sent it (at or before its
-    /// last dispatch mark): never sent again, recorded as failed unless its outcome arrives.
-    pub const HANDED_OVER: i64 = 2;
+    /// May have been sent without its outcome being recorded (its node stopped, or lost its
+    /// bucket, at or after sending it): settled by asking its executors, never sent again
+    /// under another log id ([`crate::store::in_doubt`]).
+    pub const IN_DOUBT: i64 = 2;
+    /// The lowest claim token (the values between are kept for states).
+    pub const FIRST_CLAIM: i64 = 16;
 
-    /// Whether `state` is a fire some node may have sent without recording it (handed over,
-    /// or claimed by a node of an earlier version).
+    /// Whether `state` is a fire some node may have sent without recording it (in doubt, or
+    /// claimed by a node).
     pub const fn is_claim(state: i64) -> bool {
         state > PENDING
+    }
+
+    /// A new random claim token.
+    pub fn new_claim() -> i64 {
+        rand::random_range(FIRST_CLAIM..i64::MAX)
     }
 }
 

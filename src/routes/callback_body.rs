@@ -572,7 +572,9 @@ mod tests {
             any::<i64>().prop_map(Value::from),
             any::<u64>().prop_map(Value::from),
             (-3000i64..3000).prop_map(Value::from),
-            prop::num::f64::NORMAL.prop_map(Value::from),
+            // (fractions a decimal writes exactly: a message that is not a string is kept as
+            // sent, which a tree's reading matches only for numbers it reads back exactly)
+            (-1_000_000i64..1_000_000).prop_map(|i| Value::from(i as f64 / 8.0)),
             "[a-z\"\\\\é]{0,6}".prop_map(Value::from),
         ]
     }

@@ -313,14 +313,14 @@ pub(crate) fn bucket_filter(
     ))
 }
 
-/// Marks pending fires as handed over: their previous holder may have sent them (they are at
-/// or before its last dispatch mark), so no node sends them again; each is recorded as failed
-/// once `claim_timeout_ms` passed without its outcome (see [`fail_orphaned_claims`]).
+/// Marks pending fires in doubt: their previous holder may have sent them (they are at or
+/// before its last dispatch mark), so no node sends them on a guess; they are settled by asking
+/// their executors ([`super::in_doubt`]).
 pub(crate) async fn hand_over(c: &impl ConnectionTrait, ids: &[i64]) -> Result<u64> {
     let mut n = 0;
     for chunk in ids.chunks(500) {
         n += Entity::update_many()
-            .col_expr(Column::FireState, Expr::val(fire_state::HANDED_OVER))
+            .col_expr(Column::FireState, Expr::val(fire_state::IN_DOUBT))
             .filter(Column::Id.is_in(chunk.iter().copied()))
             .filter(Column::FireState.eq(fire_state::PENDING))
             .exec(c)
@@ -346,7 +346,7 @@ pub async fn all_pending(c: &impl ConnectionTrait) -> Result<Vec<Fire>> {
 /// The claim writes a random 63-bit token into `fire_state`; when the batch update took fewer
 /// rows than asked, the token tells which rows are ours. One statement when nobody competes.
 pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
-    let token: i64 = rand::random_range(2..i64::MAX);
+    let token: i64 = fire_state::new_claim();
     let mut claimed = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(500) {
         let res = claim_update(chunk, token).exec(c).await?;
@@ -367,16 +367,6 @@ pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
     Ok(claimed)
 }
 
-/// Marks fires claimed by a node that never recorded their trigger (it died between the claim
-/// and the write) as failed triggers; returns how many.
-pub(crate) async fn fail_orphaned_claims(
-    c: &impl ConnectionTrait,
-    before: i64,
-    now_ms: i64,
-) -> Result<u64> {
-    Ok(orphaned_update(before, now_ms).exec(c).await?.rows_affected)
-}
-
 fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
     Entity::update_many()
         .col_expr(Column::FireState, Expr::val(token))
@@ -384,24 +374,6 @@ fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
         // `fire_state + 0`: a bare column makes SQLite walk every pending fire through
         // i_fire_state instead of looking up the listed ids
         .filter(Expr::col(Column::FireState).add(0).eq(fire_state::PENDING))
-}
-
-/// The trigger message of a fire whose claimant died before recording it.
-pub(crate) const ORPHANED_MSG: &str =
-    "Trigger Fail：the node dispatching this fire stopped before recording it";
-
-fn orphaned_update(before: i64, now_ms: i64) -> sea_orm::UpdateMany<Entity> {
-    Entity::update_many()
-        .col_expr(Column::FireState, Expr::val(fire_state::DISPATCHED))
-        .col_expr(Column::TriggerCode, Expr::val(FAIL_CODE))
-        .col_expr(Column::TriggerTime, Expr::val(ms_to_naive(now_ms)))
-        .col_expr(Column::TriggerMsg, Expr::val(ORPHANED_MSG))
-        // claim tokens are > 1: a range on i_fire_state over the claimed rows only (`<> 0 AND
-        // <> 1` made SQLite scan the whole log table every pass)
-        .filter(Column::FireState.gt(fire_state::PENDING))
-        .filter(in_fire_state_index())
-        .filter(Column::TriggerCode.eq(0))
-        .filter(Column::FireTime.lte(before))
 }
 
 /// Deletes pending fires that the misfire policy skipped (no run happens for them).
@@ -727,8 +699,6 @@ mod tests {
         let db = memory_db().await;
         let claim = plan(&db, claim_update(&[1, 2, 3], 7).build(DbBackend::Sqlite)).await;
         assert!(claim.contains("INTEGER PRIMARY KEY"), "{claim}");
-        let orphans = plan(&db, orphaned_update(5, 6).build(DbBackend::Sqlite)).await;
-        assert!(orphans.contains("i_fire_state (fire_state>?)"), "{orphans}");
         let of_jobs = plan(&db, pending_of_jobs(&[1, 2], 0, 9).build(DbBackend::Sqlite)).await;
         assert!(
             of_jobs.contains("uk_fire_job (fire_time>? AND fire_time<?)"),
@@ -750,7 +720,7 @@ mod tests {
         )
         .await;
         assert!(stale.contains("i_fire_state"), "{stale}");
-        for p in [&claim, &orphans, &of_jobs, &alarms, &stale, &running] {
+        for p in [&claim, &of_jobs, &alarms, &stale, &running] {
             assert!(!p.contains("SCAN xxl_job_log"), "{p}");
         }
         db.close().await.unwrap();

@@ -7,6 +7,7 @@ pub(crate) mod api_keys;
 pub(crate) mod audit;
 pub(crate) mod glue;
 pub(crate) mod groups;
+pub(crate) mod in_doubt;
 pub(crate) mod jobs;
 pub(crate) mod leases;
 pub(crate) mod log_batches;

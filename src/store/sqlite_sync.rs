@@ -5,8 +5,7 @@
 
 use std::sync::LazyLock;
 
-use crate::model::wire::FAIL_CODE;
-use crate::model::{TriggerStatus, fire_state};
+use crate::model::TriggerStatus;
 
 /// `trigger_status` of a running job, as the statements below spell it.
 const RUNNING: i16 = TriggerStatus::Running.code();
@@ -303,32 +302,6 @@ pub(crate) fn update_schedules(c: &Connection, updates: &[ScheduleUpdate]) -> ru
         s.execute(params![u.id, u.last, u.next, u.status])?;
     }
     Ok(())
-}
-
-/// Fires claimed by a node that died before recording them (as
-/// [`super::logs::fail_orphaned_claims`]).
-pub(crate) fn fail_orphaned_claims(
-    c: &Connection,
-    before: i64,
-    now_ms: i64,
-) -> rusqlite::Result<u64> {
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "UPDATE xxl_job_log SET fire_state = {}, trigger_code = {FAIL_CODE}, \
-             trigger_time = ?2, trigger_msg = ?3 \
-             WHERE fire_state > {} AND fire_state <> {} AND trigger_code = 0 \
-             AND fire_time <= ?1",
-            fire_state::DISPATCHED,
-            fire_state::PENDING,
-            fire_state::DISPATCHED
-        )
-    });
-    let mut s = c.prepare_cached(&SQL)?;
-    Ok(s.execute(params![
-        before,
-        naive_text(now_ms),
-        super::logs::ORPHANED_MSG
-    ])? as u64)
 }
 
 #[cfg(test)]

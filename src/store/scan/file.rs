@@ -23,7 +23,7 @@ use std::collections::HashSet;
 const PAGE: u64 = 2_000;
 
 /// One page of a single-node pass: jobs due with an id above `after_id`, at most `limit`.
-/// The first page (`after_id` 0) also reads the groups and fails orphaned claims.
+/// The first page (`after_id` 0) also reads the groups.
 struct Page {
     fires: Vec<Fire>,
     report: ScanReport,
@@ -33,7 +33,7 @@ struct Page {
     next_after: Option<i32>,
 }
 
-/// One page in one transaction: fails orphaned claims and reads the groups on the first page,
+/// One page in one transaction: reads the groups on the first page,
 /// reads the due jobs after `after_id`, plans and records their fires, advances their schedules.
 #[allow(clippy::too_many_arguments)]
 fn page(
@@ -51,13 +51,6 @@ fn page(
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut report = ScanReport::default();
     let groups = if after_id == 0 {
-        let orphans = sync::fail_orphaned_claims(&tx, now - cfg.claim_timeout_ms, now)?;
-        if orphans > 0 {
-            tracing::warn!(
-                orphans,
-                "fires claimed by a node that stopped mid-dispatch recorded as failed"
-            );
-        }
         let ticket = directory.read_ticket();
         Some((ticket, sync::groups(&tx)?))
     } else {

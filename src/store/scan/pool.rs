@@ -75,7 +75,6 @@ async fn transaction(
     } else {
         take_over(&txn, now, cfg, &set.takeovers, &mut report).await?
     };
-    fail_orphaned_claims(&txn, now, cfg).await?;
     let recorded = record_due(
         &txn,
         now,
@@ -214,22 +213,6 @@ async fn recover_stale(
         to_ring.extend(fire);
     }
     Ok((to_ring, compensated))
-}
-
-/// Fires claimed by a node that died before recording them: failed, not lost.
-async fn fail_orphaned_claims(
-    txn: &sea_orm::DatabaseTransaction,
-    now: i64,
-    cfg: &SchedulerConfig,
-) -> Result<()> {
-    let orphans = logs::fail_orphaned_claims(txn, now - cfg.claim_timeout_ms, now).await?;
-    if orphans > 0 {
-        tracing::warn!(
-            orphans,
-            "fires claimed by a node that stopped mid-dispatch recorded as failed"
-        );
-    }
-    Ok(())
 }
 
 /// Jobs due within the window: plans their fires ([`plan_due`]), records them as pending

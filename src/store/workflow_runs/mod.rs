@@ -34,7 +34,6 @@ use sea_orm::{
 use serde_json::Value;
 
 use self::tx::{NodeUpdate, PendingRow, SeaTx, Tx, workflow_of};
-use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
 use crate::model::{AlarmStatus, RouteStrategy, TriggerType, fire_state};
@@ -1174,54 +1173,6 @@ impl Runs {
             });
         }
         Ok(out)
-    }
-
-    /// Run rows of node runs claimed for dispatch before `before` (epoch ms) whose trigger was
-    /// never recorded (the claiming node died mid-dispatch): recorded as failed triggers, never
-    /// sent again — as scheduled fires. Answers how many.
-    pub(crate) async fn fail_orphaned_claims(
-        &self,
-        c: &impl ConnectionTrait,
-        before: i64,
-        now: i64,
-    ) -> Result<u64> {
-        let ids: Vec<i64> = {
-            let sql = format!(
-                "SELECT nl.log_id FROM xjob_workflow_node_log nl \
-                 JOIN xxl_job_log l ON l.id = nl.log_id \
-                 JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id \
-                 WHERE nl.done = 0 AND l.fire_state > {} AND l.trigger_code = 0 \
-                 AND nr.start_time < {before} LIMIT 1000",
-                fire_state::PENDING
-            );
-            let rows = c
-                .query_all_raw(Statement::from_string(c.get_database_backend(), sql))
-                .await?;
-            rows.iter()
-                .map(|r| r.try_get("", "log_id"))
-                .collect::<std::result::Result<_, _>>()?
-        };
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        use entity::xxl_job_log as l;
-        let r = l::Entity::update_many()
-            .col_expr(l::Column::FireState, Expr::value(fire_state::DISPATCHED))
-            .col_expr(
-                l::Column::TriggerCode,
-                Expr::value(crate::model::wire::FAIL_CODE),
-            )
-            .col_expr(l::Column::TriggerTime, Expr::value(ms_to_naive(now)))
-            .col_expr(
-                l::Column::TriggerMsg,
-                Expr::value(crate::store::logs::ORPHANED_MSG),
-            )
-            .filter(l::Column::Id.is_in(ids))
-            .filter(l::Column::FireState.gt(fire_state::PENDING))
-            .filter(l::Column::TriggerCode.eq(0))
-            .exec(c)
-            .await?;
-        Ok(r.rows_affected)
     }
 
     /// Applies `items` (results of node runs' run rows) in one transaction: each row's result

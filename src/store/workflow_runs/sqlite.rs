@@ -468,7 +468,7 @@ impl Tx for SqliteTx<'_> {
 
 /// Claims pending run rows `ids` (as [`crate::store::logs::claim`]); answers those claimed.
 pub(crate) fn claim(c: &mut Connection, ids: &[i64]) -> Result<Vec<i64>> {
-    let token: i64 = rand::random_range(2..i64::MAX);
+    let token: i64 = fire_state::new_claim();
     let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut out = Vec::with_capacity(ids.len());
     {

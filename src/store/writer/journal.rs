@@ -406,17 +406,58 @@ pub(crate) fn insert_pending(tx: &Transaction<'_>, id: i64, e: &Entry) -> rusqli
     Ok(())
 }
 
-/// At start: every journalled fire without a log row becomes a pending row, and the journal is
-/// emptied. Answers how many rows were made. A page that cannot be read is dropped (logged):
-/// its fires are the schedule's misfires.
-pub(crate) fn recover(conn: &mut Connection) -> rusqlite::Result<usize> {
+/// The journal's row that holds the dispatch mark (pages are rows 1 and up).
+pub(crate) const MARK_ROW: i64 = 0;
+
+/// Writes the dispatch mark: fires with nominal times up to `through` (epoch ms) may be sent
+/// from now on. Written (and committed) before any of them is sent, so that at a restart the
+/// fires that may have been sent are exactly the pending ones at or before it.
+/// With `exact`, the mark is set to `through` even below where it was (a graceful stop,
+/// once nothing is being sent).
+pub(crate) fn write_mark(conn: &Connection, through: i64, exact: bool) -> rusqlite::Result<()> {
+    let sql = if exact {
+        "INSERT INTO xjob_fire_journal (id, first_log_id, fires) VALUES (?1, ?2, x'') \
+         ON CONFLICT (id) DO UPDATE SET first_log_id = excluded.first_log_id"
+    } else {
+        "INSERT INTO xjob_fire_journal (id, first_log_id, fires) VALUES (?1, ?2, x'') \
+         ON CONFLICT (id) DO UPDATE SET first_log_id = max(first_log_id, excluded.first_log_id)"
+    };
+    conn.prepare_cached(sql)?
+        .execute(params![MARK_ROW, through])?;
+    Ok(())
+}
+
+/// What a start found an earlier run left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// Journalled fires made pending (never sent).
+    pub pending: usize,
+    /// Fires in doubt: journalled fires at or before the dispatch mark (they may have been
+    /// sent, their outcome held in memory) and rows claimed for dispatch without an outcome.
+    pub in_doubt: usize,
+}
+
+/// At start: every journalled fire without a log row becomes a pending row — or, at or before
+/// the dispatch mark, a row in doubt ([`crate::store::in_doubt`]) — and so does every row an
+/// earlier run claimed for dispatch without recording its outcome; the journal is emptied. A
+/// page that cannot be read is dropped (logged): its fires are the schedule's misfires.
+pub(crate) fn recover(conn: &mut Connection) -> rusqlite::Result<Recovered> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mark: i64 = tx
+        .query_row(
+            "SELECT first_log_id FROM xjob_fire_journal WHERE id = ?1",
+            [MARK_ROW],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(i64::MIN);
     let pages: Vec<(i64, i64, Vec<u8>)> = {
-        let mut s = tx.prepare("SELECT id, first_log_id, fires FROM xjob_fire_journal")?;
-        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        let mut s =
+            tx.prepare("SELECT id, first_log_id, fires FROM xjob_fire_journal WHERE id <> ?1")?;
+        s.query_map([MARK_ROW], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?
     };
-    let mut made = 0;
+    let mut out = Recovered::default();
     for (page, first_id, bytes) in pages {
         let Some(fires) = decode(&bytes) else {
             tracing::error!(page, "a page of the fire journal cannot be read; dropped");
@@ -424,19 +465,50 @@ pub(crate) fn recover(conn: &mut Connection) -> rusqlite::Result<usize> {
         };
         let mut s = tx.prepare_cached(&INSERT_PENDING)?;
         for (i, f) in fires.iter().enumerate() {
-            made += s.execute(params![
-                first_id + i as i64,
+            let id = first_id + i as i64;
+            let made = s.execute(params![
+                id,
                 f.job_group,
                 f.job_id,
                 naive_text(f.fire_time),
                 f.fire_time,
                 f.trigger_type.as_str()
             ])?;
+            if made > 0 && f.fire_time <= mark {
+                tx.prepare_cached("UPDATE xxl_job_log SET fire_state = ?2 WHERE id = ?1")?
+                    .execute(params![id, fire_state::IN_DOUBT])?;
+                out.in_doubt += 1;
+            } else {
+                out.pending += made;
+            }
         }
     }
+    // pending rows the first scan pass of an earlier run recorded (through the pool, not the
+    // journal) are sent without a claim on a single node: at or before the mark, in doubt too
+    out.in_doubt += tx.execute(
+        &format!(
+            "UPDATE xxl_job_log SET fire_state = {} WHERE fire_state = {} AND trigger_code = 0 \
+             AND fire_time <= ?1",
+            fire_state::IN_DOUBT,
+            fire_state::PENDING
+        ),
+        [mark],
+    )?;
+    // what an earlier run claimed for dispatch (workflow node runs, recovered fires) and did
+    // not record may have been sent
+    out.in_doubt += tx.execute(
+        &format!(
+            "UPDATE xxl_job_log SET fire_state = {} WHERE fire_state > {} \
+             AND fire_state <> {} AND trigger_code = 0",
+            fire_state::IN_DOUBT,
+            fire_state::IN_DOUBT,
+            fire_state::DISPATCHED
+        ),
+        [],
+    )?;
     tx.execute("DELETE FROM xjob_fire_journal", [])?;
     tx.commit()?;
-    Ok(made)
+    Ok(out)
 }
 
 #[cfg(test)]

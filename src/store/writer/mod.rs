@@ -70,6 +70,21 @@ const MAX_HELD: usize = 16_384;
 /// process that is stopping may still hold it for a moment).
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 
+/// How far ahead of the fires being sent the SQLite file's dispatch mark is written: the next
+/// second's fires find it written.
+pub(crate) const MARK_AHEAD: Duration = Duration::from_secs(1);
+/// How long before the fires it covers go out the mark ahead is written.
+const MARK_LEAD: Duration = Duration::from_millis(150);
+
+/// The SQLite file's dispatch mark: the nominal time up to which it is written (committed),
+/// up to which it was asked for, and up to which fires were sent (epoch ms).
+#[derive(Debug, Default)]
+struct Marks {
+    written: std::sync::atomic::AtomicI64,
+    asked: std::sync::atomic::AtomicI64,
+    sent: std::sync::atomic::AtomicI64,
+}
+
 /// A successful run whose job has child jobs: what the completion actor needs to trigger them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishedRun {
@@ -257,6 +272,8 @@ pub struct LogWriter {
     /// The SQLite writer's connection, held by the writer thread while it writes a batch
     /// (`None` on the pool, and once the writer stopped): see [`LogWriter::exec_now`].
     conn: Option<SharedConn>,
+    /// The SQLite file's dispatch mark (see [`LogWriter::dispatch_mark`]).
+    marks: Arc<Marks>,
     /// Audit entries for the SQLite writer's next batch (`None` on the pool): see
     /// [`LogWriter::audit`].
     audits: Option<Audits>,
@@ -342,12 +359,73 @@ impl LogWriter {
             writer_cpu: cpu,
             conn: shared,
             audits: listed,
+            marks: Arc::default(),
         })
     }
 
     /// Whether the database serves only this node (a locked SQLite file).
     pub fn single_node(&self) -> bool {
         self.single_node
+    }
+
+    /// On a SQLite file, before fires with nominal times up to `through` (epoch ms) are sent:
+    /// makes sure the dispatch mark covers them (at a restart, the fires still pending at or
+    /// before it are the ones that may have been sent, and are settled by asking their
+    /// executors; those after it are sent as usual). The mark is written [`MARK_AHEAD`] ahead,
+    /// between the writer's batches, so the next second's fires find it written and wait for
+    /// nothing; only a mark not yet written is waited for. Elsewhere a no-op: a shared
+    /// database's buckets carry their own marks.
+    pub(crate) async fn dispatch_mark(
+        &self,
+        through: i64,
+        clock: &crate::clock::Clock,
+    ) -> Result<()> {
+        if !self.single_node {
+            return Ok(());
+        }
+        let m = &self.marks;
+        m.sent.fetch_max(through, Ordering::AcqRel);
+        let ahead = through.saturating_add(MARK_AHEAD.as_millis() as i64);
+        if m.written.load(Ordering::Acquire) >= through {
+            if m.asked.fetch_max(ahead, Ordering::AcqRel) < ahead {
+                // written shortly before the next second's fires go: a crash before then finds
+                // the mark at the fires actually sent, not a second ahead of them
+                let wait = ahead - MARK_LEAD.as_millis() as i64 - clock.now_ms();
+                let me = self.clone();
+                actix::spawn(async move {
+                    if wait > 0 {
+                        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                    }
+                    if let Err(e) = me.write_mark(ahead, false).await {
+                        tracing::warn!(error = %e, "dispatch mark not written; the next dispatch waits for it");
+                    }
+                });
+            }
+            return Ok(());
+        }
+        m.asked.fetch_max(ahead, Ordering::AcqRel);
+        self.write_mark(ahead, false).await
+    }
+
+    /// At a graceful stop, once nothing is being sent: brings the dispatch mark back to the
+    /// fires actually sent, so the next start finds no fire in doubt that never went out.
+    pub(crate) async fn settle_mark(&self) -> Result<()> {
+        if !self.single_node {
+            return Ok(());
+        }
+        let sent = self.marks.sent.load(Ordering::Acquire);
+        self.write_mark(sent, true).await
+    }
+
+    async fn write_mark(&self, through: i64, exact: bool) -> Result<()> {
+        self.exec(move |c| journal::write_mark(c, through, exact))
+            .await??;
+        if exact {
+            self.marks.written.store(through, Ordering::Release);
+        } else {
+            self.marks.written.fetch_max(through, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     /// The CPU the SQLite writer was given to itself (`database.separate_writer_cpu` on a

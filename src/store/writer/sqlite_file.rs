@@ -149,8 +149,12 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
         }
     };
     match journal::recover(&mut conn) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(fires = n, "journalled fires of an earlier run made pending"),
+        Ok(r) if r == journal::Recovered::default() => {}
+        Ok(r) => tracing::info!(
+            pending = r.pending,
+            in_doubt = r.in_doubt,
+            "fires an earlier run left: made pending, or in doubt (asked of their executors)"
+        ),
         Err(e) => {
             let _ = ready.send(Err(format!("cannot read its fire journal: {e}")));
             return;
