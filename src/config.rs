@@ -234,9 +234,10 @@ pub struct SchedulerConfig {
     pub time_zone: String,
     /// Most parent jobs above a child run; a deeper chain (a loop) stops with a message.
     pub max_chain_depth: i16,
-    /// A fire claimed for dispatch but not recorded this long after its nominal time belongs to
-    /// a node that died mid-dispatch: it is recorded as a failed trigger (retried and alarmed
-    /// like any failure).
+    /// A fire claimed for dispatch but not recorded this long after it was recorded belongs to
+    /// a node that died (or stalled) mid-dispatch: it is in doubt, and settled by asking its
+    /// executors. A fire in doubt that no executor can answer for this long is recorded as a
+    /// failed trigger (retried and alarmed like any failure).
     pub claim_timeout_ms: i64,
 }
 
