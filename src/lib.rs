@@ -100,6 +100,7 @@
 //! - `allowlist`: URL prefixes the node may send requests to for users (HTTP jobs, webhooks).
 //! - `bounded`: texts cut (and marked) to the bounds of where they are kept.
 //! - `clock`: the one source of "now" ([`Clock`]).
+//! - `cpu`: where the node's threads run (the SQLite writer's own CPU, job processes on all).
 //! - `schedule`: Quartz cron and fixed-rate next times ([`Schedule`]).
 //! - `store`: every SQL statement, and the hot path's two stores, each one interface over a
 //!   SQLite file's dedicated connection and the pool: the run-row writer (`store::writer`: the
@@ -112,8 +113,10 @@
 //! - `token`: access-token checks in constant time.
 //! - `trigger`: the trigger procedure.
 //! - `jobs`: job definitions and their validation ([`JobSpec`]).
-//! - `actors`: scan (timing and back-pressure; passes are the scan store's), ring, trigger pool, completion, registry, fail monitor, log report, lease
-//!   keeper (shared databases).
+//! - `actors`: scan (timing and back-pressure; passes are the scan store's), ring, trigger
+//!   pool, completion, registry, fail monitor, log report, lease keeper (shared databases),
+//!   settle (fires in doubt, asked of their executors; the rule's statements in
+//!   `store::in_doubt`), workflows.
 //! - `lost_runs`: the sweep of the node's own executor's runs that ended without a result.
 //! - `trigger_msg`: the bounded HTML summary of a trigger.
 //! - `engine`: wiring ([`Engine`]) and the embedder's queries (`engine/api.rs`).
@@ -140,6 +143,7 @@ mod actors;
 mod allowlist;
 mod bounded;
 mod clock;
+mod cpu;
 mod directory;
 mod engine;
 mod error;
@@ -156,12 +160,12 @@ mod trigger_msg;
 
 pub use clock::Clock;
 pub use config::Config;
+pub use cpu::with_process_cpus;
 pub use engine::{Engine, EngineBuilder, RunLog};
 pub use error::{Error, Result};
 pub use executor::{ExecutorClient, HandlerRegistry, JobContext, JobResult};
 pub use jobs::JobSpec;
 pub use schedule::Schedule;
-pub use store::writer::with_process_cpus;
 
 /// Connects to `database` and applies every pending schema migration (what `xjob migrate`
 /// does; [`EngineBuilder::start`] does it too).

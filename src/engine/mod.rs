@@ -240,8 +240,8 @@ impl EngineBuilder {
             Some(cpu) if clock.is_system() && local_address.is_some() => {
                 // the System keeps the arbiter's handle: it runs until the System stops
                 let thread = actix::Arbiter::new();
-                thread.spawn_fn(move || crate::store::writer::pin_to_cpu(cpu));
-                writer.exec(|_| crate::store::writer::yield_cpu()).await?;
+                thread.spawn_fn(move || crate::cpu::pin(cpu));
+                writer.exec(|_| crate::cpu::yield_cpu()).await?;
                 Some(thread)
             }
             _ => None,

@@ -1,7 +1,13 @@
-//! Every SQL statement xjob runs, as functions over `&impl ConnectionTrait` so the same code works
-//! on a pool or inside a transaction. Actors and routes call these; they never build queries.
+//! Every SQL statement xjob runs. Actors and routes call these; they never build queries.
 //!
-//! DATETIME columns hold UTC. The same statements run on SQLite, PostgreSQL and MySQL.
+//! Most are functions over `&impl ConnectionTrait`, so the same code works on the pool or inside
+//! a transaction, on SQLite, PostgreSQL and MySQL alike. The hot path on a SQLite file that this
+//! node holds runs on the run-row writer's own synchronous connection instead (rusqlite, cached
+//! statements): the writer's batches and journal ([`writer`]), the scan's pages
+//! ([`scan`]'s `file`), the workflow transitions ([`workflow_runs`]'s `sqlite`) and the
+//! console's job creation and start ([`sqlite_sync`]). Rules that must hold on every backend are
+//! written once over the pool where they are not hot ([`in_doubt`]: fires that may have been
+//! sent). DATETIME columns hold UTC.
 
 pub(crate) mod api_keys;
 pub(crate) mod audit;

@@ -254,9 +254,6 @@ async fn lock_file(path: &str) -> Result<std::fs::File> {
     }
 }
 
-pub use sqlite_file::with_process_cpus;
-pub(crate) use sqlite_file::{pin as pin_to_cpu, yield_cpu};
-
 /// A handle to the writer (cheap to clone).
 #[derive(Clone)]
 pub struct LogWriter {
@@ -305,7 +302,7 @@ impl LogWriter {
             } => {
                 // the starting thread is the one that dispatches
                 let writer_cpu = if separate_cpus {
-                    sqlite_file::separate_cpus()
+                    crate::cpu::separate_cpus()
                 } else {
                     None
                 };
