@@ -109,6 +109,12 @@ pub enum Error {
     /// The hot-path writer's own SQLite connection failed.
     #[error("sqlite writer: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A request body larger than its route takes.
+    #[error("the request body is larger than {limit} bytes")]
+    TooLarge {
+        /// The most the route takes, bytes.
+        limit: usize,
+    },
 }
 
 impl From<actix::MailboxError> for Error {

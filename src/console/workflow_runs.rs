@@ -178,15 +178,8 @@ const STATUSES: &[&str] = &[
 impl Console {
     /// Starts a run of a workflow the user may see, with `input.params` as its first context.
     pub async fn trigger_workflow(&self, who: &Principal, input: RunInput) -> Result<RunView> {
-        let w = workflows::get(self.db(), input.workflow_id)
-            .await
-            .map_err(|e| match e {
-                Error::NotFound { .. } => Error::Invalid {
-                    field: "workflowId",
-                    reason: format!("workflow {} not found", input.workflow_id),
-                },
-                e => e,
-            })?;
+        // an unknown workflow is 404, as every unknown id is
+        let w = workflows::get(self.db(), input.workflow_id).await?;
         who.require_group(w.job_group, "workflowId")?;
         // the run starts every job and nested workflow the workflow reaches, with params the
         // caller chooses: the caller must be allowed all of them

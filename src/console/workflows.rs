@@ -443,14 +443,12 @@ impl Console {
     ) -> Result<String> {
         self.check_group(who, input.job_group).await?;
         let problems = self.problems(who, id, input).await?;
-        if let Some(first) = problems.first() {
-            let mut reason = first.to_string();
-            if problems.len() > 1 {
-                reason.push_str(&format!(" (and {} more problem(s))", problems.len() - 1));
-            }
+        if !problems.is_empty() {
+            // every problem, as validation lists them
+            let all: Vec<String> = problems.iter().map(ToString::to_string).collect();
             return Err(Error::Invalid {
                 field: "definition",
-                reason,
+                reason: all.join("; "),
             });
         }
         serde_json::to_string(&input.definition).map_err(|e| Error::Invalid {

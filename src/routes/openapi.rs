@@ -60,6 +60,11 @@ fn constrain(mut schema: Value, required: &[&str], extra: &[(&str, Value)]) -> V
         schema["required"] = json!(required);
     }
     for (name, more) in extra {
+        // a reference replaces the property whole (siblings of `$ref` mean nothing)
+        if more.get("$ref").is_some() {
+            schema["properties"][*name] = more.clone();
+            continue;
+        }
         if let (Some(p), Some(m)) = (
             schema["properties"][*name].as_object_mut(),
             more.as_object(),
@@ -309,12 +314,47 @@ fn schemas() -> Value {
                 ("maxQueued", json!({ "minimum": 1, "maximum": crate::console::workflows::MAX_QUEUED })),
                 ("scheduleConf", json!({ "maxLength": 128 })),
                 ("name", json!({ "minLength": 1, "maxLength": crate::console::workflows::MAX_NAME })),
-                ("definition", json!({ "properties": {
-                    "nodes": { "type": "array", "items": { "type": "object" } },
-                    "edges": { "type": "array", "items": { "type": "object" } },
-                } })),
+                ("definition", json!({ "$ref": "#/components/schemas/WorkflowDefinition" })),
             ],
         ),
+        "WorkflowDefinition": json!({
+            "type": "object",
+            "description": format!(
+                "A workflow's DAG: nodes (at most {}) and the edges between them (at most {})",
+                crate::workflow::model::MAX_NODES,
+                crate::workflow::model::MAX_EDGES
+            ),
+            "properties": {
+                "nodes": { "type": "array", "items": { "$ref": "#/components/schemas/WorkflowNode" } },
+                "edges": { "type": "array", "items": { "$ref": "#/components/schemas/WorkflowEdge" } },
+            },
+        }),
+        "WorkflowNode": json!({
+            "type": "object",
+            "description": "One node. JOB runs `jobId`; DECISION evaluates `expression` on the run's context (its TRUE and FALSE edges pick the branch); WORKFLOW runs `workflowId` to completion as a nested run",
+            "required": ["key", "type"],
+            "properties": {
+                "key": { "type": "string", "description": "Unique in the workflow: 1 to 64 letters, digits, `_`, `-` or `.`; edges name nodes by it" },
+                "name": { "type": ["string", "null"], "description": "Shown in the console (the key when absent)" },
+                "type": { "type": "string", "enum": ["JOB", "DECISION", "WORKFLOW"] },
+                "jobId": { "type": "integer", "minimum": i32::MIN, "maximum": i32::MAX, "description": "A JOB node's job (required for JOB)" },
+                "expression": { "type": "string", "description": "A DECISION node's expression (required for DECISION): comparisons, &&, ||, !, paths such as stats.rows or shards[0]" },
+                "workflowId": { "type": "integer", "minimum": i32::MIN, "maximum": i32::MAX, "description": "A WORKFLOW node's workflow (required for WORKFLOW)" },
+                "triggerRule": { "type": "string", "enum": ["ALL_SUCCESS", "ALL_DONE", "ONE_FAILED", "NONE_FAILED", "ONE_SUCCESS"], "description": "When the node runs, given its inputs (ALL_SUCCESS by default)" },
+                "disabled": { "type": "boolean", "description": "Treated as succeeded without running" },
+                "allowFailure": { "type": "boolean", "description": "Its failure counts as success downstream and does not fail the run" },
+                "param": { "type": ["string", "null"], "description": "The param its job gets (the job's own when absent); `${path}` takes the run's context's value there, and a path the context does not have fails the node" },
+            },
+        }),
+        "WorkflowEdge": json!({
+            "type": "object",
+            "required": ["from", "to"],
+            "properties": {
+                "from": { "type": "string", "description": "Upstream node's key" },
+                "to": { "type": "string", "description": "Downstream node's key" },
+                "condition": { "type": "string", "enum": ["ALWAYS", "ON_SUCCESS", "ON_FAILURE", "TRUE", "FALSE"], "description": "When the edge is taken (ALWAYS by default; TRUE and FALSE only from a DECISION)" },
+            },
+        }),
         // validation reports a bad name or DAG as problems (200), not as a refused request
         "WorkflowDraft": constrain(
             props(&[
@@ -322,16 +362,20 @@ fn schemas() -> Value {
                 ("definition", "object"), ("version", "integer?"),
             ]),
             &["jobGroup", "name", "definition"],
-            &[],
+            &[("definition", json!({ "$ref": "#/components/schemas/WorkflowDefinition" }))],
         ),
-        "Workflow": props(&[
-            ("id", "integer"), ("jobGroup", "integer"), ("name", "string"),
-            ("description", "string?"), ("author", "string"), ("version", "integer"),
-            ("definition", "object"), ("createdAt", "string?"), ("updatedAt", "string?"),
-            ("scheduleType", "string"), ("scheduleConf", "string?"), ("misfireStrategy", "string"),
-            ("enabled", "boolean"), ("triggerNextTime", "string?"), ("concurrency", "string"),
-            ("maxQueued", "integer"),
-        ]),
+        "Workflow": constrain(
+            props(&[
+                ("id", "integer"), ("jobGroup", "integer"), ("name", "string"),
+                ("description", "string?"), ("author", "string"), ("version", "integer"),
+                ("definition", "object"), ("createdAt", "string?"), ("updatedAt", "string?"),
+                ("scheduleType", "string"), ("scheduleConf", "string?"), ("misfireStrategy", "string"),
+                ("enabled", "boolean"), ("triggerNextTime", "string?"), ("concurrency", "string"),
+                ("maxQueued", "integer"),
+            ]),
+            &[],
+            &[("definition", json!({ "$ref": "#/components/schemas/WorkflowDefinition" }))],
+        ),
         "Validation": props(&[("valid", "boolean"), ("problems", "array")]),
         "RunInput": constrain(
             json!({ "type": "object", "properties": {
@@ -591,6 +635,11 @@ pub(crate) fn document() -> Value {
             let mut e = err.clone();
             e["description"] = json!(what);
             responses.insert(code.into(), e);
+        }
+        if body.is_some() {
+            let mut e = err.clone();
+            e["description"] = json!("The request body is larger than the console takes (4 MiB)");
+            responses.insert("413".into(), e);
         }
         let mut op = json!({ "summary": summary, "parameters": params, "responses": responses });
         if *path == "/v1/auth/login" {

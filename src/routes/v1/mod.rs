@@ -284,6 +284,10 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
         let bytes = web::Bytes::from_request(req, payload);
         Box::pin(async move {
             let b = bytes.await.map_err(|e| {
+                // a body over the limit is 413, whatever route it came to
+                if e.as_response_error().status_code() == StatusCode::PAYLOAD_TOO_LARGE {
+                    return ApiError(Error::TooLarge { limit: MAX_BODY });
+                }
                 ApiError(Error::Invalid {
                     field: "body",
                     reason: e.to_string(),
@@ -451,6 +455,7 @@ impl ResponseError for ApiError {
             | Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::Conflict { .. } => StatusCode::CONFLICT,
             Error::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::Stopped(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }

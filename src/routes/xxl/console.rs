@@ -305,12 +305,17 @@ async fn operate(c: &Console, who: &Principal, op: Op, p: &Params) -> HttpRespon
     }
 }
 
-/// A console view with XXL-JOB's names: `appname` for a group's `appName`, local times.
+/// A console view with XXL-JOB's names: `appname` for a group's `appName`; a job's
+/// description and a group's title also as XXL-JOB 3.5's `name`; local times.
 fn view(v: &mut Value, tz: chrono_tz::Tz) {
-    if let Some(o) = v.as_object_mut()
-        && let Some(name) = o.remove("appName")
-    {
-        o.insert("appname".into(), name);
+    if let Some(o) = v.as_object_mut() {
+        if let Some(name) = o.remove("appName") {
+            o.insert("appname".into(), name);
+        }
+        let name = o.get("jobDesc").or_else(|| o.get("title")).cloned();
+        if let Some(name) = name {
+            o.entry("name").or_insert(name);
+        }
     }
     super::local_times(v, TIME_FIELDS, tz);
 }
@@ -324,8 +329,10 @@ fn viewed<T: serde::Serialize>(t: T, tz: chrono_tz::Tz) -> Value {
 type Listed = Result<(u64, Vec<Value>), Error>;
 
 async fn group_page(c: &Console, who: &Principal, p: &Params, paged: (u64, u64, bool)) -> Listed {
+    // XXL-JOB 3.5 filters by `name`
+    let title = p.text("title").or(p.text("name"));
     let page = c
-        .list_groups(who, p.text("appname"), p.text("title"), paged.0, paged.1)
+        .list_groups(who, p.text("appname"), title, paged.0, paged.1)
         .await?;
     Ok((page.total, page.items.into_iter().map(to_value).collect()))
 }
@@ -345,13 +352,19 @@ fn group_input(p: &Params) -> Result<GroupInput, Error> {
             .to_string(),
         address_type: p.number("addressType", "addressType")?.unwrap_or(0),
         address_list: p.get("addressList").map(str::to_string),
-        // absent: an edit keeps the group's own token
-        access_token: None,
+        // XXL-JOB 3.5's `accessToken`; absent: an edit keeps the group's own token, and `""`
+        // returns the group to the global token
+        access_token: p.get("accessToken").map(|t| t.trim().to_string()),
     })
 }
 
 async fn group_save(c: &Console, who: &Principal, p: &Params) -> Outcome {
-    c.create_group(who, group_input(p)?).await?;
+    let mut input = group_input(p)?;
+    // a form's empty token field on a new group: no token of its own
+    if input.access_token.as_deref() == Some("") {
+        input.access_token = None;
+    }
+    c.create_group(who, input).await?;
     Ok(Value::Null)
 }
 
@@ -377,7 +390,8 @@ async fn job_page(c: &Console, who: &Principal, p: &Params, paged: (u64, u64, bo
     let q = JobQuery {
         job_group: p.number("jobGroup", "jobGroup")?,
         trigger_status: p.number("triggerStatus", "triggerStatus")?,
-        job_desc: p.text("jobDesc").map(str::to_string),
+        // XXL-JOB 3.5 filters by `name`
+        job_desc: p.text("jobDesc").or(p.text("name")).map(str::to_string),
         executor_handler: p.text("executorHandler").map(str::to_string),
         author: p.text("author").map(str::to_string),
         offset: Some(paged.0),

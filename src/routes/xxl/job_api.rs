@@ -20,7 +20,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use super::{Outcome, Shape, answer};
+use super::Outcome;
 use crate::console::{Console, Principal};
 use crate::error::Error;
 use crate::model::TriggerStatus;
@@ -89,13 +89,10 @@ pub(crate) async fn handle(req: &HttpRequest, uri: &str, body: &[u8]) -> HttpRes
         req.app_data::<web::Data<Console>>(),
         req.app_data::<web::Data<Limiter>>(),
     ) else {
-        return answer(
-            Shape::V3,
-            Err(Error::Invalid {
-                field: "uri",
-                reason: format!("invalid request, uri-mapping({uri}) not found."),
-            }),
-        );
+        return reply(Err(Error::Invalid {
+            field: "uri",
+            reason: format!("invalid request, uri-mapping({uri}) not found."),
+        }));
     };
     let client = req
         .peer_addr()
@@ -111,11 +108,31 @@ pub(crate) async fn handle(req: &HttpRequest, uri: &str, body: &[u8]) -> HttpRes
                 "data": null,
             }));
     }
+    // upstream refuses a blank body before anything else
+    if body.trim_ascii().is_empty() {
+        return reply(Err(Error::Invalid {
+            field: "body",
+            reason: "invalid request, requestBody empty.".into(),
+        }));
+    }
     let r = match caller(console, req, client).await {
         Ok(who) => call(console, &who, uri, body).await,
         Err(e) => Err(e),
     };
-    answer(Shape::V3, r)
+    reply(r)
+}
+
+/// An answer as upstream's job API writes it: `code`, `msg` (`"Success"` on success) and
+/// `data` only when there is one (its JSON leaves out what is null).
+fn reply(r: Outcome) -> HttpResponse {
+    let body = match r {
+        Ok(Value::Null) => serde_json::json!({ "code": 200, "msg": "Success" }),
+        Ok(data) => serde_json::json!({ "code": 200, "msg": "Success", "data": data }),
+        Err(e) => serde_json::json!({ "code": 500, "msg": super::message(&e) }),
+    };
+    HttpResponse::Ok()
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .json(body)
 }
 
 /// The group the call acts for, as a console user confined to it: the app name must name a
@@ -191,21 +208,52 @@ fn job_id(o: &Map<String, Value>) -> Result<i32, Error> {
     })
 }
 
+/// The fields upstream's `JobUpdateRequest` carries (its description as `name`, or
+/// `jobDesc`): upstream's update sets every one, an absent one to empty text or 0.
+const UPDATE_FIELDS: [&str; 15] = [
+    "jobDesc",
+    "author",
+    "alarmEmail",
+    "scheduleType",
+    "scheduleConf",
+    "misfireStrategy",
+    "executorRouteStrategy",
+    "executorHandler",
+    "executorParam",
+    "executorBlockStrategy",
+    "executorTimeout",
+    "executorFailRetryCount",
+    "glueType",
+    "glueSource",
+    "glueRemark",
+];
+
 /// The job fields of `o` laid over `base`, in the group the call acts for (a `jobGroup` that
-/// names another one is refused by the console's permission check).
+/// names another one is refused by the console's permission check). On an update (`base`
+/// given), a field upstream's update request carries takes the body's value, and its absence
+/// what upstream's update leaves (empty text, 0); fields it does not carry keep the job's.
 fn spec(
     base: Option<Value>,
     o: &Map<String, Value>,
     group: i32,
 ) -> Result<crate::jobs::JobSpec, Error> {
+    let update = base.is_some();
     let mut fields: Map<String, Value> = match base {
         Some(Value::Object(b)) => b.into_iter().filter(|(_, v)| !v.is_null()).collect(),
         _ => Map::new(),
     };
-    fields.insert("jobGroup".into(), Value::from(group));
+    if update {
+        for k in UPDATE_FIELDS {
+            fields.remove(k);
+        }
+    } else {
+        fields.insert("jobGroup".into(), Value::from(group));
+    }
     for (k, v) in o {
         match k.as_str() {
             "id" | "jobId" => {}
+            // an update moves no job to another group (upstream's request has no jobGroup)
+            "jobGroup" if update => {}
             // XXL-JOB 3.5 names the description `name`
             "name" if !o.contains_key("jobDesc") => {
                 fields.insert("jobDesc".into(), v.clone());
@@ -215,6 +263,7 @@ fn spec(
             }
         }
     }
+    fields.retain(|_, v| !v.is_null());
     crate::routes::v1::from_value(Value::Object(fields))
 }
 
@@ -226,7 +275,8 @@ async fn call(c: &Console, who: &Principal, uri: &str, body: &[u8]) -> Outcome {
             let job = c
                 .create_job(who, spec(None, &o, group)?, TriggerStatus::Stopped)
                 .await?;
-            Ok(Value::from(job.id))
+            // upstream answers the new id as a string
+            Ok(Value::from(job.id.to_string()))
         }
         "updateJob" => {
             let id = job_id(&o)?;
@@ -235,10 +285,11 @@ async fn call(c: &Console, who: &Principal, uri: &str, body: &[u8]) -> Outcome {
             c.update_job(who, id, s).await?;
             Ok(Value::Null)
         }
-        "removeJob" => {
-            c.delete_job(who, job_id(&o)?).await?;
-            Ok(Value::Null)
-        }
+        "removeJob" => match c.delete_job(who, job_id(&o)?).await {
+            // removing a job that does not exist succeeds, as upstream answers
+            Ok(()) | Err(Error::JobNotFound { .. }) => Ok(Value::Null),
+            Err(e) => Err(e),
+        },
         "startJob" => {
             c.start_job(who, job_id(&o)?).await?;
             Ok(Value::Null)
@@ -249,7 +300,10 @@ async fn call(c: &Console, who: &Principal, uri: &str, body: &[u8]) -> Outcome {
         }
         "triggerJob" => {
             let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
-            c.trigger_job(who, job_id(&o)?, text("executorParam"), text("addressList"))
+            // upstream runs a trigger without `executorParam` with an empty one (`/v1` runs
+            // the job's own)
+            let param = Some(text("executorParam").unwrap_or_default());
+            c.trigger_job(who, job_id(&o)?, param, text("addressList"))
                 .await?;
             Ok(Value::Null)
         }
@@ -290,6 +344,26 @@ mod tests {
         );
         let o = object(br#"{"jobDesc":"d","author":"a"}"#).unwrap();
         assert_eq!(spec(None, &o, 4).unwrap().job_group, 4);
+        // an update: the request's fields replace (absent ones become empty), the others stay
+        let base = serde_json::json!({"jobGroup": 4, "jobDesc": "old", "author": "a",
+            "alarmEmail": "ops@example.com", "scheduleType": "NONE", "executorHandler": "h",
+            "executorParam": "p", "timeZone": "Asia/Shanghai", "retryInterval": 30});
+        let o = object(br#"{"id":1,"name":"new","author":"b","scheduleType":"NONE","jobGroup":9}"#)
+            .unwrap();
+        let s = spec(Some(base), &o, 7).unwrap();
+        assert_eq!((s.job_desc.as_str(), s.author.as_str()), ("new", "b"));
+        assert_eq!(s.job_group, 4, "an update moves no job");
+        assert_eq!(
+            s.alarm_email, None,
+            "absent from the request: emptied, as upstream"
+        );
+        assert_eq!(s.executor_param, None);
+        assert_eq!(
+            s.time_zone.as_deref(),
+            Some("Asia/Shanghai"),
+            "not the request's: kept"
+        );
+        assert_eq!(s.retry_interval, 30);
         assert!(object(b"[1]").is_err());
         assert_eq!(job_id(&object(br#"{"jobId":"7"}"#).unwrap()).unwrap(), 7);
         assert!(job_id(&Map::new()).is_err());

@@ -310,28 +310,34 @@ pub(crate) fn initial_context(params: Option<&str>) -> Result<Value> {
 }
 
 /// `param` with each `${path}` replaced by the context's value there (text as is, other values
-/// as JSON, nothing for a missing key); `None` when the result would be longer than a job's
-/// param may be ([`crate::jobs::MAX_PARAM_CHARS`]) — found while rendering, so a short param
-/// repeating a large value never builds the large text.
-pub(crate) fn render_param(param: &str, ctx: &Value) -> Option<String> {
+/// as JSON, a null as nothing). Refused, with the reason, when a path names a key the context
+/// does not have (a typo or a missing upstream value must not run the job with an empty
+/// param), or when the result would be longer than a job's param may be
+/// ([`crate::jobs::MAX_PARAM_CHARS`]) — found while rendering, so a short param repeating a
+/// large value never builds the large text.
+pub(crate) fn render_param(param: &str, ctx: &Value) -> std::result::Result<String, String> {
     // a character is at most 4 bytes: past this many bytes the text is too long whatever it is
     let max_bytes = 4 * crate::jobs::MAX_PARAM_CHARS;
+    let too_long = || {
+        format!(
+            "the node's param, rendered with the run's context, is longer than a job's param may be ({} characters)",
+            crate::jobs::MAX_PARAM_CHARS
+        )
+    };
     let mut out = String::with_capacity(param.len());
-    let mut rest = param;
     let push = |out: &mut String, s: &str| {
         if out.len() + s.len() > max_bytes {
-            return false;
+            return Err(too_long());
         }
         out.push_str(s);
-        true
+        Ok(())
     };
+    let mut rest = param;
     while let Some(start) = rest.find("${") {
         let Some(len) = rest[start + 2..].find('}') else {
             break;
         };
-        if !push(&mut out, &rest[..start]) {
-            return None;
-        }
+        push(&mut out, &rest[..start])?;
         let path = rest[start + 2..start + 2 + len].trim();
         let mut v = Some(ctx);
         for step in path.split('.').filter(|s| !s.is_empty()) {
@@ -341,21 +347,24 @@ pub(crate) fn render_param(param: &str, ctx: &Value) -> Option<String> {
                 _ => None,
             });
         }
-        let pushed = match v {
-            Some(Value::String(s)) => push(&mut out, s),
-            Some(Value::Null) | None => true,
-            Some(other) => push(&mut out, &other.to_string()),
-        };
-        if !pushed {
-            return None;
+        match v {
+            Some(Value::String(s)) => push(&mut out, s)?,
+            Some(Value::Null) => {}
+            Some(other) => push(&mut out, &other.to_string())?,
+            None => {
+                let shown: String = path.chars().take(64).collect();
+                return Err(format!(
+                    "the node's param refers to `${{{shown}}}`, which the run's context does not have"
+                ));
+            }
         }
         rest = &rest[start + 3 + len..];
     }
-    if !push(&mut out, rest) {
-        return None;
+    push(&mut out, rest)?;
+    if crate::jobs::check_param("param", &out).is_err() {
+        return Err(too_long());
     }
-    crate::jobs::check_param("param", &out).ok()?;
-    Some(out)
+    Ok(out)
 }
 
 /// The context a nested run inherits: its parent run's, as that run's nodes read it (the
@@ -955,14 +964,8 @@ impl Runs {
         }
         let param = match param.map(|p| render_param(p, ctx)) {
             None => None,
-            Some(Some(p)) => Some(p),
-            Some(None) => {
-                let msg = format!(
-                    "the node's param, rendered with the run's context, is longer than a job's param may be ({} characters)",
-                    crate::jobs::MAX_PARAM_CHARS
-                );
-                return fail_node(tx, run.id, key, attempt, now, &msg).await;
-            }
+            Some(Ok(p)) => Some(p),
+            Some(Err(msg)) => return fail_node(tx, run.id, key, attempt, now, &msg).await,
         };
         let broadcast = job
             .executor_route_strategy
@@ -1920,23 +1923,33 @@ mod tests {
         ));
     }
 
-    /// `${path}` takes the context's value; missing keys render empty; an unclosed one stays.
+    /// `${path}` takes the context's value (a null renders empty); a key the context does not
+    /// have is refused, naming it; an unclosed one stays; the result is bounded.
     #[test]
     fn params_render_context_values() {
-        let ctx = serde_json::json!({"day": "2026-11-26", "n": 3, "o": {"k": [true]}});
+        let ctx = serde_json::json!({"day": "2026-11-26", "n": 3, "o": {"k": [true]}, "z": null});
         assert_eq!(
-            render_param("d=${day} n=${ n } k=${o.k.0} m=${missing}", &ctx).unwrap(),
-            "d=2026-11-26 n=3 k=true m="
+            render_param("d=${day} n=${ n } k=${o.k.0} z=${z}", &ctx).unwrap(),
+            "d=2026-11-26 n=3 k=true z="
+        );
+        let e = render_param("m=${missing}", &ctx).unwrap_err();
+        assert!(e.contains("`${missing}`"), "{e}");
+        assert!(
+            render_param("${o.k.1}", &ctx).is_err(),
+            "past an array's end"
         );
         assert_eq!(render_param("a ${b", &ctx).unwrap(), "a ${b");
         assert_eq!(render_param("plain", &ctx).unwrap(), "plain");
         // a short param repeating a large value is refused while it renders
         let big = serde_json::json!({ "a": "x".repeat(60_000) });
-        assert_eq!(render_param(&"${a}".repeat(500), &big), None);
-        assert!(render_param("${a}", &serde_json::json!({ "a": "é".repeat(16_000) })).is_some());
-        assert_eq!(
-            render_param("${a}!", &serde_json::json!({ "a": "é".repeat(16_000) })),
-            None,
+        assert!(
+            render_param(&"${a}".repeat(500), &big)
+                .unwrap_err()
+                .contains("longer")
+        );
+        assert!(render_param("${a}", &serde_json::json!({ "a": "é".repeat(16_000) })).is_ok());
+        assert!(
+            render_param("${a}!", &serde_json::json!({ "a": "é".repeat(16_000) })).is_err(),
             "one character past the limit"
         );
     }
