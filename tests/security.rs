@@ -368,6 +368,36 @@ fn what_one_trigger_expands_to_is_bounded() {
             "{node}"
         );
         assert!(app.dispatched(job).await.is_empty(), "nothing was sent");
+        // a param naming a key the context does not have fails the node, naming it
+        let (s, typo) = save(
+            &svc,
+            &admin,
+            g,
+            "typo",
+            json!({"nodes": [job_node("n", job, Some("day=${dya}"))], "edges": []}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{typo}");
+        let (s, run) = call(
+            &svc,
+            Method::POST,
+            "/v1/workflow-runs",
+            &admin,
+            Some(json!({"workflowId": typo["id"], "params": {"day": "2026-12-02"}})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{run}");
+        let r = until_ended(&app, &svc, &admin, run["id"].as_i64().unwrap()).await;
+        assert_eq!(r["nodes"][0]["state"], "FAILED", "{}", r["nodes"]);
+        assert!(
+            r["nodes"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("`${dya}`"),
+            "{}",
+            r["nodes"]
+        );
+        assert!(app.dispatched(job).await.is_empty(), "nothing was sent");
 
         // 3 levels × 25 nodes: 16,275 node runs from one trigger
         let plain: Vec<Value> = (0..25)

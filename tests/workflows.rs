@@ -143,6 +143,32 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
         let (s, e) = call(&svc, Method::POST, "/v1/workflows", &admin, Some(bad)).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
         assert_eq!(e["field"], "definition");
+        // saving lists every problem, as validation does
+        let said = e["error"].as_str().unwrap();
+        for (node, says) in [
+            ("extract", "does not exist"),
+            ("check", "does not parse"),
+            ("ghost", "does not exist"),
+        ] {
+            assert!(
+                said.contains(&format!("node `{node}`")) && said.contains(says),
+                "{node}: {says} in {said}"
+            );
+        }
+        // an unknown workflow is 404, a body over the limit 413
+        let (s, _) = call(
+            &svc,
+            Method::POST,
+            "/v1/workflow-runs",
+            &admin,
+            Some(json!({ "workflowId": 424_242 })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let mut huge = good.clone();
+        huge["description"] = json!("x".repeat(5 << 20));
+        let (s, v) = call(&svc, Method::POST, "/v1/workflows", &admin, Some(huge)).await;
+        assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
         let (_, list) = call(&svc, Method::GET, "/v1/workflows", &admin, None).await;
         assert_eq!(list["total"], 0, "nothing saved: {list}");
 

@@ -667,16 +667,29 @@ fn the_job_api_acts_for_one_group_with_its_own_token() {
             (&Value::from(200), &Value::from("Success")),
             "{r}"
         );
-        let id = r["data"].as_i64().unwrap();
+        // upstream answers the new id as a string
+        let id: i64 = r["data"].as_str().unwrap().parse().unwrap();
+        // an update as upstream's request carries it: a field it carries and leaves out is
+        // emptied (the description is required, so an update without it is refused)
         let r = job_api(
             &svc,
             "/api/updateJob",
             GROUP_TOKEN,
             APP,
-            serde_json::json!({ "id": id, "name": "renamed" }),
+            serde_json::json!({ "id": id, "author": "ci" }),
         )
         .await;
-        assert_eq!(r["code"], 200, "{r}");
+        assert_eq!(r["code"], 500, "{r}");
+        let mut renamed = job.clone();
+        renamed["id"] = id.into();
+        renamed["name"] = "renamed".into();
+        renamed.as_object_mut().unwrap().remove("jobDesc");
+        let r = job_api(&svc, "/api/updateJob", GROUP_TOKEN, APP, renamed).await;
+        assert_eq!(
+            r,
+            serde_json::json!({"code": 200, "msg": "Success"}),
+            "no data: none sent"
+        );
         let r = job_api(
             &svc,
             "/api/startJob",
@@ -705,6 +718,17 @@ fn the_job_api_acts_for_one_group_with_its_own_token() {
         )
         .await;
         assert_eq!(r["code"], 200, "{r}");
+        // without executorParam a trigger runs with an empty one, as upstream's does
+        let r = job_api(
+            &svc,
+            "/api/triggerJob",
+            GROUP_TOKEN,
+            APP,
+            serde_json::json!({ "id": id }),
+        )
+        .await;
+        assert_eq!(r["code"], 200, "{r}");
+        app.advance(2_000).await;
         let r = form(
             &svc,
             "/joblog/pageList",
@@ -712,9 +736,40 @@ fn the_job_api_acts_for_one_group_with_its_own_token() {
             &format!("jobGroup={group}&jobId={id}&logStatus=1"),
         )
         .await;
-        assert_eq!(r.json["recordsTotal"], 1, "{}", r.json);
-        assert_eq!(r.json["data"][0]["executorParam"], "api");
+        assert_eq!(r.json["recordsTotal"], 2, "{}", r.json);
+        let mut params: Vec<String> = r.json["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["executorParam"].as_str().unwrap_or_default().to_string())
+            .collect();
+        params.sort();
+        assert_eq!(params, vec!["".to_string(), "api".to_string()]);
         assert_eq!(r.json["data"][0]["jobDesc"], "renamed");
+        // a blank body, and removing a job that does not exist, answer as upstream
+        let res = call_service(
+            &svc,
+            TestRequest::post()
+                .uri("/api/stopJob")
+                .insert_header(("XXL-JOB-ACCESS-TOKEN", GROUP_TOKEN))
+                .insert_header(("XXL-JOB-APPNAME", APP))
+                .to_request(),
+        )
+        .await;
+        let r: Value = serde_json::from_slice(&read_body(res).await).unwrap();
+        assert_eq!(
+            r,
+            serde_json::json!({"code": 500, "msg": "invalid request, requestBody empty."})
+        );
+        let r = job_api(
+            &svc,
+            "/api/removeJob",
+            GROUP_TOKEN,
+            APP,
+            serde_json::json!({ "id": 987_654 }),
+        )
+        .await;
+        assert_eq!(r["code"], 200, "{r}");
 
         // another group's job, or a job put in another group, is out of reach
         let other = app
@@ -774,6 +829,7 @@ fn the_job_api_acts_for_one_group_with_its_own_token() {
                 "job.start",
                 "job.trigger",
                 "job.stop",
+                "job.trigger",
                 "job.delete"
             ]
         );
@@ -936,6 +992,86 @@ fn runs_are_killed_and_cleared_through_the_2x_endpoints() {
         )
         .await;
         assert_eq!(r.json["recordsTotal"], 0, "{}", r.json);
+        app.close().await;
+    });
+}
+
+/// XXL-JOB 3.5's console fields: a group created or edited with `accessToken` has that token
+/// (its executors and the job API need it; an empty one returns it to the global token); groups
+/// and jobs list with 3.5's `name` beside `title` / `jobDesc`, and `name` filters both lists.
+#[test]
+fn the_3_5_console_fields_are_read_and_written() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, svc) = center(dir.path()).await;
+        let login = form(
+            &svc,
+            "/login",
+            None,
+            &format!("userName=admin&password={ADMIN_PW}"),
+        )
+        .await;
+        let admin = login.cookie.unwrap();
+        let token = "thirty-five-token-0123";
+        let r = form(
+            &svc,
+            "/jobgroup/insert",
+            Some(&admin),
+            &format!("appname={APP}&title=Thirty-five&addressType=0&accessToken={token}"),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = form(
+            &svc,
+            "/jobgroup/pageList",
+            Some(&admin),
+            "offset=0&pagesize=10&name=Thirty",
+        )
+        .await;
+        let groups = r.json["data"]["data"].as_array().unwrap().clone();
+        assert_eq!(groups.len(), 1, "{}", r.json);
+        assert_eq!(groups[0]["name"], "Thirty-five");
+        assert_eq!(groups[0]["title"], "Thirty-five");
+        let group = groups[0]["id"].as_i64().unwrap();
+        // the token took: the job API acts for the group with it
+        let job = serde_json::json!({
+            "jobGroup": group, "name": "made by 3.5", "author": "ci", "scheduleType": "NONE",
+            "executorHandler": "demoJobHandler", "executorRouteStrategy": "FIRST", "glueType": "BEAN"
+        });
+        let r = job_api(&svc, "/api/addJob", token, APP, job.clone()).await;
+        assert_eq!(r["code"], 200, "{r}");
+        let r = form(
+            &svc,
+            "/jobinfo/pageList",
+            Some(&admin),
+            &format!("offset=0&pagesize=10&jobGroup={group}&triggerStatus=-1&name=made"),
+        )
+        .await;
+        let jobs = r.json["data"]["data"].as_array().unwrap().clone();
+        assert_eq!(jobs.len(), 1, "{}", r.json);
+        assert_eq!(
+            (&jobs[0]["name"], &jobs[0]["jobDesc"]),
+            (&"made by 3.5".into(), &"made by 3.5".into())
+        );
+        let r = form(
+            &svc,
+            "/jobinfo/pageList",
+            Some(&admin),
+            &format!("offset=0&pagesize=10&jobGroup={group}&triggerStatus=-1&name=nothing-like-it"),
+        )
+        .await;
+        assert_eq!(r.json["data"]["total"], 0, "{}", r.json);
+        // an empty token returns the group to the global one: the job API no longer acts for it
+        let r = form(
+            &svc,
+            "/jobgroup/update",
+            Some(&admin),
+            &format!("id={group}&appname={APP}&title=Thirty-five&addressType=0&accessToken="),
+        )
+        .await;
+        assert_eq!(r.json["code"], 200, "{}", r.json);
+        let r = job_api(&svc, "/api/addJob", token, APP, job).await;
+        assert_eq!(r["code"], 500, "{r}");
         app.close().await;
     });
 }

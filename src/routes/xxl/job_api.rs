@@ -110,9 +110,9 @@ pub(crate) async fn handle(req: &HttpRequest, uri: &str, body: &[u8]) -> HttpRes
     }
     // upstream refuses a blank body before anything else
     if body.trim_ascii().is_empty() {
-        return reply(Err(Error::Invalid {
-            field: "body",
-            reason: "invalid request, requestBody empty.".into(),
+        return HttpResponse::Ok().json(serde_json::json!({
+            "code": 500,
+            "msg": "invalid request, requestBody empty.",
         }));
     }
     let r = match caller(console, req, client).await {
