@@ -134,6 +134,7 @@ pub mod console;
 pub mod demo;
 pub mod executor;
 pub mod model;
+pub mod ops;
 pub mod routes;
 pub mod workflow;
 

@@ -1,11 +1,21 @@
-//! The `xjob` binary.
+//! The `xjob` binary: `xjob <command> [--config FILE]` (see [`USAGE`] and each command's
+//! `--help`).
 //!
-//! - `xjob serve [--config FILE]`: the scheduling center with its HTTP routes and the in-process
-//!   demo executor `xjob-demo` (SQLite under `./data/` by default).
-//! - `xjob migrate [--config FILE]`: applies the schema migrations and exits.
+//! - `serve`: the scheduling center with its HTTP routes and the in-process demo executor
+//!   `xjob-demo` (SQLite under `./data/` by default).
+//! - `executor`: a standalone executor with the demo handlers.
+//! - `migrate`: applies the schema migrations and exits.
+//! - `check`: configuration, database and migrations, for deploy scripts (exit codes below).
+//! - `config`: the effective configuration, secrets masked.
+//! - `admin reset-password <user>`: a new console password (from standard input or
+//!   `XJOB_NEW_PASSWORD`), ending the user's sessions and API keys.
+//! - `version` (`--version`, `-V`).
 //!
 //! Configuration: defaults, then the TOML file, then `XJOB_*` environment variables with `__`
 //! between levels (`XJOB_HTTP__BIND=0.0.0.0:8080`, `XJOB_DATABASE__URL=postgres://…`).
+//!
+//! Exit codes: 0 done; 1 failed; 2 bad usage or an invalid configuration; 3 (`check`) the
+//! database cannot be reached; 4 (`check`) migrations are pending.
 
 use std::time::Duration;
 
@@ -19,15 +29,83 @@ use xjob::{Config, Engine};
 /// On a graceful stop of `xjob serve`, fires due within this long are still dispatched.
 const STOP_DISPATCH_WINDOW: Duration = Duration::from_secs(5);
 
-const USAGE: &str = "usage: xjob <serve|executor|migrate> [--config FILE]
+/// Exit code of bad usage or an invalid configuration.
+const EXIT_USAGE: i32 = 2;
+/// Exit code of `check` when the database cannot be reached.
+const EXIT_NO_DATABASE: i32 = 3;
+/// Exit code of `check` when migrations are pending.
+const EXIT_PENDING: i32 = 4;
 
-  serve     run the scheduling center with the demo executor `xjob-demo`
-  executor  run a standalone executor with the demo handlers (needs executor.app_name,
-            executor.admin_addresses and executor.access_token)
-  migrate   apply database migrations and exit
+const USAGE: &str = "usage: xjob <command> [--config FILE]
 
-Configuration: --config FILE (TOML), then XJOB_* environment variables, `__` between levels,
-e.g. XJOB_HTTP__BIND=127.0.0.1:8080 XJOB_DATABASE__URL=sqlite://data/xjob.db?mode=rwc";
+commands:
+  serve                        run the scheduling center with the demo executor `xjob-demo`
+  executor                     run a standalone executor with the demo handlers
+  migrate                      apply database migrations and exit
+  check                        check the configuration, the database and its migrations
+  config                       print the effective configuration (secrets masked)
+  admin reset-password <user>  set a console user's password (read from standard input, or
+                               XJOB_NEW_PASSWORD); ends the user's sessions and API keys
+  version                      print the version (also --version, -V)
+
+`xjob <command> --help` tells more. Configuration: --config FILE (TOML), then XJOB_*
+environment variables, `__` between levels, e.g. XJOB_HTTP__BIND=127.0.0.1:8080
+XJOB_DATABASE__URL=sqlite://data/xjob.db?mode=rwc
+
+exit codes: 0 done, 1 failed, 2 bad usage or invalid configuration,
+            3 (check) database unreachable, 4 (check) migrations pending";
+
+/// Each command's `--help`.
+fn help(cmd: &str) -> Option<&'static str> {
+    Some(match cmd {
+        "serve" => {
+            "usage: xjob serve [--config FILE]
+
+Runs the scheduling center: the console (web pages and /v1), XXL-JOB's admin API for executors,
+its console endpoints and job API, /metrics and /health, on http.bind; an in-process executor
+`xjob-demo` with the demo handlers; SQLite under ./data/ unless database.url says otherwise.
+On first start it creates the console user `admin` (password: security.admin_password, or
+generated and printed once) and, unless security.access_token is set, an executor access token
+kept in data/access_token. SIGTERM or Ctrl-C stops it gracefully."
+        }
+        "executor" => {
+            "usage: xjob executor [--config FILE]
+
+Runs a standalone executor with the demo handlers on executor.ip:executor.port, registering
+with executor.admin_addresses as executor.app_name. Needs executor.access_token (or
+security.access_token)."
+        }
+        "migrate" => {
+            "usage: xjob migrate [--config FILE]
+
+Applies the schema migrations to database.url and exits."
+        }
+        "check" => {
+            "usage: xjob check [--config FILE]
+
+Checks that the configuration is valid, that the database answers, and which migrations are
+applied or pending; prints what it found. Exit code 0 when all is well, 2 for an invalid
+configuration, 3 when the database cannot be reached, 4 when migrations are pending (run
+`xjob migrate`)."
+        }
+        "config" => {
+            "usage: xjob config [--config FILE]
+
+Prints the effective configuration (defaults, the file, then XJOB_* variables) as TOML, with
+every token, password and database password masked."
+        }
+        "admin" => {
+            "usage: xjob admin reset-password <user> [--config FILE]
+
+Sets console user <user>'s password, for an administrator locked out of the console. The new
+password (8 to 128 characters) is read from XJOB_NEW_PASSWORD, or else from the first line of
+standard input — never from the command line. Every session and API key of the user ends; the
+change is audited as done by `cli`."
+        }
+        "version" => "usage: xjob version (also xjob --version, xjob -V)",
+        _ => return None,
+    })
+}
 
 fn load_config(path: Option<&str>) -> anyhow::Result<Config> {
     let mut fig = Figment::from(Serialized::defaults(Config::default()));
@@ -56,21 +134,38 @@ fn main() -> anyhow::Result<()> {
     // one per thread; `MIMALLOC_PURGE_DELAY` and `MALLOC_ARENA_MAX` override them
     xjob_alloc::tune();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut cmd = None;
+    let mut words: Vec<String> = Vec::new();
     let mut config_path = None;
+    let mut wants_help = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--config" | "-c" => {
-                config_path = Some(it.next().context("--config needs a file")?.clone())
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other if cmd.is_none() && !other.starts_with('-') => cmd = Some(other.to_string()),
-            other => anyhow::bail!("unexpected argument `{other}`\n{USAGE}"),
+            "--config" | "-c" => match it.next() {
+                Some(p) => config_path = Some(p.clone()),
+                None => usage_error("--config needs a file"),
+            },
+            "-h" | "--help" => wants_help = true,
+            "-V" | "--version" => words.insert(0, "version".into()),
+            other if !other.starts_with('-') => words.push(other.to_string()),
+            other => usage_error(&format!("unexpected argument `{other}`")),
         }
+    }
+    let cmd = words.first().cloned();
+    if wants_help {
+        println!("{}", cmd.as_deref().and_then(help).unwrap_or(USAGE));
+        return Ok(());
+    }
+    match cmd.as_deref() {
+        Some("version") => {
+            println!("xjob {}", env!("CARGO_PKG_VERSION"));
+            return Ok(());
+        }
+        None => {
+            eprintln!("{USAGE}");
+            std::process::exit(EXIT_USAGE);
+        }
+        Some("serve" | "executor" | "migrate" | "check" | "config" | "admin") => {}
+        Some(other) => usage_error(&format!("unknown command `{other}`")),
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -78,7 +173,13 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
         )
         .init();
-    let cfg = load_config(config_path.as_deref())?;
+    let cfg = match load_config(config_path.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("xjob: {e:#}");
+            std::process::exit(EXIT_USAGE);
+        }
+    };
     match cmd.as_deref() {
         Some("serve") => actix_web::rt::System::new().block_on(serve(cfg)),
         Some("executor") => actix_web::rt::System::new().block_on(executor(cfg)),
@@ -87,11 +188,83 @@ fn main() -> anyhow::Result<()> {
             tracing::info!(url = %cfg.database.url, "migrations applied");
             Ok(())
         }),
-        _ => {
-            eprintln!("{USAGE}");
-            std::process::exit(2);
+        Some("check") => actix_web::rt::System::new().block_on(check(cfg)),
+        Some("config") => {
+            print!("{}", xjob::ops::masked_config(&cfg)?);
+            Ok(())
+        }
+        Some("admin") => match (words.get(1).map(String::as_str), words.get(2)) {
+            (Some("reset-password"), Some(user)) if words.len() == 3 => {
+                actix_web::rt::System::new().block_on(reset_password(cfg, user))
+            }
+            _ => usage_error("usage: xjob admin reset-password <user>"),
+        },
+        _ => unreachable_usage(),
+    }
+}
+
+/// Prints `what` and the usage to standard error, and exits with [`EXIT_USAGE`].
+fn usage_error(what: &str) -> ! {
+    eprintln!("xjob: {what}\n\n{USAGE}");
+    std::process::exit(EXIT_USAGE);
+}
+
+fn unreachable_usage() -> anyhow::Result<()> {
+    usage_error("unknown command")
+}
+
+/// `xjob check`: prints what it found; exits 3 or 4 when the database or its schema is not
+/// ready.
+async fn check(cfg: Config) -> anyhow::Result<()> {
+    println!("configuration: valid");
+    match xjob::ops::check(&cfg.database).await {
+        Err(e) => {
+            println!("database: cannot be reached ({e})");
+            std::process::exit(EXIT_NO_DATABASE);
+        }
+        Ok(r) => {
+            println!("database: reachable");
+            println!(
+                "migrations: {} applied, {} pending",
+                r.applied,
+                r.pending.len()
+            );
+            if !r.pending.is_empty() {
+                for m in &r.pending {
+                    println!("  pending: {m}");
+                }
+                println!("run `xjob migrate` to apply them");
+                std::process::exit(EXIT_PENDING);
+            }
+            Ok(())
         }
     }
+}
+
+/// `xjob admin reset-password <user>`: the password from `XJOB_NEW_PASSWORD` or the first line
+/// of standard input.
+async fn reset_password(cfg: Config, user: &str) -> anyhow::Result<()> {
+    let password = match std::env::var("XJOB_NEW_PASSWORD") {
+        Ok(p) if !p.is_empty() => p,
+        _ => {
+            eprintln!("new password for `{user}` (one line on standard input):");
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("cannot read the new password from standard input")?;
+            line.trim_end_matches(['\n', '\r']).to_string()
+        }
+    };
+    anyhow::ensure!(
+        !password.is_empty(),
+        "no password given (set XJOB_NEW_PASSWORD or write it on standard input)"
+    );
+    let r = xjob::ops::reset_password(&cfg.database, user, &password).await?;
+    println!(
+        "password of `{user}` reset; {} session(s) and {} API key(s) ended",
+        r.sessions_ended, r.api_keys_ended
+    );
+    Ok(())
 }
 
 /// The configured access token, or the one generated on first start and kept (mode 0600) in

@@ -201,3 +201,196 @@ fn executor_refuses_an_incomplete_configuration() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("executor.admin_addresses"));
 }
+
+/// `--version`, `-V` and `version` print the version; each command has its own `--help`.
+#[test]
+fn version_and_each_commands_help() {
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let out = xjob().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("xjob {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+    for (cmd, says) in [
+        ("serve", "xjob serve"),
+        ("check", "Exit code 0"),
+        ("config", "masked"),
+        ("admin", "reset-password"),
+    ] {
+        let out = xjob().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{cmd}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(says), "{cmd}");
+    }
+}
+
+/// `xjob check`: 4 while migrations are pending, 0 once applied, 3 when the database cannot be
+/// reached, 2 for an invalid configuration; what it found is printed.
+#[test]
+fn check_tells_deploy_scripts_what_is_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+    let run = |env: &[(&str, &str)]| {
+        let mut c = xjob();
+        c.arg("check").env("XJOB_DATABASE__URL", &url);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, said) = run(&[]);
+    assert_eq!(code, Some(4), "{said}");
+    assert!(said.contains("pending"), "{said}");
+    let out = xjob()
+        .arg("migrate")
+        .env("XJOB_DATABASE__URL", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (code, said) = run(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("0 pending"), "{said}");
+    let (code, said) = run(&[("XJOB_DATABASE__URL", "postgres://x:y@127.0.0.1:1/none")]);
+    assert_eq!(code, Some(3), "{said}");
+    let (code, _) = run(&[("XJOB_SCHEDULER__TIME_ZONE", "Mars/Olympus")]);
+    assert_eq!(code, Some(2));
+}
+
+/// `xjob config` prints the effective configuration with every secret masked.
+#[test]
+fn config_prints_the_settings_with_secrets_masked() {
+    let out = xjob()
+        .arg("config")
+        .env("XJOB_SECURITY__ACCESS_TOKEN", "a-very-secret-token")
+        .env(
+            "XJOB_DATABASE__URL",
+            "postgres://xjob:db-secret@db.example/xjob",
+        )
+        .env("XJOB_HTTP__BIND", "0.0.0.0:9090")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("bind = \"0.0.0.0:9090\""), "{said}");
+    assert!(
+        !said.contains("a-very-secret-token") && !said.contains("db-secret"),
+        "{said}"
+    );
+    assert!(said.contains("********"), "{said}");
+}
+
+/// `xjob admin reset-password` sets a user's password from `XJOB_NEW_PASSWORD` or standard input
+/// (never an argument), ends the user's sessions and API keys, and audits it as `cli`.
+#[test]
+fn an_administrator_locked_out_resets_a_password_from_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let out = xjob()
+        .arg("migrate")
+        .env("XJOB_DATABASE__URL", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let sql = |q: &str| {
+        actix_rt::System::new().block_on(async {
+            let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
+            db.execute_unprepared(q).await.unwrap();
+            db.close().await.unwrap();
+        })
+    };
+    let scalar = |q: &str| -> String {
+        actix_rt::System::new().block_on(async {
+            let db = sea_orm::Database::connect(url.as_str()).await.unwrap();
+            let r = db
+                .query_one_raw(Statement::from_string(db.get_database_backend(), q))
+                .await
+                .unwrap()
+                .unwrap();
+            let v: String = r
+                .try_get_by_index::<String>(0)
+                .or_else(|_| r.try_get_by_index::<i64>(0).map(|n| n.to_string()))
+                .unwrap();
+            db.close().await.unwrap();
+            v
+        })
+    };
+    // a user with a session and an API key (XXL-JOB 2.4's MD5 of "123456")
+    sql("INSERT INTO xxl_job_user (id, username, password, role) \
+         VALUES (7, 'boss', 'e10adc3949ba59abbe56e057f20f883e', 1)");
+    sql(
+        "INSERT INTO xjob_session (token_hash, user_id, expires_at) VALUES ('h', 7, 9999999999999)",
+    );
+    sql(
+        "INSERT INTO xjob_api_key (name, key_hash, prefix, user_id, role, created_at, expires_at) \
+         VALUES ('ci', 'k', 'xjk_1234', 7, 1, 0, 9999999999999)",
+    );
+
+    // a password on the command line is refused
+    let out = xjob()
+        .args(["admin", "reset-password", "boss", "hunter2hunter2"])
+        .env("XJOB_DATABASE__URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // too short: refused, nothing changed
+    let out = xjob()
+        .args(["admin", "reset-password", "boss"])
+        .env("XJOB_DATABASE__URL", &url)
+        .env("XJOB_NEW_PASSWORD", "short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        scalar("SELECT password FROM xxl_job_user WHERE id = 7"),
+        "e10adc3949ba59abbe56e057f20f883e"
+    );
+    // from standard input
+    let mut child = xjob()
+        .args(["admin", "reset-password", "boss"])
+        .env("XJOB_DATABASE__URL", &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"a-new-long-password\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("1 session(s) and 1 API key(s) ended"),
+        "{said}"
+    );
+    assert!(scalar("SELECT password FROM xxl_job_user WHERE id = 7").starts_with("$argon2id$"));
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM xjob_session WHERE user_id = 7"),
+        "0"
+    );
+    assert_eq!(
+        scalar("SELECT COUNT(*) FROM xjob_api_key WHERE user_id = 7"),
+        "0"
+    );
+    assert_eq!(
+        scalar("SELECT username FROM xjob_audit WHERE action = 'user.update'"),
+        "cli"
+    );
+    // an unknown user
+    let out = xjob()
+        .args(["admin", "reset-password", "nobody"])
+        .env("XJOB_DATABASE__URL", &url)
+        .env("XJOB_NEW_PASSWORD", "a-new-long-password")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nobody"));
+}
