@@ -1,4 +1,6 @@
 //! Creates the eight XXL-JOB 2.4 tables, xjob's extra columns and indexes, and the lock row.
+//! On an XXL-JOB database (its tables already there) it takes them over in place first
+//! ([`crate::takeover`]) and then creates only what is missing.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -21,9 +23,26 @@ async fn create(m: &SchemaManager<'_>, mut stmt: TableCreateStatement) -> Result
     m.create_table(stmt).await
 }
 
+/// Creates an index unless one of its name is there (a taken-over XXL-JOB database has some of
+/// them).
+async fn index(
+    m: &SchemaManager<'_>,
+    table: &str,
+    name: &str,
+    stmt: IndexCreateStatement,
+) -> Result<(), DbErr> {
+    if m.has_index(table, name).await? {
+        return Ok(());
+    }
+    m.create_index(stmt).await
+}
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        if crate::takeover::found(m).await? {
+            crate::takeover::prepare(m).await?;
+        }
         create(
             m,
             Table::create()
@@ -52,7 +71,10 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(
+        index(
+            m,
+            "xxl_job_registry",
+            "i_g_k_v",
             Index::create()
                 .name("i_g_k_v")
                 .table(t("xxl_job_registry"))
@@ -99,7 +121,10 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(
+        index(
+            m,
+            "xxl_job_info",
+            "i_status_next",
             Index::create()
                 .name("i_status_next")
                 .table(t("xxl_job_info"))
@@ -170,7 +195,7 @@ impl MigrationTrait for Migration {
             if unique {
                 idx.unique();
             }
-            m.create_index(idx.to_owned()).await?;
+            index(m, "xxl_job_log", name, idx.to_owned()).await?;
         }
 
         create(
@@ -187,7 +212,10 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(
+        index(
+            m,
+            "xxl_job_log_report",
+            "i_trigger_day",
             Index::create()
                 .name("i_trigger_day")
                 .table(t("xxl_job_log_report"))
@@ -211,7 +239,10 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(
+        index(
+            m,
+            "xxl_job_user",
+            "i_username",
             Index::create()
                 .name("i_username")
                 .table(t("xxl_job_user"))
@@ -230,6 +261,16 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
+        let lock_row = m
+            .get_connection()
+            .query_one_raw(sea_orm_migration::sea_orm::Statement::from_string(
+                m.get_database_backend(),
+                "SELECT lock_name FROM xxl_job_lock WHERE lock_name = 'schedule_lock'",
+            ))
+            .await?;
+        if lock_row.is_some() {
+            return Ok(());
+        }
         let seed = Query::insert()
             .into_table(t("xxl_job_lock"))
             .columns([t("lock_name")])

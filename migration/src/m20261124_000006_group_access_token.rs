@@ -1,6 +1,7 @@
 //! Adds `xxl_job_group.access_token` (XXL-JOB 3.5's column): a group's own access token. When
 //! set, executors of that appName register, call back and are called with it, and the global
-//! token no longer works for the group. NULL keeps the global token.
+//! token no longer works for the group. NULL keeps the global token. A taken-over XXL-JOB 3.5
+//! database has the column already.
 
 use sea_orm_migration::prelude::*;
 
@@ -14,6 +15,10 @@ fn t(name: &str) -> Alias {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        // an XXL-JOB 3.5 database taken over has it already
+        if m.has_column("xxl_job_group", "access_token").await? {
+            return Ok(());
+        }
         m.alter_table(
             Table::alter()
                 .table(t("xxl_job_group"))

@@ -151,7 +151,8 @@ pub(crate) fn hash_password(password: &str) -> Result<String> {
 }
 
 /// Checks a password against a stored hash: an argon2 PHC string, or (for a database taken
-/// over from XXL-JOB) a 32-character MD5 hex digest, compared in constant time.
+/// over from XXL-JOB) its hex digest of the password — MD5 (32 characters, 2.x–3.1) or
+/// SHA-256 (64 characters, 3.2 on) — compared in constant time.
 pub(crate) fn verify_password(stored: &str, password: &str) -> bool {
     if let Ok(h) = PasswordHash::new(stored) {
         return Argon2::default()
@@ -163,6 +164,13 @@ pub(crate) fn verify_password(stored: &str, password: &str) -> bool {
         let md5 = hex(&md5::Md5::digest(password.as_bytes()));
         return crate::token::constant_time_eq(
             md5.as_bytes(),
+            stored.to_ascii_lowercase().as_bytes(),
+        );
+    }
+    if stored.len() == 64 && stored.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let sha = hex(&Sha256::digest(password.as_bytes()));
+        return crate::token::constant_time_eq(
+            sha.as_bytes(),
             stored.to_ascii_lowercase().as_bytes(),
         );
     }
@@ -488,7 +496,7 @@ impl Console {
         };
         self.limiter.succeeded(attempt);
         if !user.password.starts_with("$argon2") {
-            // upgrade a legacy XXL-JOB MD5 hash on first successful login
+            // re-hash a taken-over XXL-JOB hash (MD5 or SHA-256) with argon2id on first login
             let hash = hash_password_blocking(password.to_string()).await?;
             users::set_password(self.db(), user.id, &hash).await?;
         }
@@ -607,7 +615,8 @@ impl Console {
 mod tests {
     use super::*;
 
-    /// argon2 hashes verify only their password, and a taken-over XXL-JOB MD5 hash is accepted.
+    /// argon2 hashes verify only their password, and a taken-over XXL-JOB MD5 (2.x) or SHA-256
+    /// (3.2+) hash is accepted.
     #[test]
     fn hashes_verify_and_legacy_md5_is_accepted() {
         let h = hash_password("correct horse").unwrap();
@@ -624,6 +633,11 @@ mod tests {
             "1234567"
         ));
         assert!(!verify_password("", ""));
+        // XXL-JOB 3.2+'s seed: SHA-256("123456")
+        let sha = "8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92";
+        assert!(verify_password(sha, "123456"));
+        assert!(verify_password(&sha.to_ascii_uppercase(), "123456"));
+        assert!(!verify_password(sha, "12345"));
     }
 
     /// The login limiter refuses a client and name after the configured failures until its
