@@ -76,6 +76,28 @@ fn workflows_are_validated_versioned_and_confined_to_their_groups() {
         .await;
         assert_eq!((s, &v["valid"]), (StatusCode::OK, &json!(true)), "{v}");
 
+        // a field is typed whatever the node's type: a JOB node with a `workflowId` that is no
+        // number is refused (400), as the OpenAPI document types it, not ignored; a node
+        // without its kind's field names it
+        for (field, value, says) in [
+            ("workflowId", json!({}), "workflowId"),
+            ("jobId", json!(null), "needs `jobId`"),
+            ("type", json!("TIMER"), "unknown node type `TIMER`"),
+        ] {
+            let mut odd = good.clone();
+            odd["definition"]["nodes"][0][field] = value;
+            let (s, v) = call(
+                &svc,
+                Method::POST,
+                "/v1/workflows/validate",
+                &admin,
+                Some(odd),
+            )
+            .await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{field}: {v}");
+            assert!(v.to_string().contains(says), "{field}: {v}");
+        }
+
         // a node that can never run is named: `alert` waits for a failure its edge never carries
         let mut dead = good.clone();
         dead["definition"]["edges"][2]["condition"] = json!("ON_SUCCESS");

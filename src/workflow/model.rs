@@ -76,7 +76,7 @@ pub enum EdgeCondition {
 
 /// One node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", try_from = "NodeWire")]
 pub struct Node {
     /// Unique within the workflow; edges name nodes by it.
     pub key: String,
@@ -98,6 +98,91 @@ pub struct Node {
     /// The param its job gets (the job's own when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
+}
+
+/// A node as a request spells it: every kind's field typed, whatever the node's `type`, so a
+/// field of another kind with a value of the wrong type is refused like any other (as the
+/// OpenAPI document types it), not ignored.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeWire {
+    key: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    job_id: Option<serde_json::Value>,
+    #[serde(default)]
+    expression: Option<serde_json::Value>,
+    #[serde(default)]
+    workflow_id: Option<serde_json::Value>,
+    #[serde(default)]
+    trigger_rule: TriggerRule,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    allow_failure: bool,
+    #[serde(default)]
+    param: Option<String>,
+}
+
+impl TryFrom<NodeWire> for Node {
+    type Error = String;
+
+    fn try_from(w: NodeWire) -> Result<Self, String> {
+        let missing = |field: &str| format!("node `{}`: a {} node needs `{field}`", w.key, w.kind);
+        let id = |field: &str, v: &Option<serde_json::Value>| match v {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(n) => n
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    format!(
+                        "node `{}`: `{field}` must be an id (an integer), not {n}",
+                        w.key
+                    )
+                }),
+        };
+        let job_id = id("jobId", &w.job_id)?;
+        let workflow_id = id("workflowId", &w.workflow_id)?;
+        let expression = match &w.expression {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(format!(
+                    "node `{}`: `expression` must be a string, not {other}",
+                    w.key
+                ));
+            }
+        };
+        let kind = match w.kind.as_str() {
+            "JOB" => NodeKind::Job {
+                job_id: job_id.ok_or_else(|| missing("jobId"))?,
+            },
+            "DECISION" => NodeKind::Decision {
+                expression: expression.ok_or_else(|| missing("expression"))?,
+            },
+            "WORKFLOW" => NodeKind::Workflow {
+                workflow_id: workflow_id.ok_or_else(|| missing("workflowId"))?,
+            },
+            other => {
+                return Err(format!(
+                    "unknown node type `{other}`, expected one of `JOB`, `DECISION`, `WORKFLOW`"
+                ));
+            }
+        };
+        Ok(Node {
+            key: w.key,
+            name: w.name,
+            kind,
+            trigger_rule: w.trigger_rule,
+            disabled: w.disabled,
+            allow_failure: w.allow_failure,
+            param: w.param,
+        })
+    }
 }
 
 /// One edge.
