@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Schema-driven fuzzing of the console API (issue 14, item 12): schemathesis generates requests
+# Schema-driven fuzzing of the console API: schemathesis generates requests
 # from /openapi.json against a running `xjob serve` and checks every answer against the document:
 # no 5xx or dropped connection, documented status codes and bodies, schema-violating requests
 # refused, undeclared methods answered 405. Schema-valid requests refused for rules a schema

@@ -1,4 +1,4 @@
-//! Micro-benchmarks for the per-operation targets of DESIGN.md §7: cron next fire time
+//! Micro-benchmarks for the per-operation targets of docs/architecture.md §10: cron next fire time
 //! (≤ 2 µs), router pick over 100 executors (≤ 1 µs, consistent-hash ring cached), the
 //! scan's per-job decision, ring push + expire, and the whole trigger procedure against an
 //! in-memory SQLite store with a no-op executor.

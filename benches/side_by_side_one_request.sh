@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The shared side-by-side harness (../shared/bench/peer/side_by_side.sh) with its xjob probe
+# The team's side-by-side harness against a peer scheduler (`peer/side_by_side.sh` in the
+# directory SHARED_BENCH names; it is not part of this repository) with its xjob probe
 # creating each job running in one request (`POST /v1/jobs` with `"triggerStatus": 1`), as the
 # peer's probe does (`POST /ratch/v1/job/create` with `"enable": true`), instead of a create and a
 # start. Everything else (the peer's runs, the executor, the windows, the output) is the shared
@@ -8,10 +9,10 @@
 # this edits, the script stops and says so.
 #
 #   benches/side_by_side_one_request.sh [N] [executor|noexec]    (cwd = this checkout)
-#   environment: SHARED_BENCH [../shared/bench] and everything side_by_side.sh takes
+#   environment: SHARED_BENCH (required: the harness's directory) and everything side_by_side.sh takes
 #   (XJOB_BIN, RATCH_BIN, WORKERS, RATCH_AGAIN, OUT_DIR, ONLY, ...)
 set -euo pipefail
-SHARED_BENCH="${SHARED_BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/bench}"
+SHARED_BENCH="${SHARED_BENCH:?set SHARED_BENCH to the side-by-side harness directory}"
 [ -f "$SHARED_BENCH/peer/side_by_side.sh" ] && [ -f "$SHARED_BENCH/peer/probe_xjob.py" ] || {
   echo "side_by_side_one_request: no harness at $SHARED_BENCH/peer (set SHARED_BENCH)" >&2
   exit 2

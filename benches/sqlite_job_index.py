@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # What the per-job unique index (uk_job_fire) costs a run row on SQLite, modelled outside xjob
-# (BENCHMARKS.md, session 26): 5,000 jobs each firing every "second", rows inserted complete with
+# (BENCHMARKS.md, 2026-11-27, f294331): 5,000 jobs each firing every "second", rows inserted complete with
 # xjob's SQLite indexes, CPU per row over the second half of the run (Python's overhead included,
 # the same in all). Patterns: 10 commits a second, 1 a second, every 5 / 10 s sorted by job, no
-# uk_job_fire (the bound); session 27: the side index by job filled every 10 s (kept) and from a
+# uk_job_fire (the bound); 2026-11-27, 3e17be7: the side index by job filled every 10 s (kept) and from a
 # trigger-fed tail (not kept). Environment: PAGE (page size, 4096), CACHE (KiB, 4096), CKPT
 # (wal_autocheckpoint pages, 1000), TMPDIR.
 # Usage: python3 benches/sqlite_job_index.py [seconds]      (default 60)
@@ -29,8 +29,8 @@ MSG='\x011\x1fCRON\x1f127.0.0.1:8080\x1fA\x1fhttp://127.0.0.1:9999/\x1fROUND\x1f
 SIDE = "create table xjob_log_by_job (job_id integer not null, fire_key integer not null, log_id integer not null, primary key (job_id, fire_key, log_id)) without rowid"
 def run(batch_s, per_s, secs, jobs=5000, uk=True, sort=False, side_s=0, tail=False):
     # side_s: no uk_job_fire; uk_fire_job (fire_time, job_id) and the side index filled every
-    # side_s seconds from the rows above the mark (session 27, kept); tail: the same, filled from
-    # a tail table a trigger appends each row to (session 27, not kept)
+    # side_s seconds from the rows above the mark (2026-11-27, 3e17be7, kept); tail: the same, filled from
+    # a tail table a trigger appends each row to (2026-11-27, 3e17be7, not kept)
     c=setup(uk and not side_s)
     if side_s:
         c.execute('create unique index uk_fire_job on xxl_job_log(fire_time, job_id)')

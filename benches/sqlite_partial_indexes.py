@@ -3,7 +3,7 @@
 # final UPDATE (outcome and result together) of `xxl_job_log` with i_fire_state / i_alarm_fire
 # full (as on SQLite today) or partial (as on PostgreSQL, migration 000009), 5,000 jobs a
 # "second", process CPU per row (Python overhead included, the same in all). `none`: no secondary
-# index but uk_job_fire, the bound of what index changes can save. BENCHMARKS.md, sessions 16, 20.
+# index but uk_job_fire, the bound of what index changes can save. BENCHMARKS.md, 2026-11-26, ac2fdb1; 2026-11-26, dc2dea4.
 import sqlite3, time, os, sys
 def run(mode, n=200000, batch=1000):
     partial = mode == 'partial'

@@ -214,7 +214,7 @@ impl Default for DatabaseConfig {
     }
 }
 
-/// Scan and ring settings (spec §8.2, §8.3).
+/// Scan and ring settings (protocol.md §7.2, §7.3).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SchedulerConfig {
@@ -256,7 +256,7 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// Trigger lanes (spec §8.4).
+/// Trigger lanes (protocol.md §7.4).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TriggerPoolConfig {
@@ -285,7 +285,7 @@ impl Default for TriggerPoolConfig {
     }
 }
 
-/// Executor registry settings (spec §7.7, §8.8).
+/// Executor registry settings (protocol.md §6.7, §7.8).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RegistryConfig {

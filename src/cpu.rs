@@ -8,7 +8,7 @@
 /// dispatch queues and wakes the dispatch in turn; left free, Linux moves the two onto one
 /// CPU (wake-affine) while another idles, and the dispatch is preempted for a scheduler
 /// tick (4 ms) in the middle of a second's burst of fires. Measured on 2 CPUs: 1,000
-/// fires/s p99 8 → 5 ms, 10,000 fires/s p99 38 → 26 ms (BENCHMARKS.md, session 6).
+/// fires/s p99 8 → 5 ms, 10,000 fires/s p99 38 → 26 ms (BENCHMARKS.md, 2026-11-23, b6f5efe).
 pub(crate) fn separate_cpus() -> Option<usize> {
     #[cfg(target_os = "linux")]
     {
@@ -81,7 +81,7 @@ const YIELDING_NICE: i32 = 10;
 /// when both are ready: the in-process executor starting a second's handlers must not wait
 /// behind a batch of row writes, which have the rest of the second. Measured at 10,000
 /// fires/s in process: p99 lateness 37–41 → 25–29 ms with the executor on this CPU; the
-/// executor there without it, 34–43 (BENCHMARKS.md, session 18).
+/// executor there without it, 34–43 (BENCHMARKS.md, 2026-11-26, d98c68c).
 pub(crate) fn yield_cpu() {
     #[cfg(target_os = "linux")]
     {

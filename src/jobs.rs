@@ -1,5 +1,5 @@
 //! [`JobSpec`]: a job as a user defines it, validated as XXL-JOB validates `/jobinfo/add`
-//! (spec §10) before it reaches the store.
+//! (protocol.md §9) before it reaches the store.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +13,7 @@ use crate::schedule::Schedule;
 /// shards, which each carry it, stay small.
 pub(crate) const MAX_PARAM_CHARS: usize = 16_000;
 
-/// The text fields of a job and the most characters their columns hold (spec §9).
+/// The text fields of a job and the most characters their columns hold (protocol.md §8).
 pub(crate) const FIELD_LIMITS: [(&str, usize); 8] = [
     ("jobDesc", 255),
     ("author", 64),

@@ -11,7 +11,7 @@
 //! SQLite file serves one node and needs no claim), routes it and calls the executor; trigger
 //! outcomes and results go to one run-row writer (on SQLite a dedicated thread with its own
 //! connection) and finished runs with child jobs come back to the completion actor. See
-//! `DESIGN.md` beside the repository for the whole picture.
+//! `docs/architecture.md` for the whole picture and `docs/protocol.md` for the wire.
 //!
 //! ## Embedding it
 //!

@@ -1,4 +1,4 @@
-//! Lost runs (spec §8.10): the one place that decides a dispatched run will never report its
+//! Lost runs (protocol.md §7.10): the one place that decides a dispatched run will never report its
 //! result and finishes it as failed with XXL-JOB's message. Two cases, each first-result-wins
 //! (a result that arrives first stays):
 //! - a run on an executor the registry evicts (no heartbeat for the dead timeout), unless the

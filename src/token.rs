@@ -1,4 +1,4 @@
-//! Access tokens on the wire (spec §2): header `XXL-JOB-ACCESS-TOKEN` (and the pre-2.2
+//! Access tokens on the wire (protocol.md §1): header `XXL-JOB-ACCESS-TOKEN` (and the pre-2.2
 //! `XXL-RPC-ACCESS-TOKEN`), compared in constant time.
 
 use actix_web::HttpRequest;

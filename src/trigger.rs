@@ -1,4 +1,4 @@
-//! The trigger procedure (spec §8.5): from a job id and a trigger type to a dispatched run with
+//! The trigger procedure (protocol.md §7.5): from a job id and a trigger type to a dispatched run with
 //! its log row written. Param override, retry count, sharding param, address-list override,
 //! routing, the `/run` call and the HTML `trigger_msg` summary all happen here.
 //!

@@ -1,4 +1,4 @@
-//! XXL-JOB's next executor protocol (upstream master, 3.5.0-SNAPSHOT; spec §13), both ways,
+//! XXL-JOB's next executor protocol (upstream master, 3.5.0-SNAPSHOT; protocol.md §10), both ways,
 //! against stand-ins written here from the spec's facts alone: executors serve `/trigger` (not
 //! `/run`), every call in both directions carries `XXL-JOB-ACCESS-TOKEN` and `XXL-JOB-APPNAME`
 //! (both required, checked against the group's own token), callbacks are

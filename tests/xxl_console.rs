@@ -1,4 +1,4 @@
-//! XXL-JOB's console endpoints driven as its tools drive them (spec §10, §13): form bodies,
+//! XXL-JOB's console endpoints driven as its tools drive them (protocol.md §9, §10): form bodies,
 //! the login cookie, and the answer shapes they parse — 2.x's `ReturnT` and DataTables pages,
 //! 3.3's `Response` and `PageModel` — against the same `routes::center` `xjob serve` runs.
 #![allow(clippy::unwrap_used)]

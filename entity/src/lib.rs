@@ -1,4 +1,4 @@
-//! sea-orm entities for the XXL-JOB 2.4 schema (spec §9), one module per table, with the exact
+//! sea-orm entities for the XXL-JOB 2.4 schema (protocol.md §8), one module per table, with the exact
 //! table and column names so an existing XXL-JOB database can be taken over.
 //!
 //! xjob's additions are extra columns, never renamed ones:

@@ -1,6 +1,6 @@
 //! Portable schema migrations for xjob: the same migrations run on SQLite, PostgreSQL and MySQL.
 //!
-//! Tables and columns follow XXL-JOB 2.4 (spec §9) so an existing XXL-JOB database can be taken
+//! Tables and columns follow XXL-JOB 2.4 (protocol.md §8) so an existing XXL-JOB database can be taken
 //! over; xjob's additions are extra columns and indexes (see the `entity` crate docs).
 
 pub use sea_orm_migration::prelude::*;

@@ -4,7 +4,7 @@
 //! `uk_job_fire` keeps each job's entries together, so with thousands of jobs every new row
 //! went into a leaf of its own job's, and every commit wrote one WAL frame (and, later, one
 //! checkpoint copy) per job it touched: most of a row's cost once the table is a minute old,
-//! and growing with it (BENCHMARKS.md, sessions 26 and 27). Here:
+//! and growing with it (BENCHMARKS.md, 2026-11-27, f294331 and 2026-11-27, 3e17be7). Here:
 //! - the constraint stays, as `uk_fire_job` (`fire_time`, `job_id`): the same columns, so the
 //!   same uniqueness (and `ON CONFLICT (job_id, fire_time)`), kept in time order, so a row's
 //!   entry goes where the previous one went;

@@ -1,5 +1,5 @@
-//! CompleteActor: applies run results to their log rows and finishes them (spec §4.3, §8.7,
-//! §8.10).
+//! CompleteActor: applies run results to their log rows and finishes them (protocol.md §3.3, §7.7,
+//! §7.10).
 //!
 //! Receives [`Callback`] batches (in-process executor: queued for writing, nobody waits),
 //! [`RecordResults`] (`/api/callback`: answered once written), [`RunsFinished`] from the

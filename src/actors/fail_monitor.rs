@@ -1,4 +1,4 @@
-//! FailMonitor: retries and alarms for failed runs (spec §8.9).
+//! FailMonitor: retries and alarms for failed runs (protocol.md §7.9).
 //!
 //! Every [`FAIL_SCAN`] (or on [`CheckFailures`]) it reads up to 1000 failed runs not yet handled
 //! (`alarm_status = 0`), takes each with XXL-JOB's lock (`alarm_status` 0 → −1, so one node

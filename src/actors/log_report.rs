@@ -1,4 +1,4 @@
-//! LogReport: daily run counts and run-log retention (spec §8.11).
+//! LogReport: daily run counts and run-log retention (protocol.md §7.11).
 //!
 //! Every [`REPORT_EVERY`] it counts runs for today and the two previous days (days of the
 //! center's time zone) into `xxl_job_log_report` — less often when counting takes long: a pass

@@ -1,4 +1,4 @@
-//! RegistryActor: executor heartbeats and the address lists of automatic groups (spec §8.8).
+//! RegistryActor: executor heartbeats and the address lists of automatic groups (protocol.md §7.8).
 //!
 //! Receives [`Heartbeat`] and [`RemoveRegistration`]; three times per beat period it
 //! re-registers this node's own in-process executor, deletes registrations silent for the dead

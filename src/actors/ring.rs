@@ -93,7 +93,7 @@ impl Ring {
             if slot.iter().all(is_due) {
                 // the slot's buffer goes with its fires: a drained slot keeps no capacity (60
                 // slots each keeping room for one second's fires held ≈ 20 MB at 5,000 fires/s
-                // when 5 s of fires are live, BENCHMARKS.md session 21)
+                // when 5 s of fires are live, BENCHMARKS.md, 2026-11-27, 6375f86)
                 let taken = std::mem::take(slot);
                 if due.is_empty() {
                     due = taken;

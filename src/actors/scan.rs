@@ -1,4 +1,4 @@
-//! ScanActor: the durable pre-read scan (spec §8.2).
+//! ScanActor: the durable pre-read scan (protocol.md §7.2).
 //!
 //! Once a second, aligned to the second boundary (half a second off the ring's tick), one pass
 //! over the buckets this node schedules ([`Ownership`]: every one on SQLite, its leases on a

@@ -1,4 +1,4 @@
-//! TriggerPool: the fast and slow trigger lanes (spec §8.4).
+//! TriggerPool: the fast and slow trigger lanes (protocol.md §7.4).
 //!
 //! Receives [`FireBatch`] from the ring (on a shared database claims the fires first; a
 //! single-node SQLite database needs no claim; then dispatches each with the job the scan read

@@ -1,13 +1,17 @@
 //! WorkflowActor: runs workflows ([`crate::store::workflow_runs`]).
 //!
-//! Every [`POLL`] (and [`FOLLOW_UP`] after a pass that moved runs on) it starts the runs of scheduled workflows that are due, applies the results of node runs' run rows (written by the run-row writer
-//! like any run's) in one transaction per batch, which starts the node runs they make due; it
-//! then claims each new pending run row and hands it to the trigger pool, the path of a
+//! Every [`POLL`] (and [`FOLLOW_UP`] after a pass that moved runs on) it starts the runs of
+//! scheduled workflows that are due, applies the results of node runs' run rows (written by the
+//! run-row writer like any run's) in one transaction per batch, which starts the node runs they
+//! make due; it then claims each new pending run row and hands it to the trigger pool, the path of a
 //! scheduled fire. Every [`RECOVER_MS`] (and at start) it recovers what a stopped node
-//! left: pending rows nobody claimed are claimed and dispatched, rows claimed by a node that
-//! died mid-dispatch are recorded as failed triggers (never sent twice), rows deleted before
-//! their result count as failed. On a shared database every node does this: the run's row lock,
-//! the once-only `done` of each row's link and the claim make each step happen once.
+//! left: pending rows nobody claimed are claimed and dispatched; rows claimed by a node that
+//! died mid-dispatch are in doubt, and the settle actor (`actors::settle`, docs/architecture.md
+//! §6) asks their executors: a run one has is awaited, one none has is sent again under the same
+//! log id, one that cannot be settled in time is recorded as a failed trigger (the node's
+//! attempts then act); rows deleted before their result count as failed. On a shared database
+//! every node does this: the run's row lock, the once-only `done` of each row's link and the
+//! claim make each step happen once.
 
 use std::time::Duration;
 

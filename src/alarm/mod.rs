@@ -1,4 +1,4 @@
-//! Alarms for failed runs (spec §8.9): a pluggable [`Alarm`] trait with two implementations,
+//! Alarms for failed runs (protocol.md §7.9): a pluggable [`Alarm`] trait with two implementations,
 //! [`EmailAlarm`] (SMTP, to the job's `alarm_email` addresses) and [`WebhookAlarm`] (a JSON POST
 //! to the job's `alarm_webhook` and/or a global URL).
 

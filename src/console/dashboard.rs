@@ -1,4 +1,4 @@
-//! The dashboard (spec §10 `/` and `/chartInfo`): totals, and runs per day from the report
+//! The dashboard (protocol.md §9 `/` and `/chartInfo`): totals, and runs per day from the report
 //! table (days of the center's time zone).
 
 use chrono::{NaiveDateTime, TimeDelta};

@@ -1,4 +1,4 @@
-//! Executor groups (spec §10 `/jobgroup`): everyone reads the groups they may see; only
+//! Executor groups (protocol.md §9 `/jobgroup`): everyone reads the groups they may see; only
 //! administrators create, edit and delete. The answer carries the live `registryList`.
 
 use serde::{Deserialize, Serialize};
@@ -57,7 +57,7 @@ pub struct GroupInput {
 }
 
 impl GroupInput {
-    /// Checks the fields (spec §10 rules); answers the normalised manual list.
+    /// Checks the fields (protocol.md §9 rules); answers the normalised manual list.
     fn validate(&self) -> Result<Option<String>> {
         let invalid = |field, reason: &str| Error::Invalid {
             field,

@@ -1,4 +1,4 @@
-//! Jobs and their GLUE source (spec §10 `/jobinfo`, `/jobcode`), confined to the user's groups.
+//! Jobs and their GLUE source (protocol.md §9 `/jobinfo`, `/jobcode`), confined to the user's groups.
 //! New jobs are created stopped; an edit never changes the GLUE type or source (the script
 //! editor does), and moves a running job's next fire when its schedule changed.
 

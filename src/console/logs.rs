@@ -1,4 +1,4 @@
-//! Run logs (spec §10 `/joblog`): filtered lists, one run, its rolling log from the executor
+//! Run logs (protocol.md §9 `/joblog`): filtered lists, one run, its rolling log from the executor
 //! recorded on the run (the only address contacted), kill, and the nine clear modes.
 
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ pub struct LogView {
     pub handle_code: i32,
     /// Result message.
     pub handle_msg: Option<String>,
-    /// Alarm state (spec §6.7).
+    /// Alarm state (protocol.md §5.7).
     pub alarm_status: i16,
     /// CRON, MANUAL, RETRY, PARENT, API or MISFIRE.
     pub trigger_type: Option<String>,

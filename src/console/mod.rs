@@ -1,4 +1,4 @@
-//! The console's operations (spec §10) over the [`Engine`], with authentication and per-group
+//! The console's operations (protocol.md §9) over the [`Engine`], with authentication and per-group
 //! permissions applied: what the `/v1` routes call. Every operation takes the signed-in
 //! [`Principal`], checks its role and groups, validates input (errors name the field) and
 //! answers plain view structs that serialise with XXL-JOB's camelCase field names.

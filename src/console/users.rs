@@ -1,4 +1,4 @@
-//! Console users (spec §10 `/user`, administrators only). Passwords are never answered;
+//! Console users (protocol.md §9 `/user`, administrators only). Passwords are never answered;
 //! nobody can delete or demote themselves.
 
 use sea_orm::TransactionTrait;

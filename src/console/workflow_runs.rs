@@ -1,4 +1,4 @@
-//! Workflow runs (issue 29): trigger a workflow with params, list runs, read one run with every
+//! Workflow runs: trigger a workflow with params, list runs, read one run with every
 //! node run (each attempt, its state, shards and run rows), stop a run — confined to the
 //! user's groups, audited.
 

@@ -1,4 +1,4 @@
-//! Workflows (issue 29): create, edit (each save a new version, refused when someone saved in
+//! Workflows: create, edit (each save a new version, refused when someone saved in
 //! between), validate, list, read one version, delete (not while another workflow runs it) —
 //! confined to the user's groups. A DAG is
 //! checked as a whole and every problem names its node: the structure ([`Graph::build`]), nodes

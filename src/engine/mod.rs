@@ -234,7 +234,7 @@ impl EngineBuilder {
         // handler starts and results) runs on a thread kept on that CPU, ahead of the writer:
         // a second's burst of fires is routed on this thread while the other starts the
         // handlers, instead of both on this one (10,000 fires/s: p99 lateness 37–41 → 25–29
-        // ms; BENCHMARKS.md, session 18). Only with the system clock (a test's paused clock
+        // ms; BENCHMARKS.md, 2026-11-26, d98c68c). Only with the system clock (a test's paused clock
         // belongs to this thread's runtime).
         let executor_thread = match writer.writer_cpu() {
             Some(cpu) if clock.is_system() && local_address.is_some() => {
@@ -769,7 +769,7 @@ impl Engine {
     }
 
     /// Reads a run's log from `from_line` at the executor recorded on its row (the only address
-    /// contacted); `end` is set once the run has a result and no lines are left (spec §10).
+    /// contacted); `end` is set once the run has a result and no lines are left (protocol.md §9).
     pub async fn run_log(&self, log_id: i64, from_line: i32) -> Result<RunLog> {
         self.writer.visible().await?;
         let row = logs::get(&self.db, log_id).await?;

@@ -1,4 +1,4 @@
-//! ExecutorActor: the executor side of `/run`, `/idleBeat`, `/kill` (spec §7.2–7.4).
+//! ExecutorActor: the executor side of `/run`, `/idleBeat`, `/kill` (protocol.md §6.2–6.4).
 //!
 //! Owns one [`JobThread`] per job id. Receives [`Run`] (resolve the handler by glue type, apply
 //! the block strategy, enqueue), [`IdleBeat`], [`Kill`], and

@@ -1,4 +1,4 @@
-//! CallbackActor: delivers a standalone executor's results to the admin (spec §7.6).
+//! CallbackActor: delivers a standalone executor's results to the admin (protocol.md §6.6).
 //!
 //! Receives [`Callback`] from the job threads and sends what has accumulated as one JSON array
 //! to the admin addresses in order; the first to answer code 200 takes the batch. One batch is

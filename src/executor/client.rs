@@ -1,4 +1,4 @@
-//! The `ExecutorClient` trait (admin → executor calls of spec §3) and the node client that
+//! The `ExecutorClient` trait (admin → executor calls of protocol.md §2) and the node client that
 //! routes the node's own address in-process.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use futures::{FutureExt, StreamExt};
 use crate::directory::AddressToken;
 use crate::model::wire::{HandleCallbackParam, LogParam, LogResult, ReturnT, TriggerParam};
 
-/// Results of runs (executor → center, spec §2 `/api/callback`), as a message: what the job
+/// Results of runs (executor → center, `/api/callback`, protocol.md §3.3), as a message: what the job
 /// threads send to the standalone executor's callback sender and the in-process executor to
 /// the center's completion actor. Queued for writing; the sender does not wait for the write.
 #[derive(actix::Message, Debug, Clone)]

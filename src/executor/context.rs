@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 
-/// Appends lines to a run's log file `<logpath>/<yyyy-MM-dd>/<logId>.log` (spec §7.5). Without a
+/// Appends lines to a run's log file `<logpath>/<yyyy-MM-dd>/<logId>.log` (protocol.md §6.5). Without a
 /// log path, lines go to `tracing` only.
 #[derive(Clone, Debug)]
 pub struct JobLogger {
@@ -131,7 +131,7 @@ const HELD_ROOM: usize = 192;
 thread_local! {
     /// The last second stamped on this thread and its text: a run's lines are stamped to the
     /// second, and a burst of runs shares a few seconds (formatting a date each time was a
-    /// tenth of an executor's thread, BENCHMARKS.md session 25).
+    /// tenth of an executor's thread, BENCHMARKS.md, 2026-11-27, 237692d).
     static STAMP: std::cell::RefCell<(i64, String)> =
         const { std::cell::RefCell::new((i64::MIN, String::new())) };
     /// The same for the last day directory named on this thread.

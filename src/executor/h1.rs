@@ -4,7 +4,7 @@
 //! One `POST` written in one `write`, the answer parsed with `httparse` (actix's own parser),
 //! kept-alive connections pooled per `host:port`. At 5,000 remote fires/s the general client
 //! spent about as much of the client thread in its own request, pool and body machinery as the
-//! kernel spent on the loopback sockets (BENCHMARKS.md, session 10); this path costs a
+//! kernel spent on the loopback sockets (BENCHMARKS.md, 2026-11-24, 74d9bc7); this path costs a
 //! fraction of it. Anything else (`https://`, user info in the address, `/log`'s streamed
 //! pages, webhooks, `httpJobHandler`) stays on the general client.
 //!
@@ -161,7 +161,7 @@ pub(super) async fn post(
 
 /// The request (head and `body`) in one buffer sized up front: a head with an access token
 /// outgrew the fixed 192 bytes it was given and copied the request once more per call (1.5 %
-/// of `xjob serve`'s CPU at 5,000 remote fires/s, BENCHMARKS.md session 29).
+/// of `xjob serve`'s CPU at 5,000 remote fires/s, BENCHMARKS.md, 2026-11-28, dac23a6).
 fn build_request(
     t: &Target<'_>,
     body: &[u8],

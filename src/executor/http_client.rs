@@ -1,4 +1,4 @@
-//! The HTTP [`ExecutorClient`]: XXL-JOB 2.4 calls to remote executors (spec §2, §3).
+//! The HTTP [`ExecutorClient`]: XXL-JOB 2.4 calls to remote executors (protocol.md §1, §2).
 //!
 //! Requests run on one dedicated client thread with a pooled keep-alive client (awc's client is
 //! bound to its thread); callers get `Send` futures. The small JSON calls to `http://`

@@ -1,4 +1,4 @@
-//! JobThread: one actor per job id on an executor (spec §7.4).
+//! JobThread: one actor per job id on an executor (protocol.md §6.4).
 //!
 //! Its triggers wait in a [`TriggerQueue`] shared with the executor, which enqueues (a log id
 //! already queued is refused, and a full queue is a clear failure, never unbounded growth) and
@@ -35,7 +35,7 @@ use crate::model::wire::{
 /// 3 s).
 pub(super) const IDLE_POLL: Duration = Duration::from_secs(3);
 
-/// Executor-side cap on a handle message (spec §7.4).
+/// Executor-side cap on a handle message (protocol.md §6.4).
 pub(super) const EXECUTOR_MSG_MAX: usize = 50_000;
 
 /// Something was queued for an idle thread: start it.
@@ -403,7 +403,7 @@ impl JobThread {
         let mut waiting = None;
         if logger.active() {
             // written with the run's next line, or as soon as its handler waits: a run done in
-            // its handler's first poll opens its file once (BENCHMARKS.md, session 19)
+            // its handler's first poll opens its file once (BENCHMARKS.md, 2026-11-26, a0a74de)
             logger.hold(&format!(
                 "<br>----------- xxl-job job execute start -----------<br>----------- Param:{}",
                 job_ctx.param

@@ -89,7 +89,7 @@ impl InProcessExecutor {
         let _ = self.addr.send(Shutdown).await;
     }
 
-    /// Reads a run log from `fromLineNum` (spec §3.5, 2.4 semantics), off the async threads.
+    /// Reads a run log from `fromLineNum` (protocol.md §2.5, 2.4 semantics), off the async threads.
     ///
     /// A center settling a run it is in doubt about reads whether this executor received it
     /// from the answer: a run it has (queued, running, or done a moment ago) answers a page,

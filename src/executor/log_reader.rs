@@ -1,4 +1,4 @@
-//! Reads a run log a page at a time (`/log`, spec §3.5, 2.4 semantics), in time proportional
+//! Reads a run log a page at a time (`/log`, protocol.md §2.5, 2.4 semantics), in time proportional
 //! to the page, not to the file: each file read has a sparse index of line starts (one every
 //! [`STRIDE`] lines), built once and extended only over what the file grew by since, so a page
 //! deep in a large, still growing log is a seek and a short scan. The index of the most recently

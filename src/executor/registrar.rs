@@ -1,4 +1,4 @@
-//! Registrar: a standalone executor's heartbeat (spec §7.7) and run-log retention (§7.8).
+//! Registrar: a standalone executor's heartbeat (protocol.md §6.7) and run-log retention (§6.8).
 //!
 //! Every beat period it registers `(EXECUTOR, appname, address)` with every admin address;
 //! [`Deregister`] sends `registryRemove` to each (graceful shutdown). Once a day it deletes run-log

@@ -4,7 +4,7 @@
 //! A run whose handler finished in its first poll (a quick handler: most runs) has its whole
 //! log, the start and end lines, in memory when it ends ([`super::JobLogger`] holds a run's
 //! lines until its handler waits). Creating a file per run was most of what an executor spent
-//! on such a run (≈ 8 of 14 µs at 5,000 runs/s, BENCHMARKS.md session 25), and doing it as each
+//! on such a run (≈ 8 of 14 µs at 5,000 runs/s, BENCHMARKS.md, 2026-11-27, 237692d), and doing it as each
 //! run ended delayed the acceptance of every run after it in the same burst. So such a log is
 //! queued here and written once no log has been queued for [`QUIET`] (the burst is over), or
 //! [`MAX_DELAY`] after the first one waiting, whichever comes first; its run's result is

@@ -1,4 +1,4 @@
-//! Script (GLUE) jobs (spec §7.9): the source is written once per version to
+//! Script (GLUE) jobs (protocol.md §6.9): the source is written once per version to
 //! `<logpath>/gluesource/<jobId>_<glueUpdatetime><suffix>` and run as
 //! `<cmd> <file> <param> <shardIndex> <shardTotal>` in its own process group; stdout and stderr
 //! go to the run log; a non-zero exit fails the run. Dropping the run (timeout, kill, cover)

@@ -1,4 +1,4 @@
-//! The executor side of the XXL-JOB 2.4 protocol (spec §3) as an actix-web service mountable in
+//! The executor side of the XXL-JOB 2.4 protocol (protocol.md §2) as an actix-web service mountable in
 //! any app: `POST /beat`, `/idleBeat`, `/run`, `/kill`, `/log`, answered by an
 //! [`ExecutorClient`] backend (the in-process executor). XXL-JOB 3.5's admins are served too:
 //! `/trigger` is `/run`, a log request may name `logDateTime`, and an `XXL-JOB-APPNAME` header,

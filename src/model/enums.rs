@@ -1,4 +1,4 @@
-//! XXL-JOB enumerations (spec §6), each with `FromStr`, `Display`, `as_str` and `ALL`.
+//! XXL-JOB enumerations (protocol.md §5), each with `FromStr`, `Display`, `as_str` and `ALL`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,7 +48,7 @@ macro_rules! str_enum {
 }
 
 str_enum!(
-    /// How a job is scheduled (spec §6.4).
+    /// How a job is scheduled (protocol.md §5.4).
     ScheduleType, "scheduleType" {
         /// Never automatically.
         None => "NONE",
@@ -60,7 +60,7 @@ str_enum!(
 );
 
 str_enum!(
-    /// What to do with fires missed by more than the threshold (spec §6.3).
+    /// What to do with fires missed by more than the threshold (protocol.md §5.3).
     MisfireStrategy, "misfireStrategy" {
         /// Skip them.
         DoNothing => "DO_NOTHING",
@@ -70,7 +70,7 @@ str_enum!(
 );
 
 str_enum!(
-    /// How an executor address is chosen (spec §6.1).
+    /// How an executor address is chosen (protocol.md §5.1).
     RouteStrategy, "executorRouteStrategy" {
         /// First address.
         First => "FIRST",
@@ -96,7 +96,7 @@ str_enum!(
 );
 
 str_enum!(
-    /// What an executor does when a job is triggered while busy (spec §6.2).
+    /// What an executor does when a job is triggered while busy (protocol.md §5.2).
     BlockStrategy, "executorBlockStrategy" {
         /// Queue and run in order.
         SerialExecution => "SERIAL_EXECUTION",
@@ -108,7 +108,7 @@ str_enum!(
 );
 
 str_enum!(
-    /// What code a job runs (spec §6.5).
+    /// What code a job runs (protocol.md §5.5).
     GlueType, "glueType" {
         /// A handler registered by name.
         Bean => "BEAN",
@@ -135,7 +135,7 @@ impl GlueType {
 }
 
 str_enum!(
-    /// Why a trigger happened (spec §6.6); stored in `xxl_job_log.trigger_type`.
+    /// Why a trigger happened (protocol.md §5.6); stored in `xxl_job_log.trigger_type`.
     TriggerType, "triggerType" {
         /// From the console.
         Manual => "MANUAL",

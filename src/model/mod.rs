@@ -1,4 +1,4 @@
-//! Pure domain types with XXL-JOB's exact spellings (spec §5, §6): enums that parse from and
+//! Pure domain types with XXL-JOB's exact spellings (protocol.md §4, §5): enums that parse from and
 //! print to their stored names, and the JSON objects of the wire protocol.
 
 mod enums;

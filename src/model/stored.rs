@@ -1,4 +1,4 @@
-//! Numbers the tables store, named (spec §5, §6): XXL-JOB's `alarm_status`, `trigger_status`
+//! Numbers the tables store, named (protocol.md §4, §5): XXL-JOB's `alarm_status`, `trigger_status`
 //! and `address_type`, and xjob's `fire_state`. Each enum's [`code`](AlarmStatus::code) is the
 //! stored value.
 

@@ -1,7 +1,7 @@
-//! The JSON objects of the XXL-JOB 2.4 protocol (spec §2.1, §5), with the exact keys, including
+//! The JSON objects of the XXL-JOB 2.4 protocol (protocol.md §1, §4), with the exact keys, including
 //! the misspelled ones (`logDateTim`, `executorParams`, `glueUpdatetime`, `isEnd`).
 //!
-//! Parsing is lenient (spec §14): missing keys default, unknown keys are ignored, nulls accepted,
+//! Parsing is lenient (protocol.md §1.5): missing keys default, unknown keys are ignored, nulls accepted,
 //! and the envelope accepts `content` or `data`.
 
 use serde::{Deserialize, Serialize};
@@ -78,7 +78,7 @@ impl<T> ReturnT<T> {
     }
 }
 
-/// `TriggerParam`: admin → executor `/run` (spec §5.1).
+/// `TriggerParam`: admin → executor `/run` (protocol.md §4.1).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TriggerParam {
@@ -114,7 +114,7 @@ pub struct TriggerParam {
     pub broadcast_total: i32,
 }
 
-/// `HandleCallbackParam`: one result, executor → admin `/api/callback` (spec §5.2). Written
+/// `HandleCallbackParam`: one result, executor → admin `/api/callback` (protocol.md §4.2). Written
 /// with the date under both its names (2.x's misspelled `logDateTim` and XXL-JOB 3.5's
 /// `logDateTime`; each admin ignores the key it does not know); read from either.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -166,7 +166,7 @@ impl<'de> Deserialize<'de> for HandleCallbackParam {
     }
 }
 
-/// `RegistryParam` (spec §5.3).
+/// `RegistryParam` (protocol.md §4.3).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RegistryParam {
@@ -178,7 +178,7 @@ pub struct RegistryParam {
     pub registry_value: String,
 }
 
-/// `IdleBeatParam` and `KillParam` (spec §5.4).
+/// `IdleBeatParam` and `KillParam` (protocol.md §4.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct JobIdParam {
@@ -186,7 +186,7 @@ pub struct JobIdParam {
     pub job_id: i32,
 }
 
-/// `LogParam` (spec §5.5). Written with the date under both its names (2.x's misspelled
+/// `LogParam` (protocol.md §4.5). Written with the date under both its names (2.x's misspelled
 /// `logDateTim` and XXL-JOB 3.5's `logDateTime`); read from either.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogParam {
@@ -231,7 +231,7 @@ impl<'de> Deserialize<'de> for LogParam {
     }
 }
 
-/// `LogResult` (spec §5.5).
+/// `LogResult` (protocol.md §4.5).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LogResult {

@@ -1,4 +1,4 @@
-//! CONSISTENT_HASH exactly as XXL-JOB computes it (spec §8.6): 100 virtual nodes per address
+//! CONSISTENT_HASH exactly as XXL-JOB computes it (protocol.md §7.6): 100 virtual nodes per address
 //! keyed `SHARD-<address>-NODE-<i>`, hash = MD5 of the UTF-8 key with the first four digest bytes
 //! read little-endian as an unsigned 32-bit number; a job (key = its decimal id) goes to the
 //! first ring entry at or above its hash, wrapping to the smallest.

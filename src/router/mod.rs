@@ -1,4 +1,4 @@
-//! Executor routing (spec §8.6): picks an address from a group's list for one trigger.
+//! Executor routing (protocol.md §7.6): picks an address from a group's list for one trigger.
 //!
 //! One file per strategy. FIRST, LAST, RANDOM, ROUND, CONSISTENT_HASH, LEAST_FREQUENTLY_USED
 //! and LEAST_RECENTLY_USED are synchronous ([`Router::pick`]); FAILOVER and BUSYOVER probe
@@ -27,7 +27,7 @@ pub(crate) use consistent_hash::HashRing;
 
 use crate::model::RouteStrategy;
 
-/// Per-job routing state lives this long before it is wiped (spec §8.6).
+/// Per-job routing state lives this long before it is wiped (protocol.md §7.6).
 pub(crate) const STATE_TTL_MS: i64 = 24 * 3600 * 1000;
 
 #[derive(Default)]

@@ -1,4 +1,4 @@
-//! The admin API executors call (spec §4): `POST /api/registry`, `/api/registryRemove`,
+//! The admin API executors call (protocol.md §3): `POST /api/registry`, `/api/registryRemove`,
 //! `/api/callback`, also under the 2.x base path `/xxl-job-admin/api/…`; XXL-JOB 3.5's job API
 //! (`/api/addJob`, …) goes to `routes::xxl::job_api`.
 //!

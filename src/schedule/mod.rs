@@ -1,4 +1,4 @@
-//! Next-fire-time logic for the three schedule types (spec §6.4, §8.2), pure and clock-free.
+//! Next-fire-time logic for the three schedule types (protocol.md §5.4, §7.2), pure and clock-free.
 //!
 //! - `CRON`: a Quartz expression ([`CronExpr`]) in the job's time zone or the center's.
 //! - `FIX_RATE`: every N seconds, keeping its phase: fires stay on `anchor + k × N`, so a restart

@@ -1,4 +1,4 @@
-//! The scan's pure planner (spec §8.2, made lossless): from a job's schedule state, its
+//! The scan's pure planner (protocol.md §7.2, made lossless): from a job's schedule state, its
 //! schedule and misfire policy, and the pass's [`Window`], which fires to record and the job's
 //! new schedule state. No I/O; the scan actor reads the jobs and writes what this decides.
 

@@ -1,4 +1,4 @@
-//! `xxl_job_logglue`: GLUE (script) source history, newest 30 versions per job (spec §9.4).
+//! `xxl_job_logglue`: GLUE (script) source history, newest 30 versions per job (protocol.md §8).
 
 use entity::xxl_job_logglue::{ActiveModel, Column, Entity, Model};
 use sea_orm::{

@@ -187,7 +187,7 @@ pub(crate) async fn set_stopped(c: &impl ConnectionTrait, id: i32) -> Result<()>
     Ok(())
 }
 
-/// Filters of the console's job list (spec §10 `/jobinfo/pageList`).
+/// Filters of the console's job list (protocol.md §9 `/jobinfo/pageList`).
 #[derive(Clone, Debug, Default)]
 pub struct JobFilter {
     /// Only these groups (None = all).

@@ -16,7 +16,7 @@ use crate::clock::ms_to_naive;
 use crate::error::Result;
 use crate::model::TriggerType;
 
-/// The handle-message cap on the admin side (spec §4.3).
+/// The handle-message cap on the admin side (protocol.md §3.3).
 pub(crate) const HANDLE_MSG_MAX: usize = 15_000;
 
 /// Cuts a handle message to [`HANDLE_MSG_MAX`] characters.

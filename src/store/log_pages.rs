@@ -1,4 +1,4 @@
-//! The console's reads and clears of `xxl_job_log` (spec §10 `/joblog`): filtered pages and the
+//! The console's reads and clears of `xxl_job_log` (protocol.md §9 `/joblog`): filtered pages and the
 //! nine clear modes. Only dispatched rows (`fire_state = 0`) are listed or cleared; fires still
 //! pending belong to the scheduler.
 
@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::model::fire_state;
 use crate::model::wire::SUCCESS_CODE;
 
-/// A run's state as the console filters it (spec §6.7).
+/// A run's state as the console filters it (protocol.md §5.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RunStatus {
     /// `handle_code = 200`.
@@ -161,7 +161,7 @@ pub(crate) async fn page(
     Ok((total, super::logs::shown(items)))
 }
 
-/// What a clear removes (spec §10 `clearLog` types 1–9).
+/// What a clear removes (protocol.md §9 `clearLog` types 1–9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ClearMode {
     /// Runs triggered before this time (types 1–4: one, three, six, twelve months ago).

@@ -574,7 +574,7 @@ fn running_since_query(before: chrono::NaiveDateTime) -> sea_orm::Select<Entity>
         .limit(1000)
 }
 
-/// Failed runs not yet handled by the fail monitor (spec §8.9), oldest first, at most `limit`.
+/// Failed runs not yet handled by the fail monitor (protocol.md §7.9), oldest first, at most `limit`.
 pub(crate) async fn failed_unalarmed(c: &impl ConnectionTrait, limit: u64) -> Result<Vec<Model>> {
     Ok(shown(failed_unalarmed_query(limit).all(c).await?))
 }

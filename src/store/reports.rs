@@ -1,4 +1,4 @@
-//! `xxl_job_log_report` and log retention (spec §8.11).
+//! `xxl_job_log_report` and log retention (protocol.md §7.11).
 
 use chrono::NaiveDateTime;
 use entity::xxl_job_log::{Column as L, Entity as Log};

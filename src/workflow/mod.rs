@@ -1,4 +1,4 @@
-//! Workflows (issue 29): named, versioned DAGs of jobs with trigger rules, decisions on a JSON
+//! Workflows: named, versioned DAGs of jobs with trigger rules, decisions on a JSON
 //! context, and nested workflows.
 //!
 //! This module is the model and its rules, with no I/O: [`model`] (the definition a user
@@ -18,7 +18,8 @@
 //!   run's `xxl_job_log` rows, one per shard, and whether each one's result was applied).
 //! - A job node's run rows are inserted *pending* in the transaction that makes the node due, with
 //!   their links; the node that committed claims and dispatches them; a crash between the two
-//!   leaves pending rows that the recovery pass claims and dispatches once.
+//!   leaves pending rows that the recovery pass claims and dispatches once, and a crash after a
+//!   claim leaves the row in doubt, settled by asking its executors (docs/architecture.md §6).
 //! - A result is applied once (its link's `done` 0 → 1 under the run's lock): shard counts
 //!   first (a sharded node completes when every shard has a result), a failed node's next
 //!   attempt, then [`rules::advance`] over the run's node states and the run's end from

@@ -1,4 +1,4 @@
-//! The console's JSON REST API under `/v1` (spec §10 as resources), one file per resource.
+//! The console's JSON REST API under `/v1` (protocol.md §9 as resources), one file per resource.
 //!
 //! Every handler is short: extract, call the [`Console`], map the result. Errors map in one
 //! place (`ApiError`): 400 with the field named, 401, 403, 404, 409, 429, 503; anything

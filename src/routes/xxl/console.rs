@@ -1,4 +1,4 @@
-//! XXL-JOB's console endpoints as its tools call them (spec §10, §13): login and logout (2.x's
+//! XXL-JOB's console endpoints as its tools call them (protocol.md §9, §10): login and logout (2.x's
 //! `/login` with the `XXL_JOB_LOGIN_IDENTITY` cookie, 3.2's `/auth/doLogin` with
 //! `xxl_job_login_token`), `/jobgroup/*`, `/jobinfo/*` and `/joblog/*` in their 2.x and 3.3
 //! forms. Each maps its parameters onto a [`Console`] operation and its view onto XXL-JOB's

@@ -1,4 +1,4 @@
-//! XXL-JOB's next job API (upstream master, 3.5; spec §13), done safely: `POST /api/addJob`,
+//! XXL-JOB's next job API (upstream master, 3.5; protocol.md §10), done safely: `POST /api/addJob`,
 //! `/api/updateJob`, `/api/removeJob`, `/api/startJob`, `/api/stopJob`, `/api/triggerJob` with
 //! the headers `XXL-JOB-ACCESS-TOKEN` and `XXL-JOB-APPNAME`, answering
 //! `{"code","msg","data"}` (`data` = the new id for `addJob`).

@@ -1,4 +1,4 @@
-//! XXL-JOB's own admin endpoints, for the tools written against them (spec §10, §13): the
+//! XXL-JOB's own admin endpoints, for the tools written against them (protocol.md §9, §10): the
 //! console's form endpoints of 2.x and 3.x ([`console`]), under the 2.x base path
 //! `/xxl-job-admin` and at `/` (3.4.1's default), and the job API of its next version
 //! (`job_api`: `/api/addJob`, …, for one group with its own token).

@@ -2,8 +2,8 @@
 //! actor and the engine never ask which backend they are on.
 //!
 //! A pass reads the due jobs of the buckets this node schedules, records their fires as pending
-//! run rows, advances the jobs' schedules and, on a shared database, fences on its leases (spec
-//! §8.2, DESIGN §4b). [`ScanStore::pass`] runs one:
+//! run rows, advances the jobs' schedules and, on a shared database, fences on its leases (protocol.md
+//! §7.2, docs/architecture.md §7). [`ScanStore::pass`] runs one:
 //!
 //! - on a SQLite file ([`file`]): on the run-row writer's own connection, between its batches,
 //!   page by page with cached single-row statements (the first pass, which recovers what an
@@ -159,7 +159,7 @@ impl ScanStore {
     /// the writer is between batches), where the pool's INSERT … RETURNING took a hop to one
     /// of sqlx's worker threads and back. The entry is not written in the job's transaction:
     /// queued, it goes with the writer's next batch, many console changes to one commit (two
-    /// pages fewer per change in the WAL, BENCHMARKS.md session 31).
+    /// pages fewer per change in the WAL, BENCHMARKS.md, 2026-11-28, abdc9e2).
     pub(crate) async fn insert_job(
         &self,
         job: entity::xxl_job_info::Model,

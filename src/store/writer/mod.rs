@@ -531,7 +531,7 @@ impl LogWriter {
     /// [`LogWriter::exec`] does. For a console change that waits for its answer and does not
     /// depend on run rows queued before it (creating or starting a job): it saves the hand-over
     /// to the writer thread and back, two wake-ups and two context switches, a third of such a
-    /// request's cost on an otherwise idle node (BENCHMARKS.md, session 31). It never waits
+    /// request's cost on an otherwise idle node (BENCHMARKS.md, 2026-11-28, abdc9e2). It never waits
     /// here: not for a batch in progress, and not for another connection's write transaction,
     /// which may be one this thread's own runtime has to drive to its commit. The transaction
     /// holds the write lock from its start (`BEGIN IMMEDIATE`): a deferred one that reads first
@@ -575,7 +575,7 @@ impl LogWriter {
 
     /// Queues an audit entry, written with the next batch in its transaction (one commit for
     /// many console changes: an insert of its own per change cost a third of the job-creation
-    /// rate, BENCHMARKS.md session 10). [`LogWriter::flush`] makes it visible.
+    /// rate, BENCHMARKS.md, 2026-11-24, 74d9bc7). [`LogWriter::flush`] makes it visible.
     /// On a SQLite file the entry goes into a list the writer takes with its next batch, and
     /// only the list's first entry sends the writer a message: one wake-up of the writer per
     /// batch rather than per console change (a loop of creates and starts on one connection

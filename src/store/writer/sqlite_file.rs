@@ -98,7 +98,7 @@ fn open(path: &str) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // 2 MiB of page cache (SQLite's default): with a second's rows at neighbouring log ids a
     // batch touches few pages, and 4 MiB bought no CPU at 5,000 fires/s while holding 2 MiB
-    // more (BENCHMARKS.md, session 28); 16 MiB bought nothing at 10,000 fires/s either.
+    // more (BENCHMARKS.md, 2026-11-28, d27a0ab); 16 MiB bought nothing at 10,000 fires/s either.
     conn.pragma_update(None, "cache_size", -2_048)?;
     conn.set_prepared_statement_cache_capacity(16);
     Ok(conn)
