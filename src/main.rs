@@ -83,10 +83,10 @@ Applies the schema migrations to database.url and exits."
         "check" => {
             "usage: xjob check [--config FILE]
 
-Checks that the configuration is valid, that the database answers, and which migrations are
-applied or pending; prints what it found. Exit code 0 when all is well, 2 for an invalid
-configuration, 3 when the database cannot be reached, 4 when migrations are pending (run
-`xjob migrate`)."
+Checks that the configuration is valid (every XJOB_* variable and config-file key names a
+setting), that the database answers, and which migrations are applied or pending; prints what it
+found. Exit code 0 when all is well, 2 for an invalid configuration, 3 when the database cannot
+be reached, 4 when migrations are pending (run `xjob migrate`)."
         }
         "config" => {
             "usage: xjob config [--config FILE]
@@ -180,6 +180,30 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(EXIT_USAGE);
         }
     };
+    // settings that would be ignored: a typo in a variable or a key goes unnoticed otherwise
+    let mut unknown = xjob::ops::unknown_env_settings(std::env::vars());
+    if let Some(text) = config_path
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+    {
+        unknown.extend(
+            xjob::ops::unknown_file_settings(&text)
+                .into_iter()
+                .map(|k| format!("`{k}` in the config file (no such setting)")),
+        );
+    }
+    if !unknown.is_empty() {
+        if cmd.as_deref() == Some("check") {
+            println!("configuration: invalid");
+            for u in &unknown {
+                println!("  unknown: {u}");
+            }
+            std::process::exit(EXIT_USAGE);
+        }
+        for u in &unknown {
+            tracing::warn!("ignored, not a setting: {u}");
+        }
+    }
     match cmd.as_deref() {
         Some("serve") => actix_web::rt::System::new().block_on(serve(cfg)),
         Some("executor") => actix_web::rt::System::new().block_on(executor(cfg)),

@@ -89,6 +89,8 @@ struct Inner {
     workflow_ended: [AtomicU64; 2],
     /// Node-run results applied to workflow runs.
     workflow_transitions: AtomicU64,
+    /// Fires in doubt settled: [received, resent, failed, dropped].
+    in_doubt: [AtomicU64; 4],
     lateness: Histogram,
     dispatch: Histogram,
     scan: Histogram,
@@ -108,6 +110,7 @@ impl Default for Metrics {
             triggers_failed: AtomicU64::new(0),
             callbacks: AtomicU64::new(0),
             results_skipped: Default::default(),
+            in_doubt: Default::default(),
             lease_renewals: AtomicU64::new(0),
             leases_lost: AtomicU64::new(0),
             buckets_owned: AtomicU64::new(0),
@@ -166,6 +169,10 @@ pub struct Gauges {
     pub ring_waiting: usize,
     /// Distinct executor addresses with a live heartbeat.
     pub live_executors: usize,
+    /// Batches of run rows, results and changes waiting for the run-row writer.
+    pub writer_queued: usize,
+    /// Trigger outcomes the writer holds for their results (written together).
+    pub writer_held: usize,
 }
 
 impl Metrics {
@@ -227,7 +234,6 @@ impl Metrics {
         self.0.lease_renewals.fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// `n` leases lapsed before their renewal (the node stalled or lost the database).
     /// Counts a workflow run started.
     pub(crate) fn workflow_started(&self) {
         self.0.workflow_runs.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +251,17 @@ impl Metrics {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts what a round of settling fires in doubt decided.
+    pub(crate) fn settled(&self, s: &crate::actors::settle::Settled) {
+        for (i, n) in [s.received, s.resent, s.failed, s.dropped]
+            .into_iter()
+            .enumerate()
+        {
+            self.0.in_doubt[i].fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// `n` leases lapsed before their renewal (the node stalled or lost the database).
     pub(crate) fn leases_lost(&self, n: usize) {
         self.0.leases_lost.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -266,6 +283,14 @@ impl Metrics {
             self.0.workflow_ended[0].load(Ordering::Relaxed),
             self.0.workflow_ended[1].load(Ordering::Relaxed),
         )
+    }
+
+    /// Fires in doubt settled so far: received, resent, failed, dropped.
+    pub fn in_doubt_counts(&self) -> [u64; 4] {
+        self.0
+            .in_doubt
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed))
     }
 
     /// Triggers sent so far (accepted, refused).
@@ -340,6 +365,20 @@ impl Metrics {
                 i.results_skipped[why as usize].load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP xjob_fires_in_doubt_total Fires in doubt (their node stopped while sending them) settled by asking their executors, by outcome.\n# TYPE xjob_fires_in_doubt_total counter"
+        );
+        for (k, outcome) in ["received", "resent", "failed", "dropped"]
+            .into_iter()
+            .enumerate()
+        {
+            let _ = writeln!(
+                out,
+                "xjob_fires_in_doubt_total{{outcome=\"{outcome}\"}} {}",
+                i.in_doubt[k].load(Ordering::Relaxed)
+            );
+        }
         counter(
             &mut out,
             "xjob_lease_renewals_total",
@@ -396,6 +435,16 @@ impl Metrics {
             out,
             "# HELP xjob_live_executors Executor addresses with a live heartbeat.\n# TYPE xjob_live_executors gauge\nxjob_live_executors {}",
             g.live_executors
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_writer_queued Batches waiting for the run-row writer (bounded; when full, results and outcomes wait for it).\n# TYPE xjob_writer_queued gauge\nxjob_writer_queued {}",
+            g.writer_queued
+        );
+        let _ = writeln!(
+            out,
+            "# HELP xjob_writer_held Trigger outcomes the run-row writer holds for their results.\n# TYPE xjob_writer_held gauge\nxjob_writer_held {}",
+            g.writer_held
         );
         out
     }

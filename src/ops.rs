@@ -60,6 +60,73 @@ pub fn masked_config(cfg: &Config) -> Result<String> {
         .map_err(|e| Error::Config(format!("cannot print the configuration: {e}")))
 }
 
+/// Variables read by the binary itself that are not settings.
+const NOT_SETTINGS: [&str; 1] = ["XJOB_NEW_PASSWORD"];
+
+/// The `XJOB_*` variables among `vars` that name no setting (`XJOB_SECURITY__ADMIN_PASSWD`, say):
+/// the configuration would ignore them, so a typo would go unnoticed. Each answer names the
+/// variable and the key it spells.
+pub fn unknown_env_settings(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let known = settings_tree();
+    let mut out: Vec<String> = vars
+        .into_iter()
+        .filter_map(|(k, _)| {
+            let rest = k.strip_prefix("XJOB_")?;
+            if NOT_SETTINGS.contains(&k.as_str()) || k.starts_with("XJOB_TEST_") {
+                return None;
+            }
+            let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+            (!has_path(&known, &path)).then(|| format!("{k} (no setting `{}`)", path.join(".")))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The keys of a TOML configuration file that name no setting, as dotted paths.
+pub fn unknown_file_settings(text: &str) -> Vec<String> {
+    let Ok(file) = text.parse::<toml::Table>() else {
+        return Vec::new(); // the configuration's own parse names a syntax error
+    };
+    let known = settings_tree();
+    let mut out = Vec::new();
+    fn walk(
+        t: &toml::Table,
+        at: &mut Vec<String>,
+        known: &serde_json::Value,
+        out: &mut Vec<String>,
+    ) {
+        for (k, v) in t {
+            at.push(k.clone());
+            match v {
+                toml::Value::Table(inner) if has_table(known, at) => walk(inner, at, known, out),
+                _ if has_path(known, at) => {}
+                _ => out.push(at.join(".")),
+            }
+            at.pop();
+        }
+    }
+    walk(&file, &mut Vec::new(), &known, &mut out);
+    out
+}
+
+fn settings_tree() -> serde_json::Value {
+    serde_json::to_value(Config::default()).unwrap_or_default()
+}
+
+fn lookup<'a>(known: &'a serde_json::Value, path: &[String]) -> Option<&'a serde_json::Value> {
+    path.iter()
+        .try_fold(known, |node, key| node.as_object()?.get(key))
+}
+
+fn has_path(known: &serde_json::Value, path: &[String]) -> bool {
+    lookup(known, path).is_some()
+}
+
+fn has_table(known: &serde_json::Value, path: &[String]) -> bool {
+    lookup(known, path).is_some_and(serde_json::Value::is_object)
+}
+
 /// A database URL with its password masked (`postgres://user:********@host/db`).
 fn masked_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -150,6 +217,36 @@ mod tests {
         assert_eq!(
             masked_url("sqlite://data/xjob.db?mode=rwc"),
             "sqlite://data/xjob.db?mode=rwc"
+        );
+    }
+
+    /// A variable or file key that names no setting is reported; real ones are not.
+    #[test]
+    fn settings_that_do_not_exist_are_named() {
+        let vars = [
+            ("XJOB_SECURITY__ADMIN_PASSWD", "x"),
+            ("XJOB_SECURITY__ADMIN_PASSWORD", "x"),
+            ("XJOB_DATABASE__URL", "x"),
+            ("XJOB_ALARM__SMTP__HOST", "x"),
+            ("XJOB_ALARM__SMTP__HOSTNAME", "x"),
+            ("XJOB_NEW_PASSWORD", "x"),
+            ("XJOB_TEST_PG_URL", "x"),
+            ("XJOB_DATABASE__URL__X", "x"),
+            ("PATH", "x"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(
+            unknown_env_settings(vars),
+            vec![
+                "XJOB_ALARM__SMTP__HOSTNAME (no setting `alarm.smtp.hostname`)".to_string(),
+                "XJOB_DATABASE__URL__X (no setting `database.url.x`)".to_string(),
+                "XJOB_SECURITY__ADMIN_PASSWD (no setting `security.admin_passwd`)".to_string(),
+            ]
+        );
+        let file = "log_retention_days = 7\nbogus = 1\n[http]\nbind = \"0.0.0.0:8080\"\nbnid = \"x\"\n[alarm.smtp]\nhost = \"h\"\n[nosuch]\nx = 1\n";
+        assert_eq!(
+            unknown_file_settings(file),
+            vec!["bogus", "http.bnid", "nosuch"]
         );
     }
 }

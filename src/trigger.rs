@@ -156,6 +156,21 @@ fn parse_shard(s: Option<&str>) -> Option<(i32, i32)> {
 }
 
 impl Trigger {
+    /// The database it records outcomes in.
+    pub(crate) fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// The engine's clock.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The engine's metrics.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// A trigger service writing outcomes through `writer`. `admin_address` is written into
     /// `trigger_msg`.
     pub fn new(

@@ -259,6 +259,13 @@ fn check_tells_deploy_scripts_what_is_ready() {
     assert_eq!(code, Some(3), "{said}");
     let (code, _) = run(&[("XJOB_SCHEDULER__TIME_ZONE", "Mars/Olympus")]);
     assert_eq!(code, Some(2));
+    // a variable that names no setting would be ignored: check refuses it, naming the key
+    let (code, said) = run(&[("XJOB_SECURITY__ADMIN_PASSWD", "typo")]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("XJOB_SECURITY__ADMIN_PASSWD (no setting `security.admin_passwd`)"),
+        "{said}"
+    );
 }
 
 /// `xjob config` prints the effective configuration with every secret masked.

@@ -196,6 +196,8 @@ fn fires_in_doubt_are_settled_by_asking_their_executors() {
             (0, 2, 1, 0, 1, 1),
             "{r:?}"
         );
+        // and /metrics counts them: received, resent, failed, dropped
+        assert_eq!(engine.metrics().in_doubt_counts(), [2, 1, 0, 1]);
         assert!(
             xjob::testing::store::logs::get(app.engine.db(), stale)
                 .await

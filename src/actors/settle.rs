@@ -116,6 +116,7 @@ fn answer(r: &ReturnT<LogResult>) -> Answer {
 
 /// The settle actor.
 pub(crate) struct SettleActor {
+    metrics: crate::metrics::Metrics,
     db: DatabaseConnection,
     clock: Clock,
     directory: Directory,
@@ -133,21 +134,20 @@ pub(crate) struct SettleActor {
 }
 
 impl SettleActor {
-    /// A settler over `db`, asking executors through `trigger`'s client and dispatching again
-    /// through `pool`; `bound_ms` is `scheduler.claim_timeout_ms`, `misfire_ms`
-    /// `scheduler.misfire_threshold_ms`.
+    /// A settler over `trigger`'s database and clock, asking executors through its client,
+    /// dispatching again through `pool` and counting outcomes in its metrics; `bound_ms` is
+    /// `scheduler.claim_timeout_ms`, `misfire_ms` `scheduler.misfire_threshold_ms`.
     pub(crate) fn new(
-        db: DatabaseConnection,
-        clock: Clock,
-        directory: Directory,
         trigger: Arc<Trigger>,
+        directory: Directory,
         pool: Addr<TriggerPool>,
         (bound_ms, misfire_ms): (i64, i64),
         activity: Activity,
     ) -> Self {
         SettleActor {
-            db,
-            clock,
+            metrics: trigger.metrics().clone(),
+            db: trigger.db().clone(),
+            clock: trigger.clock().clone(),
             directory,
             trigger,
             pool,
@@ -294,6 +294,9 @@ impl SettleActor {
             drop(guard);
             act.busy = false;
             act.since = since;
+            if let Ok(s) = &r {
+                act.metrics.settled(s);
+            }
             if let Err(e) = &r {
                 tracing::warn!(error = %e, "settling fires in doubt failed; the next round retries");
             }

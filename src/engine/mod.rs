@@ -331,10 +331,8 @@ impl EngineBuilder {
         let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
         // fires in doubt (a node stopped while sending them) are settled by asking executors
         let settle = supervised(SettleActor::new(
-            db.clone(),
-            clock.clone(),
-            directory.clone(),
             trigger.clone(),
+            directory.clone(),
             pool.clone(),
             (
                 cfg.scheduler.claim_timeout_ms,
@@ -907,6 +905,8 @@ impl Engine {
             backlog: stats.backlog,
             ring_waiting,
             live_executors: live.len(),
+            writer_queued: self.writer.queued(),
+            writer_held: self.writer.held(),
         }))
     }
 

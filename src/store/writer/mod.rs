@@ -599,6 +599,16 @@ impl LogWriter {
         }
     }
 
+    /// Batches waiting for the writer now (its queue is bounded: a full queue makes senders wait).
+    pub fn queued(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Trigger outcomes the writer holds now for their results.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
     /// Answers once everything queued before this call is written, outcomes the writer held
     /// for their results included.
     pub async fn flush(&self) -> Result<()> {
