@@ -128,8 +128,8 @@ async fn executor_call(
     }
 }
 
-/// A stand-in 3.5 executor registers with our admin, takes `/trigger` (our admin learns it
-/// after one `/run` it does not serve), calls back in 3.5's shape, and serves a log read that
+/// A stand-in 3.5 executor registers with our admin, takes `/trigger` (our admin knows it from
+/// the registration, which names the app in `XXL-JOB-APPNAME`: no call on `/run`), calls back in 3.5's shape, and serves a log read that
 /// names `logDateTime`; every call our admin makes names the group's app and its own token.
 #[test]
 fn a_3_5_executor_works_with_our_admin() {
@@ -210,8 +210,8 @@ fn a_3_5_executor_works_with_our_admin() {
         let paths: Vec<String> = seen.lock().iter().map(|s| s.0.clone()).collect();
         assert_eq!(
             paths,
-            ["/run", "/trigger", "/trigger"],
-            "one /run to learn the executor's protocol, then /trigger only"
+            ["/trigger", "/trigger"],
+            "its registration (with XXL-JOB-APPNAME) said it speaks 3.5: /trigger from the first call"
         );
         for (path, token, app, _) in seen.lock().iter() {
             assert_eq!((token.as_str(), app.as_str()), (GROUP_TOKEN, APP), "{path}");
@@ -514,9 +514,15 @@ fn a_batch_of_runs_is_answered_call_by_call_whatever_each_executor_speaks() {
         };
         assert_eq!(served(&old_seen, "/run"), expect(0));
         assert_eq!(served(&new_seen, "/trigger"), expect(1));
-        // each was offered its share as one xjob batch first, and took none of it
+        // each was offered its share as one xjob batch first, and took none of it; the 3.5
+        // executor was then sent one call on /run to learn its path, not one per call
         assert_eq!(served(&old_seen, "/runBatch"), vec![-1]);
         assert_eq!(served(&new_seen, "/runBatch"), vec![-1]);
+        assert_eq!(
+            served(&new_seen, "/run").len(),
+            1,
+            "one refused /run to learn the path, then /trigger"
+        );
 
         // learned: the next batch goes to the 3.5 executor on /trigger alone
         new_seen.lock().clear();
@@ -594,5 +600,45 @@ fn an_executor_that_does_not_take_a_batch_gets_run_calls_whatever_it_answers() {
         for (_, h, _) in stand_ins {
             h.stop(false).await;
         }
+    });
+}
+
+/// What an executor's registration said decides its calls from the first one: a 2.x–3.4
+/// executor (`Xxl`) is offered no batch and gets `/run`, a 3.5 one (`Xxl35`) `/trigger`, with
+/// no refused request to learn either.
+#[test]
+fn a_registered_executor_is_called_on_its_own_path_from_the_first_call() {
+    use futures::StreamExt;
+    use xjob::executor::{ExecutorClient, ExecutorKind, HttpExecutorClient};
+    use xjob::model::wire::TriggerParam;
+    init_tracing();
+    actix_rt::System::new().block_on(async {
+        let (old_seen, new_seen): (Arc<Mutex<Vec<(String, i64)>>>, Arc<Mutex<_>>) =
+            (Arc::default(), Arc::default());
+        let (old, h1) = stand_in(false, Arc::clone(&old_seen));
+        let (new, h2) = stand_in(true, Arc::clone(&new_seen));
+        let client = HttpExecutorClient::new(None, std::time::Duration::from_secs(5));
+        client.learn(&old, ExecutorKind::Xxl);
+        client.learn(&new, ExecutorKind::Xxl35);
+        let calls: Vec<(String, TriggerParam)> = (0..8)
+            .map(|i| {
+                let to = if i % 2 == 0 { &old } else { &new };
+                let param = TriggerParam {
+                    log_id: 300 + i,
+                    ..Default::default()
+                };
+                (to.clone(), param)
+            })
+            .collect();
+        let answers: Vec<_> = client.run_each(calls).concat().await;
+        assert_eq!(answers.len(), 8);
+        assert!(answers.iter().all(|(_, r)| r.code == 200), "{answers:?}");
+        let paths = |seen: &Arc<Mutex<Vec<(String, i64)>>>| -> Vec<String> {
+            seen.lock().iter().map(|s| s.0.clone()).collect()
+        };
+        assert_eq!(paths(&old_seen), vec!["/run"; 4]);
+        assert_eq!(paths(&new_seen), vec!["/trigger"; 4]);
+        h1.stop(false).await;
+        h2.stop(false).await;
     });
 }

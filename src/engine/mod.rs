@@ -887,6 +887,11 @@ impl Engine {
         crate::store::registry::live_by_app(&self.db, alive_after).await
     }
 
+    /// The executor at `address` registered as `kind` (its path and whether it takes batches).
+    pub(crate) fn learn_executor(&self, address: &str, kind: crate::executor::ExecutorKind) {
+        self.trigger.client().learn(address, kind);
+    }
+
     /// The Prometheus text exposition of the engine's metrics, with gauges read now.
     pub(crate) async fn render_metrics(&self) -> Result<String> {
         let stats = self.pool_stats().await?;

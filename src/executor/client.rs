@@ -21,6 +21,20 @@ pub struct Callback(pub Vec<HandleCallbackParam>);
 /// answer), several in one item when they came together.
 pub type Answers = BoxStream<'static, Vec<(usize, ReturnT)>>;
 
+/// What an executor that registered speaks, told by how it registered: xjob's own executors
+/// say so in their registration, XXL-JOB 3.5's send `XXL-JOB-APPNAME` with it, older ones
+/// neither. The HTTP client then sends an address its calls on the right path from the first
+/// call, instead of learning it from refusals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// xjob's executor: takes `/runBatch` (and `/run`, `/trigger`).
+    Xjob,
+    /// XXL-JOB 3.5: `/trigger` only.
+    Xxl35,
+    /// XXL-JOB 2.x–3.4, or another implementation of that protocol: `/run` only.
+    Xxl,
+}
+
 /// How the center talks to an executor at an address. Every call answers a `ReturnT`; transport
 /// failures are code 500 with the spec's texts, never a panic or an `Err`.
 pub trait ExecutorClient: Send + Sync + 'static {
@@ -77,6 +91,11 @@ pub trait ExecutorClient: Send + Sync + 'static {
     fn for_group(&self, group: i32) -> Option<Arc<dyn ExecutorClient>> {
         let _ = group;
         None
+    }
+    /// The executor at `address` registered as `kind`: calls to it go where it listens from
+    /// now on. The default ignores it (a client with one path for everyone).
+    fn learn(&self, address: &str, kind: ExecutorKind) {
+        let _ = (address, kind);
     }
 }
 
@@ -436,6 +455,13 @@ impl ExecutorClient for NodeClient {
         });
         made.insert(group, c.clone());
         Some(c)
+    }
+
+    fn learn(&self, address: &str, kind: ExecutorKind) {
+        // the remote client's per-group copies share what it knows about peers
+        if let Some(r) = &self.0.remote {
+            r.learn(address, kind);
+        }
     }
 }
 

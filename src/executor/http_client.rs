@@ -714,13 +714,24 @@ impl HttpExecutorClient {
         let r = post::<Vec<ReturnT>>(url.clone(), batch_body(&calls), cred, timeout).await;
         let taken = r.is_success() && r.content.is_some();
         if !taken && !exchange_failed(&r) {
-            let each = calls.into_iter().map(|(i, payload)| {
+            if path_unknown(&r) {
+                // XXL-JOB's own words for a path it does not serve: not xjob's executor
+                tracing::info!(%address, "the executor takes no /runBatch: /run per call");
+                Peers::set(&self.peers.no_batch, &address, true);
+            }
+            // the first call alone learns the executor's path (`/run` or 3.5's `/trigger`),
+            // the rest go on it: one refused call to learn, not one per call
+            let mut calls = calls.into_iter();
+            let mut answers = Vec::with_capacity(calls.len());
+            if let Some((i, payload)) = calls.next() {
+                answers.push((i, self.clone().run_here(address.clone(), payload).await));
+            }
+            let each = calls.map(|(i, payload)| {
                 let call = self.clone().run_here(address.clone(), payload);
                 call.map(move |r| (i, r))
             });
-            let answers = futures::future::join_all(each).await;
+            answers.extend(futures::future::join_all(each).await);
             if answers.iter().any(|(_, r)| r.is_success()) {
-                tracing::info!(%address, "the executor takes no /runBatch: /run per call");
                 Peers::set(&self.peers.no_batch, &address, true);
             }
             return answers;
@@ -862,6 +873,12 @@ impl HttpExecutorClient {
 }
 
 impl ExecutorClient for HttpExecutorClient {
+    fn learn(&self, address: &str, kind: super::client::ExecutorKind) {
+        use super::client::ExecutorKind;
+        Peers::set(&self.peers.triggers, address, kind == ExecutorKind::Xxl35);
+        Peers::set(&self.peers.no_batch, address, kind != ExecutorKind::Xjob);
+    }
+
     /// `POST /run` (2.x–3.4), or `/trigger` to an executor known to speak XXL-JOB 3.5; an
     /// executor that does not serve the path is sent the other one at once, and the one it
     /// serves is remembered.

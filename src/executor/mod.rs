@@ -27,7 +27,7 @@ pub(crate) use actor::RuntimeConfig;
 pub use builtin::{COMMAND_HANDLER, HTTP_HANDLER};
 pub(crate) use client::Callback;
 pub(crate) use client::NodeClient;
-pub use client::{Answers, ExecutorClient};
+pub use client::{Answers, ExecutorClient, ExecutorKind};
 pub use context::{JobContext, JobLogger, MAX_OUTPUTS, OUTPUT_PREFIX, split_outputs};
 pub use handlers::{Handler, HandlerRegistry, JobResult};
 pub use http_client::{DEFAULT_TIMEOUT, HttpExecutorClient};

@@ -74,6 +74,7 @@ impl Registrar {
                 registry_group: "EXECUTOR".into(),
                 registry_key: app.into(),
                 registry_value: address.into(),
+                xjob_executor: Some(env!("CARGO_PKG_VERSION").into()),
             },
             beat,
             log_dir,

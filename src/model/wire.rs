@@ -176,6 +176,10 @@ pub struct RegistryParam {
     pub registry_key: String,
     /// Address.
     pub registry_value: String,
+    /// Set by xjob's own executors (their version): an admin then knows the address takes
+    /// xjob's `/runBatch`. XXL-JOB's admins ignore the field (their parsers skip unknown keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xjob_executor: Option<String>,
 }
 
 /// `IdleBeatParam` and `KillParam` (protocol.md §4.4).

@@ -13,6 +13,7 @@ use crate::actors::complete::RecordResults;
 use crate::actors::registry::{Heartbeat, RemoveRegistration};
 use crate::directory::GroupTokens;
 use crate::engine::Engine;
+use crate::executor::ExecutorKind;
 use crate::metrics::SkipReason;
 use crate::model::wire::{RegistryParam, ReturnT};
 use crate::token::{OLD_TOKEN_HEADER, TOKEN_HEADER, WRONG_TOKEN, token_ok};
@@ -201,6 +202,19 @@ async fn registry(
     }
     let reg = api.engine.registry();
     let res = if uri == "registry" {
+        // what the executor speaks, from how it registered: dispatch then uses its path at once
+        let kind = if p.xjob_executor.is_some() {
+            ExecutorKind::Xjob
+        } else if req
+            .headers()
+            .get(crate::token::APP_HEADER)
+            .is_some_and(|v| !v.as_bytes().trim_ascii().is_empty())
+        {
+            ExecutorKind::Xxl35
+        } else {
+            ExecutorKind::Xxl
+        };
+        api.engine.learn_executor(p.registry_value.trim(), kind);
         reg.send(Heartbeat {
             app_name: p.registry_key,
             address: p.registry_value,
