@@ -613,8 +613,8 @@ fn a_registered_executor_is_called_on_its_own_path_from_the_first_call() {
     use xjob::model::wire::TriggerParam;
     init_tracing();
     actix_rt::System::new().block_on(async {
-        let (old_seen, new_seen): (Arc<Mutex<Vec<(String, i64)>>>, Arc<Mutex<_>>) =
-            (Arc::default(), Arc::default());
+        let old_seen: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+        let new_seen: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
         let (old, h1) = stand_in(false, Arc::clone(&old_seen));
         let (new, h2) = stand_in(true, Arc::clone(&new_seen));
         let client = HttpExecutorClient::new(None, std::time::Duration::from_secs(5));
