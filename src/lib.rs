@@ -217,6 +217,10 @@ pub mod testing {
     }
     pub use crate::metrics::Metrics;
     pub use crate::router::Router;
+    /// The trigger message as the console shows it.
+    pub mod trigger_msg {
+        pub use crate::trigger_msg::render;
+    }
     pub use crate::schedule::CronExpr;
     pub use crate::schedule::plan::{Window, plan_job};
     /// Storage.

@@ -34,6 +34,9 @@ pub struct TriggerRequest {
     pub trigger_type: TriggerType,
     /// Retries left; `None` = the job's configured count.
     pub fail_retry_count: Option<i32>,
+    /// The retries the trigger message states when they are not the run row's own: a workflow
+    /// node's attempts left (its run row is never retried itself, the node is).
+    pub shown_retry: Option<i32>,
     /// Overrides the job's param when set.
     pub executor_param: Option<String>,
     /// `i/n`: run only shard i of n (retries of a broadcast shard).
@@ -67,6 +70,7 @@ impl TriggerRequest {
             job_id,
             trigger_type,
             fail_retry_count: None,
+            shown_retry: None,
             executor_param: None,
             sharding_param: None,
             address_list: None,
@@ -600,7 +604,7 @@ impl Trigger {
             shard,
             block: plan.block,
             timeout: job.executor_timeout,
-            retry: plan.retry,
+            retry: req.shown_retry.unwrap_or(plan.retry),
             route_msg,
             run: address
                 .as_deref()

@@ -135,7 +135,7 @@ impl Summary<'_> {
 
 /// The text to show for a stored `trigger_msg`: a compact summary rendered as XXL-JOB's HTML,
 /// anything else as stored.
-pub(crate) fn render(stored: &str) -> Cow<'_, str> {
+pub fn render(stored: &str) -> Cow<'_, str> {
     let Some(rest) = stored.strip_prefix(MARK) else {
         return Cow::Borrowed(stored);
     };

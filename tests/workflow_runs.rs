@@ -268,6 +268,22 @@ fn a_failing_node_retries_as_attempts_and_fails_the_run_and_a_stop_cancels_what_
         assert_eq!(r.status, "FAILED");
         assert_eq!(attempts(&r, "flaky"), 3, "{r:?}");
         assert_eq!(states(&r)["next"], "SKIPPED");
+        // each attempt's trigger message states the node's retries left (the job's count, 2,
+        // at first), not its run row's own 0
+        let mut rows = app.dispatched(flaky).await;
+        rows.sort_by_key(|r| r.id);
+        let shown: Vec<bool> = rows
+            .iter()
+            .zip([2, 1, 0])
+            .map(|(r, left)| {
+                let msg =
+                    xjob::testing::trigger_msg::render(r.trigger_msg.as_deref().unwrap_or(""))
+                        .into_owned();
+                msg.contains(&format!("Retry count on failure：{left}<br>"))
+                    && r.executor_fail_retry_count == 0
+            })
+            .collect();
+        assert_eq!(shown, [true, true, true], "{rows:?}");
         assert_eq!(app.dispatched(flaky).await.len(), 3);
         // the fail monitor does not retry a workflow's run rows on its own
         app.advance(15_000).await;
@@ -846,6 +862,8 @@ fn a_failed_run_is_rerun_from_its_failed_node_or_a_chosen_one_and_a_node_can_be_
         )
         .await;
         assert_eq!((s, v["total"].as_u64()), (StatusCode::OK, Some(2)));
+        // each names its workflow as it is called now
+        assert_eq!(v["items"][0]["workflowName"], json!(w.name), "{v}");
         let (s, _) = call(
             &svc,
             Method::GET,

@@ -53,6 +53,7 @@ const ZH = {
 "Run {name}": "运行 {name}",
 "Schedule running": "调度运行中",
 "Shards": "分片",
+"Duration": "耗时",
 "Started": "开始时间",
 "State": "状态",
 "While a run is running": "已有运行时",
@@ -1225,7 +1226,20 @@ function workflowForm(w, groups) {
 
 /** The DAG drawn left to right, one column per depth; `states` (node key → state) colours
  * each node of a run. */
-function dagView(def, states = null) {
+/** A duration in ms as people read it: 850 ms, 12.3 s, 3 min 5 s, 2 h 4 min. */
+function fmtDuration(ms) {
+  if (ms == null || Number.isNaN(ms) || ms < 0) return '';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** The workflow's DAG as SVG: edges with arrowheads from each node to the nodes after it,
+ * coloured by condition; with a run's `states`, each node's state, and with `durations`
+ * (node key → ms) how long its latest attempt took or has been running. */
+function dagView(def, states = null, durations = null) {
   const NS = 'http://www.w3.org/2000/svg';
   const depth = {};
   const ups = {};
@@ -1254,6 +1268,22 @@ function dagView(def, states = null) {
   svg.setAttribute('class', 'dag');
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', t('Workflow graph'));
+  // one arrowhead per edge colour: the edge's direction is where it points
+  const defs = document.createElementNS(NS, 'defs');
+  for (const kind of ['always', 'on_success', 'on_failure', 'true', 'false']) {
+    const m = document.createElementNS(NS, 'marker');
+    m.setAttribute('id', `arrow-${kind}`);
+    m.setAttribute('viewBox', '0 0 10 10');
+    m.setAttribute('refX', '10'); m.setAttribute('refY', '5');
+    m.setAttribute('markerWidth', '8'); m.setAttribute('markerHeight', '8');
+    m.setAttribute('orient', 'auto-start-reverse');
+    m.setAttribute('class', `arrow ${kind}`);
+    const p = document.createElementNS(NS, 'path');
+    p.setAttribute('d', 'M 0 0 L 10 5 L 0 10 z');
+    m.append(p);
+    defs.append(m);
+  }
+  svg.append(defs);
   const at = (k) => [pos[k][0] * (BW + GX) + 5, pos[k][1] * (BH + GY) + 5];
   for (const e of def.edges) {
     if (!pos[e.from] || !pos[e.to]) continue;
@@ -1262,8 +1292,10 @@ function dagView(def, states = null) {
     line.setAttribute('x1', x1 + BW); line.setAttribute('y1', y1 + BH / 2);
     line.setAttribute('x2', x2); line.setAttribute('y2', y2 + BH / 2);
     line.setAttribute('class', `edge ${(e.condition || 'ALWAYS').toLowerCase()}`);
+    line.setAttribute('marker-end', `url(#arrow-${(e.condition || 'ALWAYS').toLowerCase()})`);
+    line.setAttribute('data-edge', `${e.from}->${e.to}`);
     const title = document.createElementNS(NS, 'title');
-    title.textContent = e.condition || 'ALWAYS';
+    title.textContent = `${e.from} → ${e.to}: ${e.condition || 'ALWAYS'}`;
     line.append(title);
     svg.append(line);
   }
@@ -1276,12 +1308,21 @@ function dagView(def, states = null) {
     if (states) g.setAttribute('data-state', st || 'PENDING');
     const r = document.createElementNS(NS, 'rect');
     r.setAttribute('x', x); r.setAttribute('y', y); r.setAttribute('width', BW); r.setAttribute('height', BH); r.setAttribute('rx', 6);
+    const took = durations && durations[n.key] != null ? fmtDuration(durations[n.key]) : '';
     const label = document.createElementNS(NS, 'text');
-    label.setAttribute('x', x + 8); label.setAttribute('y', y + BH / 2 + 4);
+    label.setAttribute('x', x + 8); label.setAttribute('y', took ? y + 17 : y + BH / 2 + 4);
     label.textContent = n.name || n.key;
     const tip = document.createElementNS(NS, 'title');
-    tip.textContent = states ? `${n.key}: ${t(st || 'PENDING')}` : n.key;
+    tip.textContent = states ? `${n.key}: ${t(st || 'PENDING')}${took ? ` · ${took}` : ''}` : n.key;
     g.append(tip, r, label);
+    if (took) {
+      const dur = document.createElementNS(NS, 'text');
+      dur.setAttribute('x', x + 8); dur.setAttribute('y', y + 33);
+      dur.setAttribute('class', 'duration');
+      dur.textContent = took;
+      g.setAttribute('data-duration', took);
+      g.append(dur);
+    }
     svg.append(g);
   }
   return svg;
@@ -1315,7 +1356,7 @@ function runsTable(items) {
   return table([t('Run'), t('Workflow'), t('Version'), t('Status'), t('Trigger'), t('Started'), t('Ended'), t('Message')],
     items.map((r) => h('tr', { 'data-run': r.id },
       h('td', {}, h('a', { href: `#/workflow-run/${r.id}` }, r.id)),
-      h('td', {}, h('a', { href: `#/workflow/${r.workflowId}` }, r.workflowId)), h('td', {}, r.version),
+      h('td', {}, h('a', { href: `#/workflow/${r.workflowId}` }, r.workflowName || `#${r.workflowId}`)), h('td', {}, r.version),
       h('td', {}, h('span', { class: `badge run-${r.status.toLowerCase()}` }, t(r.status))), h('td', {}, t(r.triggerType)),
       h('td', {}, fmtTime(r.startTime)), h('td', {}, fmtTime(r.endTime)), h('td', {}, r.message || ''))));
 }
@@ -1348,7 +1389,12 @@ async function workflowRunPage(id) {
   const nodes = r.nodes || [];
   const live = nodes.filter((n) => !n.cleared);
   const states = {};
-  for (const n of live) states[n.nodeKey] = n.state;
+  const durations = {};
+  for (const n of live) {
+    states[n.nodeKey] = n.state;
+    // the latest attempt's time: to its end, or so far while it runs
+    if (n.startTime) durations[n.nodeKey] = (n.endTime ? Date.parse(n.endTime) : Date.now()) - Date.parse(n.startTime);
+  }
   const act = (label, cls, f) => h('button', { type: 'button', class: cls, onclick: async () => {
     try { await f(); route(); } catch (e) { showError(e); }
   } }, label);
@@ -1366,6 +1412,7 @@ async function workflowRunPage(id) {
     h('td', {}, n.nodeKey), h('td', {}, n.attempt),
     h('td', {}, h('span', { class: `badge run-${n.state.toLowerCase()}` }, t(n.state)), n.cleared ? ` (${t('history')})` : ''),
     h('td', {}, n.shardsTotal ? `${n.shardsDone}/${n.shardsTotal}` : ''),
+    h('td', { 'data-duration': '' }, n.startTime ? fmtDuration((n.endTime ? Date.parse(n.endTime) : Date.now()) - Date.parse(n.startTime)) : ''),
     h('td', {}, n.logIds.map((l) => h('a', { href: `#/log/${l}`, class: 'log-link' }, `#${l} `)),
       n.childRun ? h('a', { href: `#/workflow-run/${n.childRun}` }, t('run {id}', { id: n.childRun })) : null),
     h('td', {}, n.decision === null || n.decision === undefined ? '' : String(n.decision)),
@@ -1373,9 +1420,9 @@ async function workflowRunPage(id) {
     h('td', { class: 'actions' }, !n.cleared && r.parentNodeRun == null && ['FAILED', 'STOPPED', 'SKIPPED'].includes(n.state)
       && act(t('Mark succeeded'), '', () => api('POST', `/workflow-runs/${id}/mark`, { node: n.nodeKey })))));
   page(t('Run {id} of {name}', { id, name: w.name }), toolbar,
-    dagView(w.definition, states),
+    dagView(w.definition, states, durations),
     h('h2', {}, t('Node runs')),
-    table([t('Node'), t('Attempt'), t('State'), t('Shards'), t('Logs'), t('Decision'), t('Message'), ''], rows),
+    table([t('Node'), t('Attempt'), t('State'), t('Shards'), t('Duration'), t('Logs'), t('Decision'), t('Message'), ''], rows),
     h('h2', {}, t('Context')), h('pre', { class: 'log' }, JSON.stringify(r.context, null, 2)));
   if (!ended) {
     // followed live: the page is drawn again while the run goes on

@@ -313,6 +313,8 @@ pub(crate) async fn dispatch(
             req.log_id = Some(d.log_id);
             // a node's attempts are the workflow's: the run row itself is not retried
             req.fail_retry_count = Some(0);
+            // …and its message states the node's attempts left, the job's retry count at first
+            req.shown_retry = Some(d.retries_left);
             req.executor_param = d.param;
             req.sharding_param = d.shard.map(|(i, n)| format!("{i}/{n}"));
             req

@@ -88,6 +88,8 @@ pub struct RunView {
     pub id: i64,
     /// The workflow.
     pub workflow_id: i32,
+    /// Its name now (absent when the workflow was deleted).
+    pub workflow_name: Option<String>,
     /// The version of its DAG the run follows.
     pub version: i32,
     /// Its group.
@@ -133,6 +135,7 @@ fn view(r: entity::xjob_workflow_run::Model) -> RunView {
     RunView {
         id: r.id,
         workflow_id: r.workflow_id,
+        workflow_name: None,
         version: r.version,
         job_group: r.job_group,
         status: r.status,
@@ -266,9 +269,20 @@ impl Console {
             limit,
         )
         .await?;
+        let mut ids: Vec<i32> = rows.iter().map(|r| r.workflow_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let names = workflows::names(self.db(), &ids).await?;
         Ok(Page {
             total,
-            items: rows.into_iter().map(view).collect(),
+            items: rows
+                .into_iter()
+                .map(|r| {
+                    let mut v = view(r);
+                    v.workflow_name = names.get(&v.workflow_id).cloned();
+                    v
+                })
+                .collect(),
         })
     }
 
@@ -278,6 +292,9 @@ impl Console {
         who.require_group(r.job_group, "id")?;
         let nodes = workflow_runs::node_runs(self.db(), id).await?;
         let mut v = view(r);
+        v.workflow_name = workflows::names(self.db(), &[v.workflow_id])
+            .await?
+            .remove(&v.workflow_id);
         v.nodes = Some(nodes.into_iter().map(node_view).collect());
         Ok(v)
     }

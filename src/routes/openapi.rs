@@ -391,7 +391,7 @@ fn schemas() -> Value {
         "RerunInput": props(&[("from", "string?")]),
         "MarkInput": constrain(props(&[("node", "string")]), &["node"], &[]),
         "WorkflowRun": props(&[
-            ("id", "integer"), ("workflowId", "integer"), ("version", "integer"),
+            ("id", "integer"), ("workflowId", "integer"), ("workflowName", "string?"), ("version", "integer"),
             ("jobGroup", "integer"), ("status", "string"), ("triggerType", "string"),
             ("params", "string?"), ("context", "object"), ("parentNodeRun", "integer?"),
             ("startTime", "string?"), ("endTime", "string?"), ("message", "string?"),

@@ -119,6 +119,25 @@ pub(crate) async fn heads(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<(
     Ok(out)
 }
 
+/// Of `ids`, the workflows that exist: id → name.
+pub(crate) async fn names(
+    c: &impl ConnectionTrait,
+    ids: &[i32],
+) -> Result<std::collections::HashMap<i32, String>> {
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        let rows: Vec<(i32, String)> = Entity::find()
+            .select_only()
+            .columns([Column::Id, Column::Name])
+            .filter(Column::Id.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(c)
+            .await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
 /// Of `ids`, the workflows that exist, whole.
 pub(crate) async fn many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Vec<Model>> {
     let mut out = Vec::with_capacity(ids.len());

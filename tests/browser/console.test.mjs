@@ -307,6 +307,9 @@ e2e('a workflow run: a failed branch leaves its sibling to complete, the graph s
   assert.equal(await stateOf('bad'), 'FAILED');
   assert.equal(await stateOf('after'), 'SKIPPED');
   assert.equal(await stateOf('side'), 'SUCCEEDED', 'the sibling branch completes');
+  // edges point from a node to the next (an arrowhead each); ended nodes show how long they took
+  assert.equal(await page.locator('svg.dag line[data-edge="start->bad"]').getAttribute('marker-end'), 'url(#arrow-always)');
+  assert.match(await page.locator('svg.dag g[data-node="start"]').getAttribute('data-duration'), /^\d+(\.\d)? (ms|s)$/);
 
   // the failed node's job is fixed; the run goes again from its failed node only
   const fixed = await call('PUT', `/v1/jobs/${bad.id}`, job('wf-bad', 'demoJobHandler'));
@@ -323,6 +326,9 @@ e2e('a workflow run: a failed branch leaves its sibling to complete, the graph s
   await page.locator('tr[data-node="side"] a.log-link').first().click();
   await page.getByRole('heading', { name: /^Run log \d+/ }).waitFor();
   await page.getByTestId('run-log').getByText('day=2026-11-26').first().waitFor();
+  // the runs list names the workflow
+  await page.goto(`${BASE}/#/workflow-runs`);
+  await page.locator('tr[data-run]').first().getByRole('link', { name: 'e2e-run' }).waitFor();
 });
 
 e2e('the console in Chinese: chosen from the browser, a job created with a translated error, switched to English', async (page) => {

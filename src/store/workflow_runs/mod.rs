@@ -176,6 +176,9 @@ pub struct Dispatch {
     pub param: Option<String>,
     /// `(index, total)` of a sharding broadcast.
     pub shard: Option<(i32, i32)>,
+    /// Attempts the node has after this one (the job's retry count, less what it used): what
+    /// the trigger message shows as retries (the run row itself is never retried).
+    pub retries_left: i32,
 }
 
 /// A node run's run row that has a result.
@@ -1019,6 +1022,7 @@ impl Runs {
                 job_id: job.id,
                 param: param.clone(),
                 shard: broadcast.then_some((shard, total)),
+                retries_left: Ord::max(max_attempts - attempt, 0),
             });
         }
         Ok(None)
@@ -1151,7 +1155,8 @@ impl Runs {
         limit: u64,
     ) -> Result<Vec<Dispatch>> {
         let sql = format!(
-            "SELECT nl.log_id, nl.shard, l.job_id, l.executor_param, l.executor_sharding_param \
+            "SELECT nl.log_id, nl.shard, l.job_id, l.executor_param, l.executor_sharding_param, \
+             nr.max_attempts, nr.attempt \
              FROM xjob_workflow_node_log nl \
              JOIN xxl_job_log l ON l.id = nl.log_id \
              JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id \
@@ -1165,7 +1170,10 @@ impl Runs {
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let sharding: Option<String> = r.try_get("", "executor_sharding_param")?;
+            let (max, attempt): (i32, i32) =
+                (r.try_get("", "max_attempts")?, r.try_get("", "attempt")?);
             out.push(Dispatch {
+                retries_left: Ord::max(max - attempt, 0),
                 log_id: r.try_get("", "log_id")?,
                 job_id: r.try_get("", "job_id")?,
                 param: r.try_get("", "executor_param")?,
