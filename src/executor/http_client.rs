@@ -182,14 +182,16 @@ struct Credentials {
 /// speak XXL-JOB 3.5 (`/trigger` instead of `/run`) and the admins that take 3.5's callback
 /// object (`{"callbackList": [...]}` instead of an array). Both start empty (the 2.x–3.4
 /// protocol) and follow each peer's answers.
-/// It also learns the executors that do not take xjob's `/runBatch`: every executor is sent
-/// its calls as a batch first; one that answers it with anything but the calls' answers, and
-/// then accepts one of them as a `/run`, gets `/run` per call from then on.
+/// It also knows the executors that take xjob's `/runBatch` (those that registered as xjob's:
+/// [`ExecutorClient::learn`]; one that then refuses a batch is dropped from them), and the
+/// addresses whose path is known (from a registration or an answer): an address whose path is
+/// not known yet is sent one call alone first, the rest once that call taught the path.
 #[derive(Debug, Default)]
 struct Peers {
     triggers: parking_lot::RwLock<std::collections::HashSet<String>>,
     callback_objects: parking_lot::RwLock<std::collections::HashSet<String>>,
-    no_batch: parking_lot::RwLock<std::collections::HashSet<String>>,
+    batch: parking_lot::RwLock<std::collections::HashSet<String>>,
+    known: parking_lot::RwLock<std::collections::HashSet<String>>,
 }
 
 impl Peers {
@@ -685,6 +687,9 @@ impl HttpExecutorClient {
         let (cred, timeout) = (self.cred.clone(), self.timeout);
         let r = post::<String>(join_url(&address, first), payload.clone(), cred, timeout).await;
         if !path_unknown(&r) {
+            if !exchange_failed(&r) && !Peers::has(&self.peers.known, &address) {
+                Peers::set(&self.peers.known, &address, true);
+            }
             return r;
         }
         let cred = self.cred.clone();
@@ -692,6 +697,9 @@ impl HttpExecutorClient {
         if !path_unknown(&again) {
             tracing::info!(%address, path = other, "the executor serves the other trigger path");
             Peers::set(&self.peers.triggers, &address, !next);
+            if !exchange_failed(&again) {
+                Peers::set(&self.peers.known, &address, true);
+            }
         }
         again
     }
@@ -699,8 +707,8 @@ impl HttpExecutorClient {
     /// One executor's calls as one `/runBatch` request; each call answers its own answer from
     /// the batch's. An executor that does not take the batch ran none of it, whatever it
     /// answered (a 404, XXL-JOB's unknown-path text, another executor's own words, a success
-    /// without the answers): its calls go as `/run` calls at once, and once one of those is
-    /// accepted it is sent no batch again. Only a failed exchange (nothing or not all of the
+    /// without the answers): its calls go one by one at once, and it is sent no batch again
+    /// until it registers as xjob's anew. Only a failed exchange (nothing or not all of the
     /// answer came back: the batch may have run) answers every call with its failure, as a
     /// `/run` would. On the client thread.
     async fn run_batch_here(
@@ -714,27 +722,10 @@ impl HttpExecutorClient {
         let r = post::<Vec<ReturnT>>(url.clone(), batch_body(&calls), cred, timeout).await;
         let taken = r.is_success() && r.content.is_some();
         if !taken && !exchange_failed(&r) {
-            if path_unknown(&r) {
-                // XXL-JOB's own words for a path it does not serve: not xjob's executor
-                tracing::info!(%address, "the executor takes no /runBatch: /run per call");
-                Peers::set(&self.peers.no_batch, &address, true);
-            }
-            // the first call alone learns the executor's path (`/run` or 3.5's `/trigger`),
-            // the rest go on it: one refused call to learn, not one per call
-            let mut calls = calls.into_iter();
-            let mut answers = Vec::with_capacity(calls.len());
-            if let Some((i, payload)) = calls.next() {
-                answers.push((i, self.clone().run_here(address.clone(), payload).await));
-            }
-            let each = calls.map(|(i, payload)| {
-                let call = self.clone().run_here(address.clone(), payload);
-                call.map(move |r| (i, r))
-            });
-            answers.extend(futures::future::join_all(each).await);
-            if answers.iter().any(|(_, r)| r.is_success()) {
-                Peers::set(&self.peers.no_batch, &address, true);
-            }
-            return answers;
+            // it ran none of it: no batch again until it registers as xjob's anew
+            tracing::info!(%address, "the executor takes no /runBatch: its calls one by one");
+            Peers::set(&self.peers.batch, &address, false);
+            return self.run_one_by_one(address, calls).await;
         }
         match r.content {
             Some(answers) if answers.len() == calls.len() => calls
@@ -760,9 +751,33 @@ impl HttpExecutorClient {
         }
     }
 
+    /// One executor's calls one by one: while its path (`/run` or 3.5's `/trigger`) is not
+    /// known, the first alone, which learns it, then the rest on it (one refused call to learn,
+    /// not one per call); all at once otherwise. On the client thread.
+    async fn run_one_by_one(
+        self,
+        address: String,
+        calls: Vec<(usize, Bytes)>,
+    ) -> Vec<(usize, ReturnT)> {
+        let mut calls = calls.into_iter();
+        let mut answers = Vec::with_capacity(calls.len());
+        if !Peers::has(&self.peers.known, &address)
+            && let Some((i, payload)) = calls.next()
+        {
+            answers.push((i, self.clone().run_here(address.clone(), payload).await));
+        }
+        let each = calls.map(|(i, payload)| {
+            let call = self.clone().run_here(address.clone(), payload);
+            call.map(move |r| (i, r))
+        });
+        answers.extend(futures::future::join_all(each).await);
+        answers
+    }
+
     /// Makes the batch's calls concurrently on the client thread, sending their answers in
     /// groups ([`ANSWER_GROUP_WAIT`]): an executor's several calls as `/runBatch` requests
-    /// ([`Self::run_batch_here`]) unless it is known not to serve them, the rest one by one.
+    /// ([`Self::run_batch_here`]) when it registered as xjob's, the rest one by one
+    /// ([`Self::run_one_by_one`]).
     async fn run_all_here(self, mut batch: Unsent) {
         let answers = batch.answers.clone();
         let mut by_address: std::collections::HashMap<String, Vec<(usize, Bytes)>> =
@@ -774,7 +789,7 @@ impl HttpExecutorClient {
             futures::future::LocalBoxFuture<'static, Vec<(usize, ReturnT)>>,
         > = FuturesUnordered::new();
         for (address, calls) in by_address {
-            if calls.len() > 1 && !Peers::has(&self.peers.no_batch, &address) {
+            if calls.len() > 1 && Peers::has(&self.peers.batch, &address) {
                 for chunk in batch_chunks(calls) {
                     pending.push(
                         self.clone()
@@ -782,6 +797,8 @@ impl HttpExecutorClient {
                             .boxed_local(),
                     );
                 }
+            } else if calls.len() > 1 && !Peers::has(&self.peers.known, &address) {
+                pending.push(self.clone().run_one_by_one(address, calls).boxed_local());
             } else {
                 for (i, payload) in calls {
                     let call = self.clone().run_here(address.clone(), payload);
@@ -876,7 +893,8 @@ impl ExecutorClient for HttpExecutorClient {
     fn learn(&self, address: &str, kind: super::client::ExecutorKind) {
         use super::client::ExecutorKind;
         Peers::set(&self.peers.triggers, address, kind == ExecutorKind::Xxl35);
-        Peers::set(&self.peers.no_batch, address, kind != ExecutorKind::Xjob);
+        Peers::set(&self.peers.batch, address, kind == ExecutorKind::Xjob);
+        Peers::set(&self.peers.known, address, true);
     }
 
     /// `POST /run` (2.x–3.4), or `/trigger` to an executor known to speak XXL-JOB 3.5; an
@@ -938,7 +956,7 @@ impl ExecutorClient for HttpExecutorClient {
         let made = per_address
             .iter()
             .map(|(a, &n)| {
-                if n > 1 && !Peers::has(&self.peers.no_batch, a) {
+                if n > 1 && Peers::has(&self.peers.batch, a) {
                     n.div_ceil(super::server::RUN_BATCH_MAX)
                 } else {
                     n
