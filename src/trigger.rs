@@ -120,6 +120,22 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// One shard's executor call, as its outcome row records it.
+struct Call<'a> {
+    /// The run row's id.
+    log_id: i64,
+    /// When it was sent (epoch ms).
+    now: i64,
+    /// `(index, total)` of a broadcast shard.
+    shard: Option<(i32, i32)>,
+    /// The address called (`None`: none could be routed).
+    address: Option<String>,
+    /// The routing transcript.
+    route_msg: &'a str,
+    /// The executor's answer (or the routing failure).
+    result: &'a ReturnT,
+}
+
 /// What one trigger needs beyond its request (see [`Trigger::plan`]).
 struct Plan {
     param: Option<String>,
@@ -487,9 +503,15 @@ impl Trigger {
             code = result.code,
             "triggered"
         );
-        self.record(
-            &req, &job, &plan, log_id, now, None, address, route_msg, &result,
-        )
+        let call = Call {
+            log_id,
+            now,
+            shard: None,
+            address,
+            route_msg,
+            result: &result,
+        };
+        self.record(&req, &job, &plan, call)
     }
 
     async fn dispatch(
@@ -563,9 +585,15 @@ impl Trigger {
                 started.elapsed().as_micros() as u64,
             );
             let shard = broadcast.then_some((index, total));
-            records.push(self.record(
-                &req, job, &plan, log_id, now, shard, address, &route_msg, &result,
-            ));
+            let call = Call {
+                log_id,
+                now,
+                shard,
+                address,
+                route_msg: &route_msg,
+                result: &result,
+            };
+            records.push(self.record(&req, job, &plan, call));
         }
         let out: Vec<Dispatched> = records
             .iter()
@@ -582,19 +610,21 @@ impl Trigger {
     }
 
     /// The outcome row of one shard's executor call.
-    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         req: &TriggerRequest,
         job: &JobDef,
         plan: &Plan,
-        log_id: i64,
-        now: i64,
-        shard: Option<(i32, i32)>,
-        address: Option<String>,
-        route_msg: &str,
-        result: &ReturnT,
+        call: Call<'_>,
     ) -> TriggerRecord {
+        let Call {
+            log_id,
+            now,
+            shard,
+            address,
+            route_msg,
+            result,
+        } = call;
         let summary = crate::trigger_msg::Summary {
             trigger_type: req.trigger_type,
             admin_address: &self.admin_address,

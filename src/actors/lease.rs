@@ -40,21 +40,36 @@ const MARGIN_MS: i64 = 500;
 /// How long a silent node's row stays before any node deletes it.
 const FORGET_NODE_MS: i64 = 3_600_000;
 
-/// One round of node `node`: heartbeat, renew, balance, hand back what is drained. `sent` is
-/// now on the monotonic clock (the leases renewed stay valid until `sent` plus the lease time
+/// The node a lease round is for.
+pub(crate) struct RoundOf<'a> {
+    /// Its id in the lease table.
+    pub(crate) node: &'a str,
+    /// Its address, shown to operators.
+    pub(crate) address: &'a str,
+    /// The buckets it holds.
+    pub(crate) ownership: &'a Ownership,
+    /// How long a bucket it hands back drains first, ms.
+    pub(crate) drain_ms: i64,
+    pub(crate) metrics: &'a Metrics,
+}
+
+/// One round of node `of.node`: heartbeat, renew, balance, hand back what is drained. `sent`
+/// is now on the monotonic clock (the leases renewed stay valid until `sent` plus the lease time
 /// minus a margin), `now_ms` on the engine's (fires' nominal times). Answers how many buckets
 /// were taken.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn round(
     store: &impl leases::LeaseStore,
-    node: &str,
-    address: &str,
-    ownership: &Ownership,
+    of: &RoundOf<'_>,
     sent: Instant,
     now_ms: i64,
-    drain_ms: i64,
-    metrics: &Metrics,
 ) -> crate::Result<usize> {
+    let RoundOf {
+        node,
+        address,
+        ownership,
+        drain_ms,
+        metrics,
+    } = *of;
     let valid = sent + Duration::from_millis((LEASE_MS - MARGIN_MS) as u64);
     let nodes = store.heartbeat(node, address, LEASE_MS).await?;
     let held = store.renew(node, LEASE_MS).await?;
@@ -139,19 +154,34 @@ pub(crate) struct LeaseActor {
     stopped: bool,
 }
 
+/// What a [`LeaseActor`] is built from.
+pub(crate) struct LeaseWiring {
+    pub(crate) db: DatabaseConnection,
+    /// This node's id in the lease table.
+    pub(crate) node: String,
+    /// Its address, shown to operators.
+    pub(crate) address: String,
+    pub(crate) ownership: Ownership,
+    pub(crate) clock: Clock,
+    /// `scheduler.pre_read_ms`: how long a bucket handed back drains.
+    pub(crate) pre_read_ms: i64,
+    pub(crate) metrics: Metrics,
+    pub(crate) activity: Activity,
+}
+
 impl LeaseActor {
     /// The keeper of node `node`'s leases (`address` is shown to operators).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        db: DatabaseConnection,
-        node: String,
-        address: String,
-        ownership: Ownership,
-        clock: Clock,
-        pre_read_ms: i64,
-        metrics: Metrics,
-        activity: Activity,
-    ) -> Self {
+    pub(crate) fn new(w: LeaseWiring) -> Self {
+        let LeaseWiring {
+            db,
+            node,
+            address,
+            ownership,
+            clock,
+            pre_read_ms,
+            metrics,
+            activity,
+        } = w;
         LeaseActor {
             db,
             node,
@@ -187,17 +217,14 @@ impl LeaseActor {
                 let _guard = guard;
                 let now = clock.now_ms();
                 let store = leases::Sql(&db);
-                round(
-                    &store,
-                    &node,
-                    &address,
-                    &ownership,
-                    Instant::now(),
-                    now,
+                let of = RoundOf {
+                    node: &node,
+                    address: &address,
+                    ownership: &ownership,
                     drain_ms,
-                    &metrics,
-                )
-                .await
+                    metrics: &metrics,
+                };
+                round(&store, &of, Instant::now(), now).await
             }
             .into_actor(self)
             .map(|res, act, _| {
@@ -577,7 +604,14 @@ mod tests {
                         let mut woken = false;
                         if step % 5 == 0 {
                             // taking buckets wakes the scan at once, as the keeper does
-                            woken = round(&model, &n.id, "", &n.ownership, sent, local, PRE_READ, &metrics)
+                            let of = RoundOf {
+                                node: &n.id,
+                                address: "",
+                                ownership: &n.ownership,
+                                drain_ms: PRE_READ,
+                                metrics: &metrics,
+                            };
+                            woken = round(&model, &of, sent, local)
                                 .await
                                 .unwrap()
                                 > 0;

@@ -69,23 +69,45 @@ pub(crate) struct ScanActor {
     stop_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// What a [`ScanActor`] is built from.
+pub(crate) struct ScanWiring {
+    pub(crate) store: ScanStore,
+    pub(crate) clock: Clock,
+    pub(crate) cfg: SchedulerConfig,
+    /// Most jobs one page reads.
+    pub(crate) pre_read_count: u64,
+    /// Where recorded fires go.
+    pub(crate) ring: Recipient<PushRing>,
+    pub(crate) activity: Activity,
+    pub(crate) metrics: Metrics,
+    /// Refreshed with the groups every pass.
+    pub(crate) directory: Directory,
+    /// What the first pass recovers.
+    pub(crate) recovery: Recovery,
+    pub(crate) backlog: Backlog,
+    /// The buckets this node scans.
+    pub(crate) ownership: Ownership,
+    /// This node's id in the lease table.
+    pub(crate) node: String,
+}
+
 impl ScanActor {
     /// A scan over `store` pushing to `ring`, refreshing `directory`'s groups every pass.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        store: ScanStore,
-        clock: Clock,
-        cfg: SchedulerConfig,
-        pre_read_count: u64,
-        ring: Recipient<PushRing>,
-        activity: Activity,
-        metrics: Metrics,
-        directory: Directory,
-        recovery: Recovery,
-        backlog: Backlog,
-        ownership: Ownership,
-        node: String,
-    ) -> Self {
+    pub(crate) fn new(w: ScanWiring) -> Self {
+        let ScanWiring {
+            store,
+            clock,
+            cfg,
+            pre_read_count,
+            ring,
+            activity,
+            metrics,
+            directory,
+            recovery,
+            backlog,
+            ownership,
+            node,
+        } = w;
         let tz = cfg.time_zone.parse().unwrap_or(chrono_tz::UTC);
         ScanActor {
             store,

@@ -283,21 +283,37 @@ pub(crate) struct TriggerPool {
     backlog: Backlog,
 }
 
+/// What a [`TriggerPool`] is built from.
+pub(crate) struct TriggerPoolWiring {
+    pub(crate) db: DatabaseConnection,
+    pub(crate) trigger: Arc<Trigger>,
+    pub(crate) clock: Clock,
+    /// The lanes' bounds.
+    pub(crate) cfg: TriggerPoolConfig,
+    pub(crate) activity: Activity,
+    pub(crate) directory: Directory,
+    /// The buckets this node holds.
+    pub(crate) ownership: Ownership,
+    /// This node's id in the lease table.
+    pub(crate) node: String,
+    pub(crate) backlog: Backlog,
+}
+
 impl TriggerPool {
     /// A pool running `trigger` under `cfg`'s lane bounds, dispatching the fires of the
     /// buckets `ownership` holds (node `node`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        db: DatabaseConnection,
-        trigger: Arc<Trigger>,
-        clock: Clock,
-        cfg: TriggerPoolConfig,
-        activity: Activity,
-        directory: Directory,
-        ownership: Ownership,
-        node: String,
-        backlog: Backlog,
-    ) -> Self {
+    pub(crate) fn new(w: TriggerPoolWiring) -> Self {
+        let TriggerPoolWiring {
+            db,
+            trigger,
+            clock,
+            cfg,
+            activity,
+            directory,
+            ownership,
+            node,
+            backlog,
+        } = w;
         TriggerPool {
             db,
             directory,

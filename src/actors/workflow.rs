@@ -91,19 +91,33 @@ pub(crate) struct WorkflowActor {
     stopped: bool,
 }
 
+/// What a [`WorkflowActor`] is built from.
+pub(crate) struct WorkflowWiring {
+    pub(crate) db: DatabaseConnection,
+    pub(crate) runs: Runs,
+    /// Where node runs are dispatched.
+    pub(crate) pool: Addr<TriggerPool>,
+    pub(crate) clock: Clock,
+    pub(crate) activity: Activity,
+    pub(crate) metrics: Metrics,
+    /// Told when a top-level run fails.
+    pub(crate) alarms: std::sync::Arc<Vec<Box<dyn crate::alarm::Alarm>>>,
+    pub(crate) recovery: Recovery,
+}
+
 impl WorkflowActor {
     /// A workflow actor dispatching through `pool`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        db: DatabaseConnection,
-        runs: Runs,
-        pool: Addr<TriggerPool>,
-        clock: Clock,
-        activity: Activity,
-        metrics: Metrics,
-        alarms: std::sync::Arc<Vec<Box<dyn crate::alarm::Alarm>>>,
-        recovery: Recovery,
-    ) -> Self {
+    pub(crate) fn new(w: WorkflowWiring) -> Self {
+        let WorkflowWiring {
+            db,
+            runs,
+            pool,
+            clock,
+            activity,
+            metrics,
+            alarms,
+            recovery,
+        } = w;
         let started_ms = clock.now_ms();
         WorkflowActor {
             db,

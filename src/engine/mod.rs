@@ -27,14 +27,16 @@ use sea_orm::DatabaseConnection;
 use crate::activity::Activity;
 use crate::actors::complete::CompleteActor;
 use crate::actors::fail_monitor::FailMonitor;
-use crate::actors::lease::{LeaseActor, ReleaseAll};
+use crate::actors::lease::{LeaseActor, LeaseWiring, ReleaseAll};
 use crate::actors::log_report::LogReport;
 use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
 use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
-use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, StopScan};
+use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, ScanWiring, StopScan};
 use crate::actors::settle::SettleActor;
-use crate::actors::trigger_pool::{Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool};
-use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor};
+use crate::actors::trigger_pool::{
+    Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool, TriggerPoolWiring,
+};
+use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor, WorkflowWiring};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -303,17 +305,17 @@ impl EngineBuilder {
         ));
 
         let backlog = Backlog::default();
-        let pool = supervised(TriggerPool::new(
-            db.clone(),
-            trigger.clone(),
-            clock.clone(),
-            cfg.trigger_pool.clone(),
-            activity.clone(),
-            directory.clone(),
-            ownership.clone(),
-            node_id.clone(),
-            backlog.clone(),
-        ));
+        let pool = supervised(TriggerPool::new(TriggerPoolWiring {
+            db: db.clone(),
+            trigger: trigger.clone(),
+            clock: clock.clone(),
+            cfg: cfg.trigger_pool.clone(),
+            activity: activity.clone(),
+            directory: directory.clone(),
+            ownership: ownership.clone(),
+            node: node_id.clone(),
+            backlog: backlog.clone(),
+        }));
         // (not under a Supervisor, which builds its actor's context itself: this one's address
         // had to exist before the pool; the actor never stops itself)
         let complete = complete_ctx.run(
@@ -379,21 +381,21 @@ impl EngineBuilder {
             activity.clone(),
         ));
         let runs = crate::store::workflow_runs::Runs::new(&writer);
-        let workflows = supervised(WorkflowActor::new(
-            db.clone(),
-            runs.clone(),
-            pool.clone(),
-            clock.clone(),
-            activity.clone(),
-            metrics.clone(),
-            alarms.clone(),
-            crate::actors::workflow::Recovery {
+        let workflows = supervised(WorkflowActor::new(WorkflowWiring {
+            db: db.clone(),
+            runs: runs.clone(),
+            pool: pool.clone(),
+            clock: clock.clone(),
+            activity: activity.clone(),
+            metrics: metrics.clone(),
+            alarms: alarms.clone(),
+            recovery: crate::actors::workflow::Recovery {
                 single_node,
                 recover_after_ms: cfg.scheduler.recover_after_ms,
                 misfire_ms: cfg.scheduler.misfire_threshold_ms,
                 time_zone: cfg.time_zone(),
             },
-        ));
+        }));
 
         let log_report = supervised(LogReport::new(
             db.clone(),
@@ -403,38 +405,38 @@ impl EngineBuilder {
             activity.clone(),
         ));
 
-        let scan = supervised(ScanActor::new(
-            scan_store.clone(),
-            clock.clone(),
-            cfg.scheduler.clone(),
-            cfg.pre_read_count(),
-            ring.clone().recipient(),
-            activity.clone(),
-            metrics.clone(),
-            directory.clone(),
+        let scan = supervised(ScanActor::new(ScanWiring {
+            store: scan_store.clone(),
+            clock: clock.clone(),
+            cfg: cfg.scheduler.clone(),
+            pre_read_count: cfg.pre_read_count(),
+            ring: ring.clone().recipient(),
+            activity: activity.clone(),
+            metrics: metrics.clone(),
+            directory: directory.clone(),
             // one node: what an earlier run left is recovered by the first pass only (its
             // later fires were adopted into the ring above); with leases, by takeover
-            Recovery::FirstPass {
+            recovery: Recovery::FirstPass {
                 before: now - cfg.scheduler.recover_after_ms,
             },
             backlog,
-            ownership.clone(),
-            node_id.clone(),
-        ));
+            ownership: ownership.clone(),
+            node: node_id.clone(),
+        }));
         let leases = ownership.is_leased().then(|| {
             let address = local_address
                 .clone()
                 .unwrap_or_else(|| format!("http://{}/", cfg.http.bind));
-            LeaseActor::new(
-                db.clone(),
-                node_id.clone(),
+            LeaseActor::new(LeaseWiring {
+                db: db.clone(),
+                node: node_id.clone(),
                 address,
-                ownership.clone(),
-                clock.clone(),
-                cfg.scheduler.pre_read_ms,
-                metrics.clone(),
-                activity.clone(),
-            )
+                ownership: ownership.clone(),
+                clock: clock.clone(),
+                pre_read_ms: cfg.scheduler.pre_read_ms,
+                metrics: metrics.clone(),
+                activity: activity.clone(),
+            })
             .wake(scan.clone())
             .start()
         });

@@ -53,19 +53,29 @@ pub(super) fn clean_logs(dir: &Path, today: NaiveDate, days: i64) -> usize {
     n
 }
 
+/// Where a standalone executor's run logs live and how long they are kept.
+pub(super) struct RunLogs {
+    /// `executor.log_path`.
+    pub(super) dir: PathBuf,
+    /// `executor.log_retention_days` (below 3: kept).
+    pub(super) retention_days: i64,
+}
+
 impl Registrar {
-    /// Registers `app` at `address` with `admins` every `beat`.
-    #[allow(clippy::too_many_arguments)]
+    /// Registers `app` at `address` with `admins` every `beat`; removes run logs past their
+    /// retention.
     pub(super) fn new(
         admins: Vec<String>,
         client: HttpExecutorClient,
-        app: &str,
-        address: &str,
+        (app, address): (&str, &str),
         beat: Duration,
-        log_dir: PathBuf,
-        retention_days: i64,
+        logs: RunLogs,
         clock: Clock,
     ) -> Self {
+        let RunLogs {
+            dir: log_dir,
+            retention_days,
+        } = logs;
         Registrar {
             clock,
             admins,

@@ -12,7 +12,7 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 
 use super::actor::RuntimeConfig;
 use super::callback::{CallbackActor, FlushCallbacks};
-use super::registrar::{Deregister, Registrar};
+use super::registrar::{Deregister, Registrar, RunLogs};
 use super::server::{self, ExecutorApi};
 use super::{ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor};
 use crate::clock::Clock;
@@ -150,11 +150,12 @@ impl StandaloneExecutor {
         let registrar = Registrar::new(
             admins,
             client,
-            &app,
-            &address,
+            (&app, &address),
             Duration::from_secs(cfg.registry.beat_secs),
-            log_dir,
-            cfg.executor.log_retention_days,
+            RunLogs {
+                dir: log_dir,
+                retention_days: cfg.executor.log_retention_days,
+            },
             clock,
         )
         .start();

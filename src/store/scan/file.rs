@@ -33,20 +33,35 @@ struct Page {
     next_after: Option<i32>,
 }
 
+/// Which page a pass reads, and under what settings.
+struct PageOf<'a> {
+    /// The pass's now (epoch ms).
+    now: i64,
+    cfg: &'a SchedulerConfig,
+    directory: &'a Directory,
+    tz: Tz,
+    /// Jobs after this id…
+    after_id: i32,
+    /// …at most this many.
+    limit: u64,
+}
+
 /// One page in one transaction: reads the groups on the first page,
 /// reads the due jobs after `after_id`, plans and records their fires, advances their schedules.
-#[allow(clippy::too_many_arguments)]
 fn page(
     conn: &mut rusqlite::Connection,
     journal: &mut Journal,
-    now: i64,
-    cfg: &SchedulerConfig,
-    after_id: i32,
-    limit: u64,
+    of: &PageOf<'_>,
     cache: &mut ScanCache,
-    directory: &Directory,
-    tz: Tz,
 ) -> Result<Page> {
+    let PageOf {
+        now,
+        cfg,
+        directory,
+        tz,
+        after_id,
+        limit,
+    } = *of;
     use crate::store::sqlite_sync as sync;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut report = ScanReport::default();
@@ -134,7 +149,15 @@ pub(super) async fn pass(
         let n = left.min(PAGE);
         let out = writer
             .exec_journalled(move |conn, journal| {
-                let r = page(conn, journal, now, &cfg, after, n, &mut cache, &dir, tz);
+                let of = PageOf {
+                    now,
+                    cfg: &cfg,
+                    directory: &dir,
+                    tz,
+                    after_id: after,
+                    limit: n,
+                };
+                let r = page(conn, journal, &of, &mut cache);
                 (r, cache)
             })
             .await;
@@ -197,18 +220,15 @@ mod tests {
         let mut pass = |conn: &mut rusqlite::Connection| {
             let (mut after, mut pages, mut fires) = (0, Vec::new(), Vec::new());
             loop {
-                let p = page(
-                    conn,
-                    &mut journal,
-                    t0,
-                    &cfg,
-                    after,
-                    2,
-                    &mut cache,
-                    &directory,
-                    chrono_tz::UTC,
-                )
-                .unwrap();
+                let of = PageOf {
+                    now: t0,
+                    cfg: &cfg,
+                    directory: &directory,
+                    tz: chrono_tz::UTC,
+                    after_id: after,
+                    limit: 2,
+                };
+                let p = page(conn, &mut journal, &of, &mut cache).unwrap();
                 pages.push((p.report.jobs, p.groups.map(|(_, g)| g.len())));
                 // a page's log ids follow nominal time (rows then go in near the table's end)
                 let mut by_id: Vec<_> = p.fires.iter().map(|f| (f.log_id, f.fire_time)).collect();

@@ -75,18 +75,14 @@ async fn transaction(
     } else {
         take_over(&txn, now, cfg, &set.takeovers, &mut report).await?
     };
-    let recorded = record_due(
-        &txn,
+    let of = DueOf {
         now,
         cfg,
         pre_read_count,
-        &compensated,
+        compensated: &compensated,
         set,
-        jobs,
-        &mut schedule_of,
-        &mut report,
-    )
-    .await?;
+    };
+    let recorded = record_due(&txn, &of, jobs, &mut schedule_of, &mut report).await?;
     to_ring.extend(recorded);
     if !set.all {
         let mut all: Vec<Lease> = set.leases.clone();
@@ -215,21 +211,36 @@ async fn recover_stale(
     Ok((to_ring, compensated))
 }
 
+/// Which due jobs a pass records, and under what settings.
+struct DueOf<'a> {
+    /// The pass's now (epoch ms).
+    now: i64,
+    cfg: &'a SchedulerConfig,
+    /// Most jobs read.
+    pre_read_count: u64,
+    /// Jobs whose missed fires this pass already compensated.
+    compensated: &'a HashSet<i32>,
+    /// The buckets scanned.
+    set: &'a ScanSet,
+}
+
 /// Jobs due within the window: plans their fires ([`plan_due`]), records them as pending
 /// rows and advances each job's schedule. Answers the recorded fires, each carrying its
 /// job as read now (shared), so dispatch reads nothing.
-#[allow(clippy::too_many_arguments)]
 async fn record_due(
     txn: &sea_orm::DatabaseTransaction,
-    now: i64,
-    cfg: &SchedulerConfig,
-    pre_read_count: u64,
-    compensated: &HashSet<i32>,
-    set: &ScanSet,
+    of: &DueOf<'_>,
     jobs: &mut JobArcs,
     schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
     report: &mut ScanReport,
 ) -> Result<Vec<Fire>> {
+    let DueOf {
+        now,
+        cfg,
+        pre_read_count,
+        compensated,
+        set,
+    } = *of;
     if set.is_empty() {
         return Ok(Vec::new());
     }

@@ -122,18 +122,71 @@ enum Admit {
     Refuse(String),
 }
 
-/// A new run of `w` with `status`.
-#[allow(clippy::too_many_arguments)]
-fn new_run(
-    w: &entity::xjob_workflow::Model,
-    st: &str,
+/// Which attempt of which node of which run, and when.
+#[derive(Clone, Copy)]
+struct NodeAt<'a> {
+    run: &'a runs::Model,
+    key: &'a str,
+    /// 1 for the first.
+    attempt: i32,
+    /// Epoch ms.
+    now: i64,
+}
+
+/// The run a batch of results is applied to.
+#[derive(Clone, Copy)]
+struct ResultOf<'a> {
+    run: &'a runs::Model,
+    /// The context it inherits (a nested run's parent's).
+    up: Option<&'a serde_json::Map<String, Value>>,
+    /// Epoch ms.
+    now: i64,
+}
+
+/// What a job node's attempt runs.
+#[derive(Clone, Copy)]
+struct JobStart<'a> {
+    job_id: i32,
+    /// The node's param (`None`: the job's own), rendered from `ctx`.
+    param: Option<&'a str>,
+    ctx: &'a Value,
+    /// The node's attempts when a later attempt keeps them (`None`: from the job's retries).
+    max_attempts: Option<i32>,
+}
+
+/// How a run starts: its trigger, its params and first context, its place among runs.
+struct RunStart {
     trigger_type: TriggerType,
     params: Option<String>,
-    ctx: &Value,
+    ctx: Value,
+    /// The parent workflow's node run (a nested run).
     parent: Option<i64>,
+    /// How deep it is nested (0: a top-level run).
     depth: i16,
-    now: i64,
-) -> runs::Model {
+}
+
+impl RunStart {
+    /// A top-level run.
+    fn top(trigger_type: TriggerType, params: Option<String>, ctx: Value) -> Self {
+        RunStart {
+            trigger_type,
+            params,
+            ctx,
+            parent: None,
+            depth: 0,
+        }
+    }
+}
+
+/// A new run of `w` with `status`.
+fn new_run(w: &entity::xjob_workflow::Model, st: &str, start: RunStart, now: i64) -> runs::Model {
+    let RunStart {
+        trigger_type,
+        params,
+        ctx,
+        parent,
+        depth,
+    } = start;
     runs::Model {
         id: 0,
         workflow_id: w.id,
@@ -161,7 +214,12 @@ async fn queue(
     ctx: Value,
     now: i64,
 ) -> Result<i64> {
-    let run = new_run(w, status::QUEUED, trigger_type, params, &ctx, None, 0, now);
+    let run = new_run(
+        w,
+        status::QUEUED,
+        RunStart::top(trigger_type, params, ctx),
+        now,
+    );
     tx.insert_run(&run).await
 }
 
@@ -605,9 +663,8 @@ impl Runs {
         let mut ch = Changes::default();
         let id = match self.admit(tx, &w).await? {
             Admit::Run => {
-                self.start_in(tx, &w, trigger_type, params, ctx, None, 0, now, &mut ch)
-                    .await?
-                    .0
+                let start = RunStart::top(trigger_type, params, ctx);
+                self.start_in(tx, &w, start, now, &mut ch).await?.0
             }
             Admit::Queue => queue(tx, &w, trigger_type, params, ctx, now).await?,
             Admit::Refuse(reason) => return Err(Error::Conflict { reason }),
@@ -724,8 +781,8 @@ impl Runs {
                 let ctx = initial_context(None)?;
                 match self.admit(&tx, &w).await? {
                     Admit::Run => {
-                        self.start_in(&tx, &w, trigger_type, None, ctx, None, 0, now, &mut ch)
-                            .await?;
+                        let start = RunStart::top(trigger_type, None, ctx);
+                        self.start_in(&tx, &w, start, now, &mut ch).await?;
                     }
                     Admit::Queue => {
                         queue(&tx, &w, trigger_type, None, ctx, now).await?;
@@ -747,32 +804,18 @@ impl Runs {
     }
 
     /// Records a run of `w` and moves it on; answers its id and, when it ended at once, how.
-    #[allow(clippy::too_many_arguments)]
     fn start_in<'a, T: Tx>(
         &'a self,
         tx: &'a T,
         w: &'a entity::xjob_workflow::Model,
-        trigger_type: TriggerType,
-        params: Option<String>,
-        ctx: Value,
-        parent: Option<i64>,
-        depth: i16,
+        start: RunStart,
         now: i64,
         ch: &'a mut Changes,
     ) -> BoxFut<'a, Result<(i64, Option<bool>)>> {
         Box::pin(async move {
-            let mut run = new_run(
-                w,
-                status::RUNNING,
-                trigger_type,
-                params,
-                &ctx,
-                parent,
-                depth,
-                now,
-            );
+            let mut run = new_run(w, status::RUNNING, start, now);
             run.id = tx.insert_run(&run).await?;
-            if parent.is_none() {
+            if run.parent_node_run.is_none() {
                 ch.started += 1;
                 ch.expanded = 0;
             }
@@ -845,21 +888,23 @@ impl Runs {
                     let node = &c.def.nodes[i];
                     // a node that ended at once (a decision, or one that could not run)
                     let ended = match &node.kind {
-                        NodeKind::Job { job_id } => self
-                            .start_job(
-                                tx,
+                        NodeKind::Job { job_id } => {
+                            let at = NodeAt {
                                 run,
-                                &node.key,
-                                *job_id,
-                                node.param.as_deref(),
-                                &ctx,
-                                next(&node.key),
-                                None,
+                                key: &node.key,
+                                attempt: next(&node.key),
                                 now,
-                                ch,
-                            )
-                            .await?
-                            .map(|ok| (ok, None)),
+                            };
+                            let job = JobStart {
+                                job_id: *job_id,
+                                param: node.param.as_deref(),
+                                ctx: &ctx,
+                                max_attempts: None,
+                            };
+                            self.start_job(tx, &at, &job, ch)
+                                .await?
+                                .map(|ok| (ok, None))
+                        }
                         NodeKind::Decision { expression } => {
                             let (st, decision, msg) = match expr::decide(expression, &ctx) {
                                 Ok(d) => (status::SUCCEEDED, Some(d), format!("{d}")),
@@ -874,18 +919,17 @@ impl Runs {
                             .await?;
                             Some((decision.is_some(), decision))
                         }
-                        NodeKind::Workflow { workflow_id } => self
-                            .start_nested(
-                                tx,
+                        NodeKind::Workflow { workflow_id } => {
+                            let at = NodeAt {
                                 run,
-                                &node.key,
-                                next(&node.key),
-                                *workflow_id,
+                                key: &node.key,
+                                attempt: next(&node.key),
                                 now,
-                                ch,
-                            )
-                            .await?
-                            .map(|ok| (ok, None)),
+                            };
+                            self.start_nested(tx, &at, *workflow_id, ch)
+                                .await?
+                                .map(|ok| (ok, None))
+                        }
                     };
                     if let Some((succeeded, decision)) = ended {
                         states[i] = State::Done {
@@ -936,20 +980,25 @@ impl Runs {
 
     /// Records attempt `attempt` of job node `key` with its pending run rows (one per shard of
     /// a sharding broadcast); answers the node's outcome when it cannot run (its job is gone).
-    #[allow(clippy::too_many_arguments)]
     async fn start_job(
         &self,
         tx: &impl Tx,
-        run: &runs::Model,
-        key: &str,
-        job_id: i32,
-        param: Option<&str>,
-        ctx: &Value,
-        attempt: i32,
-        max_attempts: Option<i32>,
-        now: i64,
+        at: &NodeAt<'_>,
+        job: &JobStart<'_>,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
+        let NodeAt {
+            run,
+            key,
+            attempt,
+            now,
+        } = *at;
+        let JobStart {
+            job_id,
+            param,
+            ctx,
+            max_attempts,
+        } = *job;
         let cached = match ch.jobs.get(&job_id) {
             Some(j) => j.clone(),
             None => {
@@ -1030,17 +1079,19 @@ impl Runs {
 
     /// Records workflow node `key` and starts its nested run; answers the node's outcome when
     /// it ended at once (or cannot run).
-    #[allow(clippy::too_many_arguments)]
     async fn start_nested(
         &self,
         tx: &impl Tx,
-        run: &runs::Model,
-        key: &str,
-        attempt: i32,
+        at: &NodeAt<'_>,
         workflow_id: i32,
-        now: i64,
         ch: &mut Changes,
     ) -> Result<Option<bool>> {
+        let NodeAt {
+            run,
+            key,
+            attempt,
+            now,
+        } = *at;
         let fail =
             |msg: String| async move { fail_node(tx, run.id, key, attempt, now, &msg).await };
         if run.depth + 1 > MAX_DEPTH {
@@ -1067,12 +1118,14 @@ impl Runs {
             .start_in(
                 tx,
                 &w,
-                TriggerType::Workflow,
-                None,
-                // its own values only: it reads its parent's context through `inherited`
-                Value::Object(Default::default()),
-                Some(node_id),
-                run.depth + 1,
+                RunStart {
+                    trigger_type: TriggerType::Workflow,
+                    params: None,
+                    // its own values only: it reads its parent's context through `inherited`
+                    ctx: Value::Object(Default::default()),
+                    parent: Some(node_id),
+                    depth: run.depth + 1,
+                },
                 now,
                 ch,
             )
@@ -1244,9 +1297,14 @@ impl Runs {
             let up = inherited(tx, &run).await?;
             let before = ctx.clone();
             let (mut changed, mut stale) = (false, false);
+            let of = ResultOf {
+                run: &run,
+                up: up.as_ref(),
+                now,
+            };
             for f in items.into_iter().filter(|f| open.contains(&f.log_id)) {
                 match self
-                    .apply_one(tx, &run, &mut rows, &mut ctx, up.as_ref(), f, now, &mut ch)
+                    .apply_one(tx, &of, &mut rows, &mut ctx, f, &mut ch)
                     .await?
                 {
                     Applied::Nothing => {}
@@ -1308,18 +1366,16 @@ impl Runs {
 
     /// Applies one run row's result (its link already marked done) to its node run in `rows`
     /// (the run's rows, kept in step with what is stored).
-    #[allow(clippy::too_many_arguments)]
     async fn apply_one<T: Tx>(
         &self,
         tx: &T,
-        run: &runs::Model,
+        of: &ResultOf<'_>,
         rows: &mut [nodes::Model],
         ctx: &mut Value,
-        up: Option<&serde_json::Map<String, Value>>,
         mut f: Finished,
-        now: i64,
         ch: &mut Changes,
     ) -> Result<Applied> {
+        let ResultOf { run, up, now } = *of;
         ch.applied += 1;
         let Some(at) = rows.iter().position(|n| n.id == f.node_run_id) else {
             return Ok(Applied::Nothing);
@@ -1381,20 +1437,21 @@ impl Runs {
                 && let NodeKind::Job { job_id } = &c.def.nodes[i].kind
             {
                 let param = c.def.nodes[i].param.clone();
-                // (the new attempt's row is read again by the run's advance)
-                self.start_job(
-                    tx,
+                let ctx = effective(up, ctx);
+                let at = NodeAt {
                     run,
-                    &node.node_key,
-                    *job_id,
-                    param.as_deref(),
-                    &effective(up, ctx),
-                    node.attempt + 1,
-                    Some(node.max_attempts),
+                    key: &node.node_key,
+                    attempt: node.attempt + 1,
                     now,
-                    ch,
-                )
-                .await?;
+                };
+                let job = JobStart {
+                    job_id: *job_id,
+                    param: param.as_deref(),
+                    ctx: &ctx,
+                    max_attempts: Some(node.max_attempts),
+                };
+                // (the new attempt's row is read again by the run's advance)
+                self.start_job(tx, &at, &job, ch).await?;
                 return Ok(Applied::NewAttempt);
             }
         }
@@ -1676,7 +1733,6 @@ impl Runs {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn node_row(
     run_id: i64,
     key: &str,

@@ -180,11 +180,14 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
         rows: 0,
         since: Instant::now(),
     };
-    let mut held = Pairing::default();
-    let mut journal = Journal::default();
-    let mut jobs = JobCache::default();
+    let mut st = State::default();
+    let out = Outlets {
+        activity: &activity,
+        sink: &sink,
+        held_count: &held_count,
+    };
     loop {
-        let (ops, closed) = match held.deadline() {
+        let (ops, closed) = match st.held.deadline() {
             None => match rx.blocking_recv() {
                 Some(first) => (fill(first, &mut rx), false),
                 None => break,
@@ -216,28 +219,15 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
         // a bug in one batch must not stop every later write: its transaction rolls back
         // (dropped while unwinding), its waiters hear of the failure (their results are
         // re-sent by executors), and the writer goes on with the next batch
-        let run = std::panic::AssertUnwindSafe(|| {
-            batch(
-                conn,
-                &mut journal,
-                &mut jobs,
-                ops,
-                listed,
-                &mut held,
-                flush,
-                &activity,
-                &sink,
-                &held_count,
-            )
-        });
+        let run = std::panic::AssertUnwindSafe(|| batch(conn, &mut st, ops, listed, flush, &out));
         match std::panic::catch_unwind(run) {
             Ok(rows) => tail.rows += rows,
             Err(_) => {
                 tracing::error!("a run-row batch panicked; its writes are lost, the writer goes on")
             }
         }
-        held_count.store(held.len(), Ordering::Release);
-        tail.index_if_due(conn, &journal);
+        held_count.store(st.held.len(), Ordering::Release);
+        tail.index_if_due(conn, &st.journal);
         drop(slot);
         if closed {
             break;
@@ -335,20 +325,46 @@ fn linger(
     (ops, false)
 }
 
+/// What the writer thread keeps from one batch to the next.
+#[derive(Default)]
+struct State {
+    /// Outcomes held for their results (and results for their outcomes).
+    held: Pairing,
+    /// The fire journal's view of the fires it holds.
+    journal: Journal,
+    /// The jobs the batches' rows name.
+    jobs: JobCache,
+}
+
+/// Where a batch's effects go besides the database.
+#[derive(Clone, Copy)]
+struct Outlets<'a> {
+    activity: &'a Activity,
+    /// Finished runs, to the completion actor.
+    sink: &'a FinishedSink,
+    /// How many outcomes are held (read by the metrics).
+    held_count: &'a AtomicUsize,
+}
+
 /// Writes one batch ([`Pairing::prepare`]), a few tries, then settles it.
-#[allow(clippy::too_many_arguments)]
 fn batch(
     conn: &mut Connection,
-    journal: &mut Journal,
-    jobs: &mut JobCache,
+    st: &mut State,
     ops: Vec<Queued>,
     listed: Vec<crate::store::audit::Entry>,
-    held: &mut Pairing,
     flush: bool,
-    activity: &Activity,
-    sink: &FinishedSink,
-    held_count: &AtomicUsize,
+    out: &Outlets<'_>,
 ) -> usize {
+    let State {
+        held,
+        journal,
+        jobs,
+    } = st;
+    let Outlets {
+        activity,
+        sink,
+        held_count,
+    } = *out;
     let now = Instant::now();
     let mut b = held.prepare(ops, now, flush, activity);
     b.audits.extend(listed);
