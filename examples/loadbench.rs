@@ -214,6 +214,11 @@ impl xjob::executor::ExecutorClient for TimedClient {
     fn beat(&self, a: &str) -> futures::future::BoxFuture<'static, xjob::model::wire::ReturnT> {
         self.inner.beat(a)
     }
+    /// What each executor registered as (xjob's executors take `/runBatch`): the wrapped
+    /// client's to know, or every batch would go one call at a time.
+    fn learn(&self, address: &str, kind: xjob::executor::ExecutorKind) {
+        self.inner.learn(address, kind)
+    }
     fn idle_beat(
         &self,
         a: &str,

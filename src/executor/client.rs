@@ -93,7 +93,8 @@ pub trait ExecutorClient: Send + Sync + 'static {
         None
     }
     /// The executor at `address` registered as `kind`: calls to it go where it listens from
-    /// now on. The default ignores it (a client with one path for everyone).
+    /// now on. The default ignores it (a client with one path for everyone); a client that
+    /// wraps another must pass it on, or executors that take batches get one call at a time.
     fn learn(&self, address: &str, kind: ExecutorKind) {
         let _ = (address, kind);
     }
