@@ -131,6 +131,8 @@ pub(crate) struct SettleActor {
     /// When this node first found each row in doubt (epoch ms).
     since: HashMap<i64, i64>,
     busy: bool,
+    /// The engine is stopping: no more periodic rounds.
+    stopped: bool,
 }
 
 impl SettleActor {
@@ -156,6 +158,7 @@ impl SettleActor {
             activity,
             since: HashMap::new(),
             busy: false,
+            stopped: false,
         }
     }
 
@@ -391,7 +394,24 @@ impl Actor for SettleActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.run(ctx, None);
-        ctx.run_interval(SETTLE_EVERY, |a, ctx| a.run(ctx, None));
+        ctx.run_interval(SETTLE_EVERY, |a, ctx| {
+            if !a.stopped {
+                a.run(ctx, None);
+            }
+        });
+    }
+}
+
+/// No more rounds: the engine is stopping (its pool may close under a round).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct StopSettling;
+
+impl Handler<StopSettling> for SettleActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopSettling, _: &mut Self::Context) {
+        self.stopped = true;
     }
 }
 
