@@ -953,7 +953,9 @@ impl Engine {
         // no more workflow passes: what they would start goes on from the database next time
         self.workflows.send(StopWorkflows).await?;
         // nor settling rounds (fires in doubt wait for the next start)
-        self.settle.send(crate::actors::settle::StopSettling).await?;
+        self.settle
+            .send(crate::actors::settle::StopSettling)
+            .await?;
         let left = self.ring.send(DrainRing).await?;
         // the results of runs done here wait for their logs until the executor is quiet:
         // written now, so they are among the results received before the stop
