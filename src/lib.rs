@@ -148,6 +148,7 @@ mod cpu;
 mod directory;
 mod engine;
 mod error;
+mod fire;
 mod jobs;
 mod lost_runs;
 mod metrics;

@@ -17,8 +17,9 @@ use sea_orm::DatabaseConnection;
 
 use crate::clock::ms_to_naive;
 use crate::error::Result;
+use crate::fire::HandleResult;
 use crate::model::wire::FAIL_CODE;
-use crate::store::log_batches::{HandleResult, record_handles};
+use crate::store::log_batches::record_handles;
 use crate::store::{logs, registry};
 
 /// How often runs on never-registered addresses are checked.

@@ -15,13 +15,14 @@ use sea_orm::DatabaseConnection;
 use crate::clock::{Clock, naive_to_ms};
 use crate::error::Result;
 use crate::executor::ExecutorClient;
+use crate::fire::TriggerRecord;
 use crate::jobs::JobDef;
 use crate::metrics::Metrics;
 use crate::model::AddressType;
 use crate::model::wire::{FAIL_CODE, ReturnT, TriggerParam};
 use crate::model::{BlockStrategy, RouteStrategy, TriggerType};
 use crate::router::{Router, busyover, failover, sharding_broadcast};
-use crate::store::logs::{self, TriggerRecord};
+use crate::store::logs;
 use crate::store::writer::LogWriter;
 use crate::store::{groups, jobs};
 

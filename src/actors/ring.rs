@@ -15,7 +15,7 @@ use actix::prelude::*;
 
 use crate::actors::trigger_pool::FireBatch;
 use crate::clock::Clock;
-use crate::store::logs::Fire;
+use crate::fire::Fire;
 
 /// Slots in the ring: one per second of a minute.
 pub(crate) const SLOTS: usize = 60;

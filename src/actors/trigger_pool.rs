@@ -22,9 +22,9 @@ use crate::clock::Clock;
 use crate::config::TriggerPoolConfig;
 use crate::directory::Directory;
 use crate::error::Result;
+use crate::fire::Fire;
 use crate::ownership::Ownership;
 use crate::store::leases::{self, bucket_of};
-use crate::store::logs::Fire;
 use crate::trigger::{Preloaded, Trigger, TriggerRequest};
 
 /// Fires handed to the pool that have not yet got a lane place: how far dispatch trails. The

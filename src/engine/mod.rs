@@ -16,6 +16,7 @@
 //! the writer to write what it was given, and releases the SQLite lock.
 
 mod api;
+mod start;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,25 +28,20 @@ use sea_orm::DatabaseConnection;
 use crate::activity::Activity;
 use crate::actors::complete::CompleteActor;
 use crate::actors::fail_monitor::FailMonitor;
-use crate::actors::lease::{LeaseActor, LeaseWiring, ReleaseAll};
+use crate::actors::lease::{LeaseActor, ReleaseAll};
 use crate::actors::log_report::LogReport;
-use crate::actors::registry::{Heartbeat, RefreshRegistry, RegistryActor};
-use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, PushRing, RingActor};
-use crate::actors::scan::{Recovery, ScanActor, ScanNow, ScanReport, ScanWiring, StopScan};
+use crate::actors::registry::{RefreshRegistry, RegistryActor};
+use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, RingActor};
+use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::settle::SettleActor;
-use crate::actors::trigger_pool::{
-    Backlog, GetPoolStats, PoolStats, TriggerJob, TriggerPool, TriggerPoolWiring,
-};
-use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor, WorkflowWiring};
-use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
+use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
+use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor};
+use crate::alarm::{Alarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::directory::Directory;
 use crate::error::{Error, Result};
-use crate::executor::{
-    ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor, NodeClient,
-    RuntimeConfig,
-};
+use crate::executor::{ExecutorClient, HandlerRegistry, HttpExecutorClient, InProcessExecutor};
 use crate::jobs::JobSpec;
 use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
@@ -53,7 +49,7 @@ use crate::model::wire::SUCCESS_CODE;
 use crate::store::scan::ScanStore;
 
 use crate::schedule::Schedule;
-use crate::store::writer::{LogWriter, Target};
+use crate::store::writer::LogWriter;
 use crate::store::{self, groups, jobs, logs};
 use crate::trigger::{Trigger, TriggerRequest};
 
@@ -175,307 +171,10 @@ impl EngineBuilder {
         self
     }
 
-    /// Connects, migrates and starts the actors on the current actix system.
-    pub async fn start(mut self) -> Result<Engine> {
-        let cfg = self.config;
-        cfg.validate()?;
-        let clock = self.clock.unwrap_or_else(Clock::system);
-        let db = match self.db {
-            Some(db) => db,
-            None => store::connect(&cfg.database).await?,
-        };
-        store::migrate(&db).await?;
-        store::verify_lock_row(&db).await?;
-        // a SQLite file is locked for this node here: a second node on it refuses to start
-        let target = Target::of(&db)
-            .await?
-            .separate_cpus(cfg.database.separate_writer_cpu);
-        let single_node = target.single_node();
-        let node_id = format!("{}-{}", hostname(), crate::token::random_hex(6));
-
-        let activity = Activity::default();
-        let metrics = Metrics::default();
-        let directory = Directory::default();
-        directory.load_groups(&db).await?;
-        // the completion actor's address exists before the actor: the executor sends it results
-        // and the writer finished runs, and the actor starts child jobs on the trigger pool,
-        // which dispatches through that executor (the cycle closes when the actor runs, below)
-        let complete_ctx = Context::<CompleteActor>::new();
-        let complete = complete_ctx.address();
-        let writer = {
-            let me = complete.clone();
-            LogWriter::start(target, activity.clone(), Box::new(move |f| me.do_send(f))).await?
-        };
-        // where scan passes run; it knows which buckets this node schedules (every one on
-        // SQLite; on a shared database those it holds leases on)
-        let scan_store = ScanStore::new(db.clone(), &writer);
-        let ownership = scan_store.ownership();
-        let app = cfg.executor.app_name.trim().to_string();
-        let local_address = (!app.is_empty()).then(|| {
-            let a = cfg.executor.address.trim();
-            if a.is_empty() {
-                format!("http://{}/", cfg.http.bind)
-            } else {
-                a.to_string()
-            }
-        });
-        // the node's HTTP client for its own calls (webhook alarms, httpJobHandler)
-        let http = match self.http.take() {
-            Some(c) => c,
-            None => HttpExecutorClient::with_ca_file(
-                None,
-                Duration::from_secs(cfg.http.client_timeout_secs),
-                &cfg.http.client_ca_file,
-            )?,
-        };
-        let mut handlers = self.handlers.clone();
-        if local_address.is_some() {
-            crate::executor::builtin::register(&mut handlers, &cfg.executor, http.clone())?;
-        }
-        // With the SQLite writer on a CPU of its own, the in-process executor (its job threads,
-        // handler starts and results) runs on a thread kept on that CPU, ahead of the writer:
-        // a second's burst of fires is routed on this thread while the other starts the
-        // handlers, instead of both on this one (10,000 fires/s: p99 lateness 37–41 → 25–29
-        // ms; BENCHMARKS.md, 2026-11-26, d98c68c). Only with the system clock (a test's paused clock
-        // belongs to this thread's runtime).
-        let executor_thread = match writer.writer_cpu() {
-            Some(cpu) if clock.is_system() && local_address.is_some() => {
-                // the System keeps the arbiter's handle: it runs until the System stops
-                let thread = actix::Arbiter::new();
-                thread.spawn_fn(move || crate::cpu::pin(cpu));
-                writer.exec(|_| crate::cpu::yield_cpu()).await?;
-                Some(thread)
-            }
-            _ => None,
-        };
-        let local = local_address.as_ref().map(|addr| {
-            let exec = InProcessExecutor::start(
-                handlers.clone(),
-                complete.clone().recipient(),
-                clock.clone(),
-                RuntimeConfig {
-                    queue_capacity: cfg.executor.queue_capacity.max(1),
-                    scripts_enabled: cfg.executor.scripts_enabled,
-                    log_dir: self.log_dir.clone(),
-                    activity: Some(activity.clone()),
-                    ..RuntimeConfig::default()
-                },
-                executor_thread.as_ref().map(|t| t.handle()).as_ref(),
-            );
-            (addr.clone(), exec)
-        });
-        let in_process = local.as_ref().map(|(_, e)| e.clone());
-        // the completion actor closes runs whose result this node's own executor lost
-        let local_runs = local
-            .as_ref()
-            .map(|(a, e)| crate::lost_runs::LocalRuns::new(a, e.clone()));
-        let local = local.map(|(a, e)| (a, app.clone(), Arc::new(e) as Arc<dyn ExecutorClient>));
-        let local_executor = local.as_ref().map(|(_, _, e)| e.clone());
-        let client: Arc<dyn ExecutorClient> =
-            Arc::new(NodeClient::new(local, self.remote, Some(directory.clone())));
-        let trigger = Arc::new(Trigger::new(
-            db.clone(),
-            clock.clone(),
-            client,
-            cfg.http.bind.clone(),
-            metrics.clone(),
-            writer.clone(),
-        ));
-
-        let heartbeat = local_address.as_ref().map(|a| Heartbeat {
-            app_name: app.clone(),
-            address: a.clone(),
-        });
-        RegistryActor::refresh(
-            &db,
-            &clock,
-            &directory,
-            cfg.registry.dead_secs,
-            heartbeat.as_ref(),
-        )
-        .await?;
-        directory.load_groups(&db).await?;
-        let registry = supervised(RegistryActor::new(
-            db.clone(),
-            clock.clone(),
-            cfg.registry.clone(),
-            heartbeat,
-            activity.clone(),
-            directory.clone(),
-        ));
-
-        let backlog = Backlog::default();
-        let pool = supervised(TriggerPool::new(TriggerPoolWiring {
-            db: db.clone(),
-            trigger: trigger.clone(),
-            clock: clock.clone(),
-            cfg: cfg.trigger_pool.clone(),
-            activity: activity.clone(),
-            directory: directory.clone(),
-            ownership: ownership.clone(),
-            node: node_id.clone(),
-            backlog: backlog.clone(),
-        }));
-        // (not under a Supervisor, which builds its actor's context itself: this one's address
-        // had to exist before the pool; the actor never stops itself)
-        let complete = complete_ctx.run(
-            CompleteActor::new(
-                db.clone(),
-                clock.clone(),
-                activity.clone(),
-                cfg.scheduler.max_chain_depth,
-                metrics.clone(),
-                writer.clone(),
-                pool.clone().recipient(),
-            )
-            .with_local(local_runs),
-        );
-        let ring = supervised(RingActor::new(clock.clone(), pool.clone().recipient()));
-        // fires in doubt (a node stopped while sending them) are settled by asking executors
-        let settle = supervised(SettleActor::new(
-            trigger.clone(),
-            directory.clone(),
-            pool.clone(),
-            (
-                cfg.scheduler.claim_timeout_ms,
-                cfg.scheduler.misfire_threshold_ms,
-            ),
-            activity.clone(),
-        ));
-
-        // Fires recorded by an earlier run (of this or another node) that are not yet overdue go
-        // back into the ring; on a shared database the claim at dispatch makes sure each runs
-        // once whoever else holds it (a locked SQLite file has no one else). Overdue ones are the
-        // scan's to recover, under the misfire policy (on SQLite only in its first pass, and only
-        // those older than the adopted ones).
-        let now = clock.now_ms();
-        let horizon = now + cfg.scheduler.pre_read_ms;
-        // (with leases, a bucket's pending fires are taken over by whichever node takes it)
-        let adopted = if ownership.is_leased() {
-            Vec::new()
-        } else {
-            logs::pending_between(&db, now - cfg.scheduler.recover_after_ms, horizon).await?
-        };
-        if !adopted.is_empty() {
-            tracing::info!(
-                fires = adopted.len(),
-                "adopted fires left pending by an earlier run"
-            );
-            ring.do_send(PushRing(adopted));
-        }
-
-        let mut alarms = self.alarms;
-        if !cfg.alarm.smtp.host.trim().is_empty() {
-            alarms.push(Box::new(EmailAlarm::new(&cfg.alarm.smtp)?));
-        }
-        alarms.push(Box::new(
-            WebhookAlarm::new(http, Some(cfg.alarm.webhook_url.clone()))
-                .with_policy(WebhookPolicy::of(&cfg.alarm)?),
-        ));
-        let alarms = Arc::new(alarms);
-        let fail_monitor = supervised(FailMonitor::new(
-            db.clone(),
-            clock.clone(),
-            pool.clone().recipient(),
-            alarms.clone(),
-            activity.clone(),
-        ));
-        let runs = crate::store::workflow_runs::Runs::new(&writer);
-        let workflows = supervised(WorkflowActor::new(WorkflowWiring {
-            db: db.clone(),
-            runs: runs.clone(),
-            pool: pool.clone(),
-            clock: clock.clone(),
-            activity: activity.clone(),
-            metrics: metrics.clone(),
-            alarms: alarms.clone(),
-            recovery: crate::actors::workflow::Recovery {
-                single_node,
-                recover_after_ms: cfg.scheduler.recover_after_ms,
-                misfire_ms: cfg.scheduler.misfire_threshold_ms,
-                time_zone: cfg.time_zone(),
-            },
-        }));
-
-        let log_report = supervised(LogReport::new(
-            db.clone(),
-            clock.clone(),
-            cfg.time_zone(),
-            cfg.log_retention_days,
-            activity.clone(),
-        ));
-
-        let scan = supervised(ScanActor::new(ScanWiring {
-            store: scan_store.clone(),
-            clock: clock.clone(),
-            cfg: cfg.scheduler.clone(),
-            pre_read_count: cfg.pre_read_count(),
-            ring: ring.clone().recipient(),
-            activity: activity.clone(),
-            metrics: metrics.clone(),
-            directory: directory.clone(),
-            // one node: what an earlier run left is recovered by the first pass only (its
-            // later fires were adopted into the ring above); with leases, by takeover
-            recovery: Recovery::FirstPass {
-                before: now - cfg.scheduler.recover_after_ms,
-            },
-            backlog,
-            ownership: ownership.clone(),
-            node: node_id.clone(),
-        }));
-        let leases = ownership.is_leased().then(|| {
-            let address = local_address
-                .clone()
-                .unwrap_or_else(|| format!("http://{}/", cfg.http.bind));
-            LeaseActor::new(LeaseWiring {
-                db: db.clone(),
-                node: node_id.clone(),
-                address,
-                ownership: ownership.clone(),
-                clock: clock.clone(),
-                pre_read_ms: cfg.scheduler.pre_read_ms,
-                metrics: metrics.clone(),
-                activity: activity.clone(),
-            })
-            .wake(scan.clone())
-            .start()
-        });
-        if !ownership.is_leased() {
-            metrics.buckets_owned(crate::store::leases::BUCKETS as usize);
-        }
-        tracing::info!(bind = %cfg.http.bind, local_executor = ?local_address, single_node, node = %node_id, "scheduling center started");
-        let sec = &cfg.security;
-        let token_failures = Arc::new(crate::console::auth::LoginLimiter::new(
-            sec.login_max_failures_per_client.max(1),
-            sec.login_max_failures_per_client.max(1),
-            sec.login_window_secs.max(1) as i64 * 1000,
-        ));
-        Ok(Engine {
-            token_failures,
-            settle,
-            config: Arc::new(cfg),
-            clock,
-            db,
-            scan,
-            ring,
-            pool,
-            complete,
-            registry,
-            trigger,
-            local_address,
-            local_executor,
-            in_process,
-            _fail_monitor: fail_monitor,
-            log_report,
-            activity,
-            metrics,
-            directory,
-            writer,
-            scan_store,
-            leases,
-            workflows,
-            runs,
-        })
+    /// Connects, migrates and starts the actors on the current actix system, step by step
+    /// (see `start.rs`).
+    pub async fn start(self) -> Result<Engine> {
+        start::run(self).await
     }
 }
 

@@ -137,8 +137,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::fire::PendingFire;
     use crate::model::TriggerType;
-    use crate::store::logs::{self, PendingFire};
+    use crate::store::logs;
 
     #[derive(Clone, Debug)]
     enum Op {

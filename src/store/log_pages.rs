@@ -283,7 +283,7 @@ mod tests {
                     .await
                     .unwrap();
             }
-            let pending = |t: i64| crate::store::logs::PendingFire {
+            let pending = |t: i64| crate::fire::PendingFire {
                 job_id: 7,
                 job_group: 1,
                 fire_time: t,

@@ -8,8 +8,8 @@
 //! the run-row writer (`store::writer::journal`); a restart turns journalled fires into pending
 //! rows.
 
-pub use super::log_batches::TriggerRecord;
-pub(crate) use super::log_batches::{HANDLE_MSG_MAX, cap_msg};
+use crate::fire::cap_msg;
+pub use crate::fire::{Fire, PendingFire, TriggerRecord};
 use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
 use sea_orm::Condition;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
@@ -23,40 +23,6 @@ use crate::error::{Error, Result};
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, SUCCESS_CODE};
 use crate::model::{AlarmStatus, fire_state};
-
-/// A fire the scan hands to the ring.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingFire {
-    /// Job id.
-    pub job_id: i32,
-    /// Its group.
-    pub job_group: i32,
-    /// Nominal fire time, epoch ms.
-    pub fire_time: i64,
-    /// CRON or MISFIRE.
-    pub trigger_type: TriggerType,
-}
-
-/// A recorded pending fire, with its log id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fire {
-    /// `xxl_job_log.id`.
-    pub log_id: i64,
-    /// Job id.
-    pub job_id: i32,
-    /// Nominal fire time, epoch ms.
-    pub fire_time: i64,
-    /// CRON or MISFIRE.
-    pub trigger_type: TriggerType,
-    /// The job as the scan read it (shared, not copied), so dispatch needs no read; `None`
-    /// for fires recovered from the database (dispatch reads the job).
-    pub job: Option<std::sync::Arc<crate::jobs::JobDef>>,
-    /// When `job` was read (epoch ms): an edit on this node after it makes dispatch read again.
-    pub read_ms: i64,
-    /// The epoch of the lease on the fire's bucket it was recorded (or taken over) under; 0
-    /// without leases. A node dispatches a fire only while it holds that lease.
-    pub epoch: i64,
-}
 
 /// Records pending fires (duplicates of an existing (job, nominal time) are ignored) and
 /// returns how many rows were written.
@@ -432,7 +398,7 @@ pub async fn record_handle(
     msg: Option<&str>,
     now_ms: i64,
 ) -> Result<Option<super::log_batches::Finished>> {
-    let item = super::log_batches::HandleResult {
+    let item = crate::fire::HandleResult {
         log_id,
         code,
         msg: msg.map(str::to_string),

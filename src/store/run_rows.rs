@@ -24,8 +24,9 @@ use std::collections::{HashMap, HashSet};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::{Map, Value as Json};
 
-use super::log_batches::{self, HANDLE_MSG_MAX, HandleResult, TriggerRecord};
+use super::log_batches;
 use crate::error::Result;
+use crate::fire::{HANDLE_MSG_MAX, HandleResult, TriggerRecord};
 use crate::model::wire::SUCCESS_CODE;
 use crate::model::{AlarmStatus, fire_state};
 

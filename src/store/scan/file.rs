@@ -12,8 +12,8 @@ use super::{PassContext, PassOutput, ScanReport};
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::Result;
+use crate::fire::Fire;
 use crate::jobs::JobDef;
-use crate::store::logs::Fire;
 use crate::store::writer::{Journal, LogWriter};
 use std::collections::HashSet;
 

@@ -31,11 +31,11 @@ use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::{Error, Result};
+use crate::fire::Fire;
 use crate::model::TriggerStatus;
 use crate::ownership::Ownership;
 use crate::store::audit::Entry;
 use crate::store::jobs;
-use crate::store::logs::Fire;
 use crate::store::writer::LogWriter;
 
 /// Most stale pending fires one pass recovers.

@@ -10,11 +10,11 @@ use chrono_tz::Tz;
 use super::ScanReport;
 use crate::config::SchedulerConfig;
 use crate::error::Result;
+use crate::fire::PendingFire;
 use crate::jobs::JobDef;
 use crate::model::{MisfireStrategy, TriggerStatus};
 use crate::schedule::Schedule;
 use crate::schedule::plan::{ScheduleUpdate, Window, plan_job};
-use crate::store::logs::PendingFire;
 
 /// Parsed schedules by job id, with the (type, conf, zone) they were parsed from.
 pub(super) type ScheduleCache = HashMap<i32, (String, Option<String>, Option<String>, Schedule)>;

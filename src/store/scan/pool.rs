@@ -14,13 +14,14 @@ use super::plan::{JobArcs, ScanCache, cached_schedule, due_horizon, plan_due, sh
 use super::{PassContext, PassOutput, RECOVER_BATCH, Recovery, ScanReport};
 use crate::config::SchedulerConfig;
 use crate::error::Result;
+use crate::fire::Fire;
 use crate::jobs::JobDef;
 use crate::model::{MisfireStrategy, TriggerType};
 use crate::ownership::ScanSet;
 use crate::schedule::Schedule;
 use crate::store::jobs;
 use crate::store::leases::{self, Lease};
-use crate::store::logs::{self, Fire};
+use crate::store::logs;
 
 /// One pass of at most `limit` jobs through `db`; on success the buckets taken over are
 /// marked as such and the fires go to the context's sink.

@@ -28,8 +28,8 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
+use crate::fire::{Fire, PendingFire};
 use crate::model::{AlarmStatus, TriggerType, fire_state};
-use crate::store::logs::{Fire, PendingFire};
 use crate::store::sqlite_sync::naive_text;
 
 /// A journalled fire without its log row yet.

@@ -38,10 +38,11 @@ use parking_lot::Mutex;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
-use super::log_batches::{self, HandleResult};
-use super::logs::{HANDLE_MSG_MAX, TriggerRecord, cap_msg};
+use super::log_batches;
 use crate::activity::{Activity, ActivityGuard};
 use crate::error::{Error, Result};
+use crate::fire::HandleResult;
+use crate::fire::{HANDLE_MSG_MAX, TriggerRecord, cap_msg};
 use crate::model::wire::SUCCESS_CODE;
 pub(crate) use journal::Journal;
 
@@ -1274,7 +1275,7 @@ mod tests {
     /// Journals `fires` as a scan page does: answers the new ones' ids and times.
     async fn journal(
         writer: &LogWriter,
-        fires: Vec<crate::store::logs::PendingFire>,
+        fires: Vec<crate::fire::PendingFire>,
     ) -> Result<Vec<(i64, i64)>> {
         writer
             .exec_journalled(move |conn, j| {
@@ -1299,7 +1300,7 @@ mod tests {
     /// and a restarted writer turns what is left into pending rows.
     #[tokio::test]
     async fn journalled_fires_get_one_row_each_and_pending_rows_after_a_restart() {
-        use crate::store::logs::PendingFire;
+        use crate::fire::PendingFire;
         let dir = tempfile::tempdir().unwrap();
         let (db, target, job, ids) = fixture(dir.path(), None).await;
         let group = logs::get(&db, ids[0]).await.unwrap().job_group;
@@ -1509,7 +1510,7 @@ mod tests {
     /// another connection since is read again: its journalled run gets no row.
     #[tokio::test]
     async fn a_job_deleted_meanwhile_gets_no_row() {
-        use crate::store::logs::PendingFire;
+        use crate::fire::PendingFire;
         let dir = tempfile::tempdir().unwrap();
         let (db, target, job, ids) = fixture(dir.path(), Some("7")).await;
         let group = logs::get(&db, ids[0]).await.unwrap().job_group;
