@@ -21,6 +21,7 @@ mod m20261126_000013_index_workflow_links_by_run;
 mod m20261127_000014_create_fire_journal;
 mod m20261127_000015_partial_log_indexes_sqlite;
 mod m20261128_000016_log_by_job_sqlite;
+mod m20261202_000017_node_lease;
 mod takeover;
 
 /// Runs `statements` on SQLite, in one call so that every one goes to the same connection of
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000014_create_fire_journal::Migration),
             Box::new(m20261127_000015_partial_log_indexes_sqlite::Migration),
             Box::new(m20261128_000016_log_by_job_sqlite::Migration),
+            Box::new(m20261202_000017_node_lease::Migration),
         ]
     }
 }

@@ -1,8 +1,10 @@
 //! LeaseActor: this node's share of the buckets on a shared database (PostgreSQL, MySQL).
 //!
-//! Every [`RENEW`]: refreshes the node's heartbeat in `xjob_node` and reads the live nodes;
-//! renews the leases it holds (on the database's clock); takes free or expired buckets up to
-//! its fair share ([`fair_share`]); when its share shrank (a node joined) starts handing back
+//! Every [`RENEW`]: renews the node's lease, and with it every bucket it holds, with one update
+//! of its `xjob_node` row (on the database's clock; a node whose lease lapsed rejoins holding
+//! nothing) and reads the live nodes; takes free or expired buckets up to its fair share
+//! ([`fair_share`]), and rescues the buckets of nodes that lapsed (a round looks for them only
+//! while a node lapsed recently, and every [`RECONCILE_EVERY`] rounds); when its share shrank (a node joined) starts handing back
 //! its extras: their fires are recorded up to a cutoff one pre-read window ahead, and the
 //! buckets are released a second before it ([`Ownership::drained`]); the next holder takes over
 //! the fires not sent yet and records from the cutoff on, so there is no gap and no overlap
@@ -39,6 +41,10 @@ const RESCUE_AFTER_MS: i64 = 500;
 const MARGIN_MS: i64 = 500;
 /// How long a silent node's row stays before any node deletes it.
 const FORGET_NODE_MS: i64 = 3_600_000;
+/// Every this many rounds (and after a round that failed), a round reads the leases the
+/// database holds in this node's name (a round whose answer was lost may have taken some) and
+/// looks for buckets to rescue even when no node lapsed recently (a holder whose row is gone).
+pub(crate) const RECONCILE_EVERY: u64 = 20;
 
 /// The node a lease round is for.
 pub(crate) struct RoundOf<'a> {
@@ -51,9 +57,12 @@ pub(crate) struct RoundOf<'a> {
     /// How long a bucket it hands back drains first, ms.
     pub(crate) drain_ms: i64,
     pub(crate) metrics: &'a Metrics,
+    /// Read the leases held in the database and look for buckets to rescue whatever the
+    /// nodes' table says ([`RECONCILE_EVERY`]).
+    pub(crate) reconcile: bool,
 }
 
-/// One round of node `of.node`: heartbeat, renew, balance, hand back what is drained. `sent`
+/// One round of node `of.node`: renew, balance, hand back what is drained. `sent`
 /// is now on the monotonic clock (the leases renewed stay valid until `sent` plus the lease time
 /// minus a margin), `now_ms` on the engine's (fires' nominal times). Answers how many buckets
 /// were taken.
@@ -69,11 +78,18 @@ pub(crate) async fn round(
         ownership,
         drain_ms,
         metrics,
+        reconcile,
     } = *of;
     let valid = sent + Duration::from_millis((LEASE_MS - MARGIN_MS) as u64);
-    let nodes = store.heartbeat(node, address, LEASE_MS).await?;
-    let held = store.renew(node, LEASE_MS).await?;
+    let renewal = store.renew(node, address, LEASE_MS).await?;
+    let nodes = store.nodes(RESCUE_AFTER_MS).await?;
     let (before, _) = ownership.counts();
+    let held = match renewal {
+        // nothing was taken from a node whose lease never lapsed
+        leases::Renewal::Renewed if !reconcile => ownership.held(),
+        leases::Renewal::Renewed => store.held(node).await?,
+        leases::Renewal::Rejoined => Vec::new(),
+    };
     let unknown = ownership.renewed(&held, valid);
     if !unknown.is_empty() {
         store.release(node, &unknown).await?;
@@ -88,7 +104,7 @@ pub(crate) async fn round(
         );
     }
     metrics.leases_renewed(after);
-    let share = fair_share(&nodes, node);
+    let share = fair_share(&nodes.live, node);
     let (owned, releasing) = ownership.counts();
     let keeping = owned - releasing;
     // first take back buckets this node was handing back, then free ones up to the share,
@@ -99,7 +115,11 @@ pub(crate) async fn round(
     } else {
         0
     };
-    let t = store.acquire(node, want, LEASE_MS, RESCUE_AFTER_MS).await?;
+    let t = if want > 0 || reconcile || !nodes.lapsed.is_empty() {
+        store.acquire(node, want, RESCUE_AFTER_MS).await?
+    } else {
+        Vec::new()
+    };
     let taken = t.len();
     ownership.taken(&t, valid);
     let (owned, releasing) = ownership.counts();
@@ -109,7 +129,7 @@ pub(crate) async fn round(
         tracing::info!(
             buckets = n,
             share,
-            nodes = nodes.len(),
+            nodes = nodes.live.len(),
             "handing buckets back to the other nodes"
         );
     }
@@ -126,7 +146,13 @@ pub(crate) async fn round(
     let (owned, _) = ownership.counts();
     metrics.buckets_owned(owned);
     if taken > 0 {
-        tracing::info!(taken, owned, share, nodes = nodes.len(), "buckets taken");
+        tracing::info!(
+            taken,
+            owned,
+            share,
+            nodes = nodes.live.len(),
+            "buckets taken"
+        );
     }
     Ok(taken)
 }
@@ -152,6 +178,10 @@ pub(crate) struct LeaseActor {
     activity: Activity,
     busy: bool,
     stopped: bool,
+    /// Rounds started.
+    rounds: u64,
+    /// The last round failed (its answer may be lost): the next one reconciles.
+    failed: bool,
 }
 
 /// What a [`LeaseActor`] is built from.
@@ -194,6 +224,8 @@ impl LeaseActor {
             activity,
             busy: false,
             stopped: false,
+            rounds: 0,
+            failed: false,
         }
     }
 
@@ -208,6 +240,8 @@ impl LeaseActor {
             return;
         }
         self.busy = true;
+        let reconcile = self.failed || self.rounds % RECONCILE_EVERY == 0;
+        self.rounds += 1;
         let (db, node, address) = (self.db.clone(), self.node.clone(), self.address.clone());
         let (ownership, metrics) = (self.ownership.clone(), self.metrics.clone());
         let (clock, drain_ms) = (self.clock.clone(), self.drain_ms);
@@ -223,12 +257,14 @@ impl LeaseActor {
                     ownership: &ownership,
                     drain_ms,
                     metrics: &metrics,
+                    reconcile,
                 };
                 round(&store, &of, Instant::now(), now).await
             }
             .into_actor(self)
             .map(|res, act, _| {
                 act.busy = false;
+                act.failed = res.is_err();
                 match res {
                     Ok(taken) if taken > 0 => {
                         if let Some(scan) = &act.scan {
@@ -279,7 +315,9 @@ mod tests {
     //! real lease rounds and [`Ownership`], record fires under fencing and dispatch them under
     //! dispatch marks, while random nodes crash, stall past their leases and restart.
     use super::*;
-    use crate::store::leases::{BUCKETS, Lease, LeaseStore, Taken, bucket_of};
+    use crate::store::leases::{
+        BUCKETS, Lease, LeaseStore, Nodes, RECENT_LAPSE_MS, Renewal, Taken, bucket_of,
+    };
     use proptest::prelude::*;
     use std::cell::RefCell;
     use std::collections::{BTreeMap, HashMap};
@@ -289,7 +327,6 @@ mod tests {
     struct Row {
         owner: Option<String>,
         epoch: i64,
-        expires: i64,
         through: i64,
     }
 
@@ -326,53 +363,88 @@ mod tests {
         fn held_by(&self, node: &str, l: &Lease) -> bool {
             let db = self.0.borrow();
             let r = &db.leases[l.bucket as usize];
-            r.owner.as_deref() == Some(node) && r.epoch == l.epoch && r.expires > db.now
+            r.owner.as_deref() == Some(node) && r.epoch == l.epoch && db.valid(node, 0)
+        }
+    }
+
+    impl Db {
+        /// Whether `node`'s lease is valid at `now - slack`.
+        fn valid(&self, node: &str, slack: i64) -> bool {
+            self.nodes
+                .get(node)
+                .is_some_and(|&until| until > self.now - slack)
         }
     }
 
     impl LeaseStore for Model {
-        async fn heartbeat(&self, id: &str, _: &str, ttl_ms: i64) -> crate::Result<Vec<String>> {
+        async fn renew(&self, node: &str, _: &str, lease_ms: i64) -> crate::Result<Renewal> {
             let mut db = self.0.borrow_mut();
             let now = db.now;
-            db.nodes.insert(id.to_string(), now);
-            let mut live: Vec<String> = db
-                .nodes
-                .iter()
-                .filter(|(_, hb)| **hb > now - ttl_ms)
-                .map(|(n, _)| n.clone())
-                .collect();
-            live.sort();
-            Ok(live)
+            if db.valid(node, 0) {
+                db.nodes.insert(node.to_string(), now + lease_ms);
+                return Ok(Renewal::Renewed);
+            }
+            for r in db.leases.iter_mut() {
+                if r.owner.as_deref() == Some(node) {
+                    r.owner = None;
+                }
+            }
+            db.nodes.insert(node.to_string(), now + lease_ms);
+            Ok(Renewal::Rejoined)
         }
-        async fn renew(&self, node: &str, lease_ms: i64) -> crate::Result<Vec<Lease>> {
-            let mut db = self.0.borrow_mut();
-            let now = db.now;
-            let mut out = vec![];
-            for (b, r) in db.leases.iter_mut().enumerate() {
-                if r.owner.as_deref() == Some(node) && r.expires > now {
-                    r.expires = now + lease_ms;
-                    out.push(Lease {
-                        bucket: b as i32,
-                        epoch: r.epoch,
-                    });
+        async fn nodes(&self, rescue_after_ms: i64) -> crate::Result<Nodes> {
+            let db = self.0.borrow();
+            let mut out = Nodes::default();
+            let mut ids: Vec<(&String, &i64)> = db.nodes.iter().collect();
+            ids.sort();
+            for (id, until) in ids {
+                let left = until - db.now;
+                if left > 0 {
+                    out.live.push(id.clone());
+                } else if left <= -rescue_after_ms && left > -RECENT_LAPSE_MS {
+                    out.lapsed.push(id.clone());
                 }
             }
             Ok(out)
+        }
+        async fn held(&self, node: &str) -> crate::Result<Vec<Lease>> {
+            let db = self.0.borrow();
+            if !db.valid(node, 0) {
+                return Ok(vec![]);
+            }
+            Ok(db
+                .leases
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.owner.as_deref() == Some(node))
+                .map(|(b, r)| Lease {
+                    bucket: b as i32,
+                    epoch: r.epoch,
+                })
+                .collect())
         }
         async fn acquire(
             &self,
             node: &str,
             n: usize,
-            lease_ms: i64,
             rescue_after_ms: i64,
         ) -> crate::Result<Vec<Taken>> {
             let mut db = self.0.borrow_mut();
-            let now = db.now;
+            if !db.valid(node, 0) {
+                return Ok(vec![]);
+            }
+            let owners: Vec<(bool, bool)> = db
+                .leases
+                .iter()
+                .map(|r| match r.owner.as_deref() {
+                    None => (true, false),
+                    Some(o) => (!db.valid(o, 0), !db.valid(o, rescue_after_ms)),
+                })
+                .collect();
             let mut out = vec![];
             let mut free = 0;
             for (b, r) in db.leases.iter_mut().enumerate() {
-                let lapsed = r.owner.is_none() || r.expires <= now;
-                let orphan = r.owner.is_some() && r.expires <= now - rescue_after_ms;
+                let (lapsed, orphan) = owners[b];
                 let take = orphan || (lapsed && free < n);
                 if lapsed && !orphan && free < n {
                     free += 1;
@@ -380,7 +452,6 @@ mod tests {
                 if take {
                     r.owner = Some(node.to_string());
                     r.epoch += 1;
-                    r.expires = now + lease_ms;
                     out.push(Taken {
                         lease: Lease {
                             bucket: b as i32,
@@ -399,7 +470,6 @@ mod tests {
                 let r = &mut db.leases[l.bucket as usize];
                 if r.owner.as_deref() == Some(node) && r.epoch == l.epoch {
                     r.owner = None;
-                    r.expires = 0;
                     n += 1;
                 }
             }
@@ -529,6 +599,112 @@ mod tests {
         prop::collection::vec((8_000..40_000i64, event), 0..6)
     }
 
+    /// On PostgreSQL and MySQL/MariaDB: a node's first round takes every bucket; a later round
+    /// renews all of them with one update of the node's own row and one read of the nodes'
+    /// table, writing no bucket row; a node whose lease lapsed rejoins holding nothing and
+    /// takes its buckets again at new epochs; a node of an earlier version (renewing per bucket)
+    /// keeps a new one out.
+    #[tokio::test]
+    async fn a_round_renews_every_lease_with_one_update_of_the_nodes_row() {
+        use sea_orm::{ConnectionTrait, DbBackend, Statement};
+        use std::sync::{Arc, Mutex};
+        for mut db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            if b == DbBackend::Sqlite {
+                continue;
+            }
+            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+            let sink = seen.clone();
+            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
+            let (ownership, metrics) = (Ownership::leased(), Metrics::default());
+            let of = RoundOf {
+                node: "n1",
+                address: "http://n1/",
+                ownership: &ownership,
+                drain_ms: PRE_READ,
+                metrics: &metrics,
+                reconcile: false,
+            };
+            let store = leases::Sql(&db);
+            let taken = round(&store, &of, Instant::now(), 0).await.unwrap();
+            assert_eq!(taken, BUCKETS as usize, "{b:?}");
+            // the rows as stored, with PostgreSQL's row version: an update writes a new one
+            let rows_sql = match b {
+                DbBackend::Postgres => {
+                    "SELECT string_agg(bucket || ':' || owner || ':' || epoch || ':' || xmin::text, ',' \
+                     ORDER BY bucket) AS s FROM xjob_lease"
+                }
+                _ => {
+                    "SELECT GROUP_CONCAT(CONCAT(bucket, ':', owner, ':', epoch) ORDER BY bucket \
+                     SEPARATOR ',') AS s FROM xjob_lease"
+                }
+            };
+            let rows = |db: &sea_orm::DatabaseConnection| {
+                let db = db.clone();
+                async move {
+                    db.query_one_raw(Statement::from_string(b, rows_sql))
+                        .await
+                        .unwrap()
+                        .unwrap()
+                        .try_get::<String>("", "s")
+                        .unwrap()
+                }
+            };
+            let before = rows(&db).await;
+            seen.lock().unwrap().clear();
+            let taken = round(&store, &of, Instant::now(), 0).await.unwrap();
+            let statements = std::mem::take(&mut *seen.lock().unwrap());
+            assert_eq!(taken, 0);
+            assert_eq!(statements.len(), 2, "{b:?}: {statements:#?}");
+            assert!(
+                statements[0].starts_with("UPDATE xjob_node"),
+                "{statements:?}"
+            );
+            assert!(statements[1].starts_with("SELECT id"), "{statements:?}");
+            assert_eq!(
+                rows(&db).await,
+                before,
+                "{b:?}: a renewal wrote bucket rows"
+            );
+            assert_eq!(ownership.counts().0, BUCKETS as usize);
+            // the node's lease lapses (a stall): its next round holds nothing, then takes every
+            // bucket again, each at its next epoch
+            db.execute_raw(Statement::from_string(
+                b,
+                "UPDATE xjob_node SET lease_until_ms = 1 WHERE id = 'n1'",
+            ))
+            .await
+            .unwrap();
+            let epochs = leases::held(&db, "n1").await.unwrap();
+            assert!(epochs.is_empty(), "a lapsed node holds nothing");
+            let taken = round(&store, &of, Instant::now(), 0).await.unwrap();
+            assert_eq!(taken, BUCKETS as usize);
+            let held = leases::held(&db, "n1").await.unwrap();
+            assert_eq!(held.len(), BUCKETS as usize);
+            assert!(held.iter().all(|l| l.epoch == 2), "{:?}", &held[..3]);
+            // a live node of the earlier version keeps a new node out, saying why
+            db.execute_raw(Statement::from_string(
+                b,
+                format!(
+                    "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms, lease_until_ms) \
+                     VALUES ('old', '', 0, {}, 0)",
+                    leases::db_now_ms(b)
+                ),
+            ))
+            .await
+            .unwrap();
+            let other = Ownership::leased();
+            let of2 = RoundOf {
+                node: "n2",
+                ownership: &other,
+                ..of
+            };
+            let err = round(&store, &of2, Instant::now(), 0).await.unwrap_err();
+            assert!(err.to_string().contains("earlier xjob version"), "{err}");
+            db.close().await.unwrap();
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
@@ -610,6 +786,7 @@ mod tests {
                                 ownership: &n.ownership,
                                 drain_ms: PRE_READ,
                                 metrics: &metrics,
+                                reconcile: step % 100 == 0,
                             };
                             woken = round(&model, &of, sent, local)
                                 .await

@@ -1,10 +1,16 @@
 //! `xjob_node` and `xjob_lease`: the nodes of a cluster and which node schedules which bucket
 //! of jobs (PostgreSQL and MySQL/MariaDB; a SQLite file serves one node and never reads them).
 //!
+//! A bucket's row names its holder and epoch; how long the holder's leases last is in the
+//! holder's own `xjob_node` row (`lease_until_ms`), so a node renews every lease it holds with
+//! one update of that row ([`renew`]), and a node whose lease lapsed holds nothing until it
+//! rejoins (its buckets free, or already another node's). A bucket is held by `owner` exactly
+//! while the owner's lease is valid ([`holder`]); no other node takes it before then.
+//!
 //! Every time here is epoch milliseconds on the database's clock ([`db_now_ms`], computed in
 //! the statement): a lease's expiry is never compared with a node's clock. Each statement that
-//! depends on holding a lease is conditional on it (owner, epoch, not expired), so a node that
-//! lost a bucket changes nothing of it.
+//! depends on holding a lease is conditional on it (owner, epoch, the owner's lease valid), so
+//! a node that lost a bucket changes nothing of it.
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
 
@@ -61,28 +67,50 @@ pub(crate) struct Taken {
     pub dispatched_through: i64,
 }
 
-/// What the lease keeper asks of the lease table: [`Sql`] on a database; a model of the same
+/// What a renewal found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The node's lease had not lapsed: every bucket it holds is its own for another lease
+    /// time, at the same epochs (no other node can take a bucket of a live node).
+    Renewed,
+    /// The node's lease had lapsed (or the node is new): it holds nothing now (the buckets it
+    /// had are free, or another node's), and its lease starts again.
+    Rejoined,
+}
+
+/// The nodes as one of them sees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Nodes {
+    /// Nodes whose lease is valid, sorted, the caller included.
+    pub live: Vec<String>,
+    /// Nodes whose lease lapsed at least the rescue delay ago and less than
+    /// [`RECENT_LAPSE_MS`] ago: their buckets may wait to be rescued.
+    pub lapsed: Vec<String>,
+}
+
+/// A node that lapsed longer ago than this has had its buckets rescued (any node takes them
+/// within a round), so a round no longer looks for them; a periodic full look covers the rest.
+pub(crate) const RECENT_LAPSE_MS: i64 = 60_000;
+
+/// What the lease keeper asks of the lease tables: [`Sql`] on a database; a model of the same
 /// semantics drives the same keeper in the paused-time property test of bucket ownership.
 pub(crate) trait LeaseStore {
-    /// [`heartbeat`].
-    fn heartbeat(
-        &self,
-        id: &str,
-        address: &str,
-        ttl_ms: i64,
-    ) -> impl std::future::Future<Output = Result<Vec<String>>>;
     /// [`renew`].
     fn renew(
         &self,
         node: &str,
+        address: &str,
         lease_ms: i64,
-    ) -> impl std::future::Future<Output = Result<Vec<Lease>>>;
+    ) -> impl std::future::Future<Output = Result<Renewal>>;
+    /// [`nodes`].
+    fn nodes(&self, rescue_after_ms: i64) -> impl std::future::Future<Output = Result<Nodes>>;
+    /// [`held`].
+    fn held(&self, node: &str) -> impl std::future::Future<Output = Result<Vec<Lease>>>;
     /// [`acquire`].
     fn acquire(
         &self,
         node: &str,
         n: usize,
-        lease_ms: i64,
         rescue_after_ms: i64,
     ) -> impl std::future::Future<Output = Result<Vec<Taken>>>;
     /// [`release`].
@@ -93,24 +121,21 @@ pub(crate) trait LeaseStore {
     ) -> impl std::future::Future<Output = Result<u64>>;
 }
 
-/// The lease table of a database.
+/// The lease tables of a database.
 pub(crate) struct Sql<'a>(pub &'a DatabaseConnection);
 
 impl LeaseStore for Sql<'_> {
-    async fn heartbeat(&self, id: &str, address: &str, ttl_ms: i64) -> Result<Vec<String>> {
-        heartbeat(self.0, id, address, ttl_ms).await
+    async fn renew(&self, node: &str, address: &str, lease_ms: i64) -> Result<Renewal> {
+        renew(self.0, node, address, lease_ms).await
     }
-    async fn renew(&self, node: &str, lease_ms: i64) -> Result<Vec<Lease>> {
-        renew(self.0, node, lease_ms).await
+    async fn nodes(&self, rescue_after_ms: i64) -> Result<Nodes> {
+        nodes(self.0, rescue_after_ms).await
     }
-    async fn acquire(
-        &self,
-        node: &str,
-        n: usize,
-        lease_ms: i64,
-        rescue_after_ms: i64,
-    ) -> Result<Vec<Taken>> {
-        acquire(self.0, node, n, lease_ms, rescue_after_ms).await
+    async fn held(&self, node: &str) -> Result<Vec<Lease>> {
+        held(self.0, node).await
+    }
+    async fn acquire(&self, node: &str, n: usize, rescue_after_ms: i64) -> Result<Vec<Taken>> {
+        acquire(self.0, node, n, rescue_after_ms).await
     }
     async fn release(&self, node: &str, leases: &[Lease]) -> Result<u64> {
         release(self.0, node, leases).await
@@ -144,52 +169,129 @@ fn lease_list(leases: &[Lease]) -> String {
     s
 }
 
-/// Announces node `id` (at `address`, for operators) or refreshes its heartbeat; answers the
-/// ids of the live nodes (a heartbeat within `ttl_ms`), sorted, this one included.
-pub(crate) async fn heartbeat(
-    c: &impl ConnectionTrait,
-    id: &str,
+/// The node whose id is parameter `n`, as an SQL expression: its id while its lease is valid,
+/// else NULL. `owner = <this>` holds exactly for the buckets that node holds now.
+fn holder(b: DbBackend, n: usize) -> String {
+    format!(
+        "(SELECT id FROM xjob_node WHERE id = {} AND lease_until_ms > {})",
+        p(b, n),
+        db_now_ms(b)
+    )
+}
+
+/// Renews node `node`'s lease (and heartbeat) for `lease_ms`: one update of its row while the
+/// lease is valid. A node whose lease lapsed (a stall, the database unreachable) or that has
+/// no row yet rejoins: in one transaction the buckets still in its name are freed (they stopped
+/// being its own when the lease lapsed; another node may have taken some already), then its
+/// row gets a new lease. Refused while a node of an earlier version (one renewing per bucket,
+/// `lease_until_ms` 0) is live: the two rules cannot share a cluster.
+pub(crate) async fn renew(
+    db: &DatabaseConnection,
+    node: &str,
     address: &str,
-    ttl_ms: i64,
-) -> Result<Vec<String>> {
-    let b = c.get_database_backend();
+    lease_ms: i64,
+) -> Result<Renewal> {
+    let b = db.get_database_backend();
     let now = db_now_ms(b);
-    let updated = c
+    let renewed = db
         .execute_raw(stmt(
             b,
             format!(
-                "UPDATE xjob_node SET heartbeat_ms = {now} WHERE id = {}",
+                "UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = {now} + {} \
+                 WHERE id = {} AND lease_until_ms > {now}",
+                p(b, 1),
+                p(b, 2)
+            ),
+            vec![lease_ms.into(), node.into()],
+        ))
+        .await?
+        .rows_affected();
+    if renewed == 1 {
+        return Ok(Renewal::Renewed);
+    }
+    let txn = db.begin().await?;
+    let older = txn
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT id FROM xjob_node WHERE lease_until_ms = 0 AND heartbeat_ms > {now} - {}",
                 p(b, 1)
             ),
-            vec![id.into()],
+            vec![lease_ms.into()],
+        ))
+        .await?;
+    if let Some(r) = older.first() {
+        let id: String = r.try_get("", "id")?;
+        return Err(crate::Error::Config(format!(
+            "node {id} of an earlier xjob version is live on this database: stop every node of \
+             the earlier version before starting this one (leases are renewed per node since \
+             2026-12-02)"
+        )));
+    }
+    txn.execute_raw(stmt(
+        b,
+        format!(
+            "UPDATE xjob_lease SET owner = NULL WHERE owner = {}",
+            p(b, 1)
+        ),
+        vec![node.into()],
+    ))
+    .await?;
+    let updated = txn
+        .execute_raw(stmt(
+            b,
+            format!(
+                "UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = {now} + {} WHERE id = {}",
+                p(b, 1),
+                p(b, 2)
+            ),
+            vec![lease_ms.into(), node.into()],
         ))
         .await?
         .rows_affected();
     if updated == 0 {
-        c.execute_raw(stmt(
+        txn.execute_raw(stmt(
             b,
             format!(
-                "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms) VALUES ({}, {}, {now}, {now})",
+                "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms, lease_until_ms) \
+                 VALUES ({}, {}, {now}, {now}, {now} + {})",
                 p(b, 1),
-                p(b, 2)
+                p(b, 2),
+                p(b, 3)
             ),
-            vec![id.into(), address.into()],
+            vec![node.into(), address.into(), lease_ms.into()],
         ))
         .await?;
     }
+    txn.commit().await?;
+    Ok(Renewal::Rejoined)
+}
+
+/// The live nodes (a valid lease) and those that lapsed recently enough that their buckets may
+/// wait to be rescued ([`Nodes`]), on the database's clock.
+pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Result<Nodes> {
+    let b = c.get_database_backend();
     let rows = c
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT id FROM xjob_node WHERE heartbeat_ms > {now} - {} ORDER BY id",
-                p(b, 1)
+                "SELECT id, lease_until_ms - {} AS left_ms FROM xjob_node ORDER BY id",
+                db_now_ms(b)
             ),
-            vec![ttl_ms.into()],
+            vec![],
         ))
         .await?;
-    rows.iter()
-        .map(|r| r.try_get::<String>("", "id").map_err(Into::into))
-        .collect()
+    let mut out = Nodes::default();
+    for r in rows {
+        let id: String = r.try_get("", "id")?;
+        let left: i64 = r.try_get("", "left_ms")?;
+        if left > 0 {
+            out.live.push(id);
+        } else if left <= -rescue_after_ms && left > -RECENT_LAPSE_MS {
+            out.lapsed.push(id);
+        }
+    }
+    Ok(out)
 }
 
 /// Removes node `id` (it stopped) and the rows of nodes silent for `forget_after_ms`.
@@ -209,16 +311,15 @@ pub(crate) async fn leave(c: &impl ConnectionTrait, id: &str, forget_after_ms: i
     Ok(())
 }
 
-/// Every lease `node` holds now (not expired).
+/// Every lease `node` holds now (its lease valid).
 pub(crate) async fn held(c: &impl ConnectionTrait, node: &str) -> Result<Vec<Lease>> {
     let b = c.get_database_backend();
     let rows = c
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND expires_ms > {} ORDER BY bucket",
-                p(b, 1),
-                db_now_ms(b)
+                "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} ORDER BY bucket",
+                holder(b, 1)
             ),
             vec![node.into()],
         ))
@@ -233,38 +334,16 @@ pub(crate) async fn held(c: &impl ConnectionTrait, node: &str) -> Result<Vec<Lea
         .collect()
 }
 
-/// Extends by `lease_ms` every lease `node` still holds (not expired); answers them. A lease
-/// that expired is not renewed: it is free for any node (this one included) to take.
-pub(crate) async fn renew(
-    c: &impl ConnectionTrait,
-    node: &str,
-    lease_ms: i64,
-) -> Result<Vec<Lease>> {
-    let b = c.get_database_backend();
-    let now = db_now_ms(b);
-    c.execute_raw(stmt(
-        b,
-        format!(
-            "UPDATE xjob_lease SET expires_ms = {now} + {} WHERE owner = {} AND expires_ms > {now}",
-            p(b, 1),
-            p(b, 2)
-        ),
-        vec![lease_ms.into(), node.into()],
-    ))
-    .await?;
-    held(c, node).await
-}
-
-/// Takes up to `n` buckets that no node holds (free, or expired) for `node`, for `lease_ms`,
-/// each at its next epoch, and also every bucket whose holder let its lease lapse more than
+/// Takes up to `n` buckets that no live node holds (free, or their holder's lease lapsed) for
+/// `node`, each at its next epoch, and also every bucket whose holder's lease lapsed more than
 /// `rescue_after_ms` ago, whatever `n` (a bucket of a dead node is never left unscheduled
 /// while the live nodes' shares still count a node that stalled); answers them. Rows another
-/// node is taking at the same moment are skipped (`SKIP LOCKED`), never waited for.
+/// node is taking at the same moment are skipped (`SKIP LOCKED`), never waited for. Takes
+/// nothing when `node`'s own lease is not valid.
 pub(crate) async fn acquire(
     db: &DatabaseConnection,
     node: &str,
     n: usize,
-    lease_ms: i64,
     rescue_after_ms: i64,
 ) -> Result<Vec<Taken>> {
     let txn = db.begin().await?;
@@ -282,7 +361,8 @@ pub(crate) async fn acquire(
             txn.query_all_raw(stmt(
                 b,
                 format!(
-                    "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR expires_ms <= {now} \
+                    "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR owner NOT IN \
+                     (SELECT id FROM xjob_node WHERE lease_until_ms > {now}) \
                      ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED"
                 ),
                 vec![],
@@ -294,7 +374,8 @@ pub(crate) async fn acquire(
         txn.query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket FROM xjob_lease WHERE owner IS NOT NULL AND expires_ms <= {now} - {} \
+                "SELECT bucket FROM xjob_lease WHERE owner IS NOT NULL AND owner NOT IN \
+                 (SELECT id FROM xjob_node WHERE lease_until_ms > {now} - {}) \
                  ORDER BY bucket FOR UPDATE SKIP LOCKED",
                 p(b, 1)
             ),
@@ -314,25 +395,25 @@ pub(crate) async fn acquire(
         .map(i32::to_string)
         .collect::<Vec<_>>()
         .join(", ");
+    // (owner NULL, and the buckets free, if this node's own lease lapsed meanwhile)
     txn.execute_raw(stmt(
         b,
         format!(
-            "UPDATE xjob_lease SET owner = {}, epoch = epoch + 1, expires_ms = {now} + {} \
-             WHERE bucket IN ({list})",
-            p(b, 1),
-            p(b, 2)
+            "UPDATE xjob_lease SET owner = {}, epoch = epoch + 1 WHERE bucket IN ({list})",
+            holder(b, 1)
         ),
-        vec![node.into(), lease_ms.into()],
+        vec![node.into()],
     ))
     .await?;
     let rows = txn
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket, epoch, dispatched_through FROM xjob_lease WHERE bucket IN ({list}) \
-                 ORDER BY bucket"
+                "SELECT bucket, epoch, dispatched_through FROM xjob_lease \
+                 WHERE bucket IN ({list}) AND owner = {} ORDER BY bucket",
+                p(b, 1)
             ),
-            vec![],
+            vec![node.into()],
         ))
         .await?;
     txn.commit().await?;
@@ -359,7 +440,7 @@ pub(crate) async fn release(c: &impl ConnectionTrait, node: &str, leases: &[Leas
     Ok(c.execute_raw(stmt(
         b,
         format!(
-            "UPDATE xjob_lease SET owner = NULL, expires_ms = 0 WHERE owner = {} AND {}",
+            "UPDATE xjob_lease SET owner = NULL WHERE owner = {} AND {}",
             p(b, 1),
             lease_list(leases)
         ),
@@ -384,7 +465,6 @@ pub(crate) async fn mark_dispatched(
     }
     let txn = db.begin().await?;
     let b = txn.get_database_backend();
-    let now = db_now_ms(b);
     let greatest = match b {
         DbBackend::Sqlite => "MAX",
         _ => "GREATEST",
@@ -394,9 +474,9 @@ pub(crate) async fn mark_dispatched(
             b,
             format!(
                 "UPDATE xjob_lease SET dispatched_through = {greatest}(dispatched_through, {}) \
-                 WHERE owner = {} AND expires_ms > {now} AND {}",
+                 WHERE owner = {} AND {}",
                 p(b, 1),
-                p(b, 2),
+                holder(b, 2),
                 lease_list(leases)
             ),
             vec![through_ms.into(), node.into()],
@@ -411,8 +491,8 @@ pub(crate) async fn mark_dispatched(
             .query_all_raw(stmt(
                 b,
                 format!(
-                    "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND expires_ms > {now} AND {}",
-                    p(b, 1),
+                    "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND {}",
+                    holder(b, 1),
                     lease_list(leases)
                 ),
                 vec![node.into()],
@@ -443,9 +523,8 @@ pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket FROM xjob_lease WHERE owner = {} AND expires_ms > {} AND {} FOR UPDATE",
-                p(b, 1),
-                db_now_ms(b),
+                "SELECT bucket FROM xjob_lease WHERE owner = {} AND {} FOR UPDATE",
+                holder(b, 1),
                 lease_list(leases)
             ),
             vec![node.into()],
