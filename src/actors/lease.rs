@@ -240,7 +240,7 @@ impl LeaseActor {
             return;
         }
         self.busy = true;
-        let reconcile = self.failed || self.rounds % RECONCILE_EVERY == 0;
+        let reconcile = self.failed || self.rounds.is_multiple_of(RECONCILE_EVERY);
         self.rounds += 1;
         let (db, node, address) = (self.db.clone(), self.node.clone(), self.address.clone());
         let (ownership, metrics) = (self.ownership.clone(), self.metrics.clone());

@@ -14,7 +14,7 @@ use sea_orm::{
 
 use crate::clock::ms_to_naive;
 use crate::error::Result;
-use crate::fire::{HandleResult, TriggerRecord, cap_msg};
+use crate::fire::{HandleResult, TriggerRecord};
 
 /// Rows per statement (each row binds two parameters per column).
 const CHUNK: usize = 256;
@@ -238,15 +238,8 @@ pub(crate) async fn record_handles(
             if !seen.insert(item.log_id) {
                 continue;
             }
-            let text = match (
-                row.handle_msg.as_deref().filter(|m| !m.is_empty()),
-                item.msg.as_deref(),
-            ) {
-                (Some(old), Some(new)) => Some(format!("{old}<br>{new}")),
-                (Some(old), None) => Some(old.to_string()),
-                (None, new) => new.map(str::to_string),
-            };
-            writes.push((base + k, row, text.map(cap_msg)));
+            let text = super::rules::merged_msg(row.handle_msg.as_deref(), item.msg.as_deref());
+            writes.push((base + k, row, text));
         }
         if writes.is_empty() {
             continue;
@@ -270,13 +263,7 @@ pub(crate) async fn record_handles(
             ("handle_msg", "v.v_handle_msg".to_string()),
             (
                 "alarm_status",
-                format!(
-                    "CASE WHEN xxl_job_log.alarm_status = {} AND v.v_handle_code = {} \
-                     THEN {} ELSE xxl_job_log.alarm_status END",
-                    crate::model::AlarmStatus::Unchecked.code(),
-                    crate::model::wire::SUCCESS_CODE,
-                    crate::model::AlarmStatus::NotNeeded.code()
-                ),
+                super::rules::alarm_sql("xxl_job_log.alarm_status", "v.v_handle_code"),
             ),
             ("handle_time", "v.v_handle_time".to_string()),
         ];

@@ -22,6 +22,7 @@ pub(crate) mod log_pages;
 pub(crate) mod logs;
 pub(crate) mod registry;
 pub(crate) mod reports;
+pub(crate) mod rules;
 pub(crate) mod run_rows;
 pub(crate) mod scan;
 pub(crate) mod sqlite_sync;

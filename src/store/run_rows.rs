@@ -13,10 +13,8 @@
 //! `UPDATE … JOIN JSON_TABLE(…)` materialises the JSON rows in an on-disk temporary table
 //! (its text columns) on every statement.
 //!
-//! The rule of a stored result is the same as on SQLite ([`super::writer`]): the message is
-//! appended after `<br>` to one the row already has and capped at [`HANDLE_MSG_MAX`]
-//! characters; a success moves `alarm_status` from unchecked to not needed and never moves an
-//! alarm state the fail monitor already set. An in-memory SQLite database (tests) goes through
+//! The outcome's and the result's assignments are [`super::rules`]' (the same on every
+//! backend). An in-memory SQLite database (tests) goes through
 //! [`super::log_batches`] instead.
 
 use std::collections::{HashMap, HashSet};
@@ -25,10 +23,9 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::{Map, Value as Json};
 
 use super::log_batches;
+use super::rules::{self, ResultSql};
 use crate::error::Result;
-use crate::fire::{HANDLE_MSG_MAX, HandleResult, TriggerRecord};
-use crate::model::wire::SUCCESS_CODE;
-use crate::model::{AlarmStatus, fire_state};
+use crate::fire::{HandleResult, TriggerRecord};
 
 /// A run whose result this batch wrote (first result wins), with what its child jobs need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,27 +105,22 @@ fn rows_source(keys: &[&str]) -> String {
     )
 }
 
-/// `SET` assignments of the outcome columns.
+/// `SET` assignments of the outcome columns (`store::rules`), from the JSON rows' keys.
 fn outcome_set() -> String {
-    format!(
-        "trigger_time = v.tt, executor_address = v.ea, executor_handler = v.eh, \
-         executor_param = v.ep, executor_sharding_param = v.es, executor_fail_retry_count = v.rc, \
-         trigger_code = v.tc, trigger_msg = v.tm, trigger_type = v.ty, fire_state = {}",
-        fire_state::DISPATCHED
-    )
+    const KEYS: [&str; 9] = ["tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
+    rules::outcome_assignments(|_, i| format!("v.{}", KEYS[i]))
 }
 
-/// `SET` assignments of the result columns (see the module's rule).
+/// `SET` assignments of the result columns (`store::rules`).
 fn result_set() -> String {
-    format!(
-        "handle_code = v.hc, handle_time = v.ht, \
-         handle_msg = CASE WHEN v.hm IS NULL THEN l.handle_msg \
-                           WHEN l.handle_msg IS NULL OR l.handle_msg = '' THEN v.hm \
-                           ELSE left(l.handle_msg || '<br>' || v.hm, {HANDLE_MSG_MAX}) END, \
-         alarm_status = CASE WHEN l.alarm_status = {} AND v.hc = {SUCCESS_CODE} THEN {} \
-                             ELSE l.alarm_status END",
-        AlarmStatus::Unchecked.code(),
-        AlarmStatus::NotNeeded.code()
+    rules::result_assignments(
+        DbBackend::Postgres,
+        &ResultSql {
+            row: "l.",
+            code: "v.hc",
+            time: "v.ht",
+            msg: "v.hm",
+        },
     )
 }
 
@@ -239,28 +231,20 @@ const UPSERT_OUTCOME: [&str; 8] = [
 const UPSERT_RESULT: [&str; 2] = ["handle_time", "handle_msg"];
 
 fn upsert_outcome_set() -> String {
-    let mut set: Vec<String> = UPSERT_OUTCOME
-        .iter()
-        .chain(["trigger_code"].iter())
-        .map(|c| format!("{c} = VALUES({c})"))
-        .collect();
-    set.push(format!("fire_state = {}", fire_state::DISPATCHED));
-    set.join(", ")
+    rules::outcome_assignments(|c, _| format!("VALUES({c})"))
 }
 
-/// The result's assignments (the module's rule). MySQL assigns left to right, a column named
-/// after its own assignment reading the new value: the message and the alarm state are
-/// assigned before the code.
+/// The result's assignments (`store::rules`, which orders them for MySQL's left-to-right
+/// assignment).
 fn upsert_result_set() -> String {
-    format!(
-        "handle_msg = CASE WHEN VALUES(handle_msg) IS NULL THEN handle_msg \
-                           WHEN handle_msg IS NULL OR handle_msg = '' THEN VALUES(handle_msg) \
-                           ELSE LEFT(CONCAT(handle_msg, '<br>', VALUES(handle_msg)), {HANDLE_MSG_MAX}) END, \
-         alarm_status = CASE WHEN alarm_status = {} AND VALUES(handle_code) = {SUCCESS_CODE} \
-                             THEN {} ELSE alarm_status END, \
-         handle_code = VALUES(handle_code), handle_time = VALUES(handle_time)",
-        AlarmStatus::Unchecked.code(),
-        AlarmStatus::NotNeeded.code()
+    rules::result_assignments(
+        DbBackend::MySql,
+        &ResultSql {
+            row: "",
+            code: "VALUES(handle_code)",
+            time: "VALUES(handle_time)",
+            msg: "VALUES(handle_msg)",
+        },
     )
 }
 
@@ -625,7 +609,7 @@ mod tests {
                 (200, 200, Some("ok"), 1),
                 "{backend:?}"
             );
-            assert_eq!(r0.fire_state, fire_state::DISPATCHED);
+            assert_eq!(r0.fire_state, crate::model::fire_state::DISPATCHED);
             assert_eq!(r0.trigger_msg.as_deref(), Some("t0"));
             let r1 = row(1).await.unwrap();
             assert_eq!(

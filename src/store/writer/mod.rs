@@ -42,7 +42,7 @@ use super::log_batches;
 use crate::activity::{Activity, ActivityGuard};
 use crate::error::{Error, Result};
 use crate::fire::HandleResult;
-use crate::fire::{HANDLE_MSG_MAX, TriggerRecord, cap_msg};
+use crate::fire::{TriggerRecord, cap_msg};
 use crate::model::wire::SUCCESS_CODE;
 pub(crate) use journal::Journal;
 

@@ -27,29 +27,22 @@ struct Statements {
 
 static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(|| {
     use crate::model::{AlarmStatus, fire_state};
-    let (unchecked, not_needed) = (AlarmStatus::Unchecked.code(), AlarmStatus::NotNeeded.code());
-    // The result columns (parameters ?11–?14; ?1 is the log id). A message is appended to
-    // one the row already has (after `<br>`), capped at `HANDLE_MSG_MAX` characters; a
-    // success moves `alarm_status` from unchecked to not needed and never moves an alarm
-    // state the fail monitor already set.
-    let result_set = format!(
-        "handle_code = ?11, handle_time = ?12, \
-         handle_msg = CASE WHEN ?13 IS NULL THEN handle_msg \
-                           WHEN handle_msg IS NULL OR handle_msg = '' THEN ?13 \
-                           ELSE substr(handle_msg || '<br>' || ?13, 1, ?14) END, \
-         alarm_status = CASE WHEN alarm_status = {unchecked} AND ?11 = {SUCCESS_CODE} \
-                             THEN {not_needed} ELSE alarm_status END"
+    use crate::store::rules::{self, ResultSql};
+    let unchecked = AlarmStatus::Unchecked.code();
+    // the result columns (parameters ?11–?13; ?1 is the log id), by the rule of `store::rules`
+    let result_set = rules::result_assignments(
+        sea_orm::DbBackend::Sqlite,
+        &ResultSql {
+            row: "",
+            code: "?11",
+            time: "?12",
+            msg: "?13",
+        },
     );
-    // The trigger-outcome columns (parameters ?2–?10).
-    let outcome_set = format!(
-        "trigger_time = ?2, executor_address = ?3, executor_handler = ?4, \
-         executor_param = ?5, executor_sharding_param = ?6, executor_fail_retry_count = ?7, \
-         trigger_code = ?8, trigger_msg = ?9, trigger_type = ?10, \
-         fire_state = {}",
-        fire_state::DISPATCHED
-    );
+    // the trigger-outcome columns (parameters ?2–?10)
+    let outcome_set = rules::outcome_assignments(|_, i| format!("?{}", i + 2));
     // a journalled run's row: the columns of the outcome (?2–?10), then of the result
-    // (?11–?14) or none, then the run's identity (?15–?18). One row of VALUES: an
+    // (?11–?13) or none, then the run's identity (?15–?18). One row of VALUES: an
     // `INSERT … SELECT` keeps a statement journal (a copy of every page it changes), which
     // cost more than the row itself.
     let insert = |result_cols: &str, result_values: &str| {
@@ -65,10 +58,7 @@ static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(||
     };
     let insert_combined = insert(
         "handle_code, handle_time, handle_msg, alarm_status",
-        &format!(
-            "?11, ?12, substr(?13, 1, ?14), \
-             CASE WHEN ?11 = {SUCCESS_CODE} THEN {not_needed} ELSE {unchecked} END"
-        ),
+        &format!("?11, ?12, ?13, {}", rules::first_alarm_sql("?11")),
     );
     let insert_outcome = insert("handle_code, alarm_status", &format!("0, {unchecked}"));
     Statements {
@@ -420,8 +410,7 @@ fn bind_result(
     s.raw_bind_parameter(1, item.log_id)?;
     s.raw_bind_parameter(11, item.code)?;
     s.raw_bind_parameter(12, naive_text(at_ms))?;
-    s.raw_bind_parameter(13, item.msg.clone().map(cap_msg))?;
-    s.raw_bind_parameter(14, HANDLE_MSG_MAX as i64)
+    s.raw_bind_parameter(13, item.msg.clone().map(cap_msg))
 }
 
 /// The run of an updated row (its job and chain depth), read back by row id: cheaper than a
