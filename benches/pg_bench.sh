@@ -2,7 +2,7 @@
 # The load bench on a database server with its default durability, and what the server spends:
 # creates a fresh database on the server at BASE_URL (a PostgreSQL or MySQL/MariaDB URL without
 # a database name at the end, e.g. postgres://postgres@127.0.0.1:35432), runs
-#   target/release/examples/loadbench --jobs JOBS --seconds SECONDS --database <fresh> [EXTRA…]
+#   target/release/examples/loadbench (or $LOADBENCH) --jobs JOBS --seconds SECONDS --database <fresh> [EXTRA…]
 # and samples the server's CPU (its postmaster/mariadbd process and all children, from /proc)
 # over the bench's steady part (from 3 s after its jobs are created and started to 3 s before
 # its end). On PostgreSQL with
@@ -14,7 +14,7 @@
 # performance_schema's digests on MySQL/MariaDB when they are on).
 set -euo pipefail
 BASE=$1; SERVER_PID=$2; JOBS=$3; SECS=$4; shift 4
-BIN=$(dirname "$0")/../target/release/examples/loadbench
+BIN=${LOADBENCH:-$(dirname "$0")/../target/release/examples/loadbench}
 [ -x "$BIN" ] || { echo "build first: cargo build --release --example loadbench" >&2; exit 2; }
 NAME="xjob_bench_$(date +%s)_$RANDOM"
 case "$BASE" in
