@@ -2,6 +2,8 @@
 //! and `serve` answering `/health` with the demo group seeded.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,18 +71,7 @@ fn migrate_creates_a_wal_database_with_the_lock_row() {
     });
 }
 
-fn get(addr: &str, path: &str) -> Option<String> {
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    Some(body)
-}
+use common::http_get as get;
 
 fn post(addr: &str, path: &str, json: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;

@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -112,18 +112,7 @@ fn rule_exprs(yaml: &str) -> Vec<String> {
     out
 }
 
-fn get(addr: &str, path: &str) -> Option<String> {
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    Some(body)
-}
+use common::http_get as get;
 
 /// The metrics a freshly started `xjob serve` exposes on `/metrics`, by name (histograms with
 /// their `_bucket`, `_sum` and `_count` series).

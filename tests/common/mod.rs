@@ -313,3 +313,20 @@ where
         serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
     )
 }
+
+/// `GET path` from a server at `addr` over plain HTTP/1.1; the whole response (status line,
+/// headers and body), or `None` when it cannot connect or read. For tests that drive a real
+/// `xjob` process.
+pub fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
