@@ -111,6 +111,8 @@ pub struct Trigger {
     metrics: Metrics,
     /// Trigger outcomes are queued to the run-row writer (written in batches; nobody waits).
     writer: LogWriter,
+    /// This node's id in a cluster (sent with each call), else `None`.
+    node: Option<Arc<str>>,
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -154,8 +156,10 @@ fn trigger_param(
     log_id: i64,
     now: i64,
     (index, total): (i32, i32),
+    node: Option<&Arc<str>>,
 ) -> TriggerParam {
     TriggerParam {
+        xjob_node: node.cloned(),
         job_id: job.id,
         executor_handler: job.executor_handler.clone(),
         executor_params: Some(plan.param.clone().unwrap_or_default()),
@@ -210,7 +214,15 @@ impl Trigger {
             admin_address,
             metrics,
             writer,
+            node: None,
         }
+    }
+
+    /// In a cluster: this node's id, sent with every call ([`TriggerParam::xjob_node`]) so
+    /// xjob's executors send results back to it.
+    pub(crate) fn with_node(mut self, node: Option<String>) -> Self {
+        self.node = node.map(Arc::from);
+        self
     }
 
     /// Makes sure fires with nominal times up to `through` are covered by the dispatch mark
@@ -387,7 +399,10 @@ impl Trigger {
                 }
             };
             if let Some(a) = &address {
-                calls.push((a.clone(), trigger_param(&job, &plan, log_id, now, (0, 1))));
+                calls.push((
+                    a.clone(),
+                    trigger_param(&job, &plan, log_id, now, (0, 1), self.node.as_ref()),
+                ));
                 groups.push(job.job_group);
             }
             let p: Planned = (req, job, plan, address, route_msg);
@@ -549,7 +564,7 @@ impl Trigger {
                     .await?
                 }
             };
-            let tp = trigger_param(job, &plan, log_id, now, (index, total));
+            let tp = trigger_param(job, &plan, log_id, now, (index, total), self.node.as_ref());
             let (address, route_msg): (Option<String>, String) = if addresses.is_empty() {
                 (None, "Trigger Fail：registry address is empty".into())
             } else if broadcast {

@@ -1000,3 +1000,102 @@ fn a_batch_of_triggers_runs_in_one_request_and_is_answered_in_order() {
         exec.stop().await;
     });
 }
+
+/// In a cluster every node takes results, but the node that dispatched a run holds its outcome:
+/// an xjob executor learns each admin's node id from its registration answer and sends a run's
+/// result to the node named in the run's call (`xjobNode`), whatever its admins' order; a run
+/// without one goes to the first admin, as before.
+#[test]
+fn a_result_goes_back_to_the_node_that_dispatched_its_run() {
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        // two admins: each answers registrations with its node id and notes the results it takes
+        type Seen = Arc<Mutex<(usize, Vec<i64>)>>;
+        let admin = |node: &'static str| {
+            let seen: Seen = Arc::default();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}/", listener.local_addr().unwrap());
+            let s = seen.clone();
+            let server = HttpServer::new(move || {
+                let (s1, s2) = (s.clone(), s.clone());
+                App::new()
+                    .route(
+                        "/api/registry",
+                        web::post().to(move || {
+                            let s = s1.clone();
+                            async move {
+                                s.lock().0 += 1;
+                                HttpResponse::Ok().json(json!({"code": 200, "content": node}))
+                            }
+                        }),
+                    )
+                    .route(
+                        "/api/callback",
+                        web::post().to(move |body: web::Json<Vec<Value>>| {
+                            let s = s2.clone();
+                            async move {
+                                s.lock()
+                                    .1
+                                    .extend(body.iter().map(|i| i["logId"].as_i64().unwrap()));
+                                HttpResponse::Ok().json(json!({"code": 200}))
+                            }
+                        }),
+                    )
+            })
+            .workers(1)
+            .listen(listener)
+            .unwrap()
+            .run();
+            let handle = server.handle();
+            actix_rt::spawn(server);
+            (url, seen, handle)
+        };
+        let (a, seen_a, stop_a) = admin("node-a");
+        let (b, seen_b, stop_b) = admin("node-b");
+        let mut cfg = executor_config(dir.path(), &a);
+        cfg.executor.admin_addresses = vec![a.clone(), b.clone()];
+        let exec = StandaloneExecutor::start(
+            &cfg,
+            xjob::demo::handlers().unwrap(),
+            Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        )
+        .await
+        .unwrap();
+        // two rounds of registration: the first round's answers were read
+        eventually("registered twice with both", 15, || async {
+            seen_a.lock().0 >= 2 && seen_b.lock().0 >= 2
+        })
+        .await;
+        let client = HttpExecutorClient::new(Some(TOKEN.into()), Duration::from_secs(5));
+        let trigger = |job_id: i32, log_id: i64, node: Option<&str>| TriggerParam {
+            job_id,
+            executor_handler: Some("demoJobHandler".into()),
+            executor_block_strategy: Some("SERIAL_EXECUTION".into()),
+            glue_type: Some("BEAN".into()),
+            log_id,
+            log_date_time: 1_800_000_000_000,
+            xjob_node: node.map(Arc::from),
+            ..Default::default()
+        };
+        for (job, log, node) in [
+            (1, 11, Some("node-b")),
+            (2, 12, None),
+            (3, 13, Some("node-a")),
+        ] {
+            let r = client.run(&exec.address, trigger(job, log, node)).await;
+            assert_eq!(r.code, 200, "{r:?}");
+        }
+        eventually("three results delivered", 15, || async {
+            seen_a.lock().1.len() + seen_b.lock().1.len() == 3
+        })
+        .await;
+        let (mut at_a, at_b) = (seen_a.lock().1.clone(), seen_b.lock().1.clone());
+        at_a.sort();
+        assert_eq!(at_b, vec![11], "the run node-b dispatched");
+        assert_eq!(at_a, vec![12, 13], "no node named, and node-a's own");
+        exec.stop().await;
+        stop_a.stop(false).await;
+        stop_b.stop(false).await;
+    });
+}

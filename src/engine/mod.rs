@@ -123,6 +123,8 @@ pub struct Engine {
     token_failures: Arc<crate::console::auth::LoginLimiter>,
     /// Settles fires in doubt.
     settle: Addr<SettleActor>,
+    /// This node's id when it is one of a cluster (leases on a shared database).
+    cluster_node: Option<String>,
 }
 
 impl EngineBuilder {
@@ -221,6 +223,12 @@ impl Engine {
             log_dir: None,
             alarms: Vec::new(),
         }
+    }
+
+    /// This node's id when it is one of a cluster (leases on a shared database), else `None`:
+    /// told to xjob's executors when they register, sent with each call to them.
+    pub fn cluster_node(&self) -> Option<&str> {
+        self.cluster_node.as_deref()
     }
 
     /// The database.

@@ -126,6 +126,7 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
         sec.login_window_secs.max(1) as i64 * 1000,
     ));
     Ok(Engine {
+        cluster_node: cluster_node(&base),
         token_failures,
         settle: dispatch.settle,
         config: Arc::new(base.cfg),
@@ -276,14 +277,17 @@ async fn executors(
     let local_executor = local.as_ref().map(|(_, _, e)| e.clone());
     let client: Arc<dyn ExecutorClient> =
         Arc::new(NodeClient::new(local, remote, Some(base.directory.clone())));
-    let trigger = Arc::new(Trigger::new(
-        base.db.clone(),
-        base.clock.clone(),
-        client,
-        cfg.http.bind.clone(),
-        base.metrics.clone(),
-        base.writer.clone(),
-    ));
+    let trigger = Arc::new(
+        Trigger::new(
+            base.db.clone(),
+            base.clock.clone(),
+            client,
+            cfg.http.bind.clone(),
+            base.metrics.clone(),
+            base.writer.clone(),
+        )
+        .with_node(cluster_node(base)),
+    );
     Ok(Executors {
         trigger,
         local_address,
@@ -292,6 +296,11 @@ async fn executors(
         local_runs,
         http,
     })
+}
+
+/// This node's id when it is one of a cluster (leases on a shared database), else `None`.
+fn cluster_node(base: &Base) -> Option<String> {
+    base.ownership.is_leased().then(|| base.node_id.clone())
 }
 
 /// Registers the in-process executor, loads the live address lists, and starts the registry

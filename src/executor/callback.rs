@@ -46,6 +46,8 @@ pub struct CallbackActor {
     flushed: Vec<tokio::sync::oneshot::Sender<()>>,
     /// How often each spooled batch was refused by an admin that answered.
     refusals: std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<PathBuf, u32>>>,
+    /// The admin node that sent each run, when known: its result goes there first.
+    routes: Option<super::AdminRoutes>,
 }
 
 /// What became of a batch sent to the admins.
@@ -203,7 +205,42 @@ impl CallbackActor {
             stopping: false,
             flushed: Vec::new(),
             refusals: Default::default(),
+            routes: None,
         }
+    }
+
+    /// Sends each result first to the admin node that sent its run ([`super::AdminRoutes`]).
+    pub fn with_routes(mut self, routes: super::AdminRoutes) -> Self {
+        self.routes = Some(routes);
+        self
+    }
+
+    /// `batch` split by the admin each result goes to first, each part with the admins in the
+    /// order to try them (one part, in the configured order, without routes).
+    fn by_admin(
+        &self,
+        batch: Vec<HandleCallbackParam>,
+    ) -> Vec<(Vec<String>, Vec<HandleCallbackParam>)> {
+        let Some(routes) = &self.routes else {
+            return vec![(self.admins.clone(), batch)];
+        };
+        let mut parts: Vec<(Option<String>, Vec<HandleCallbackParam>)> = Vec::new();
+        for item in batch {
+            let first = routes.take(item.log_id);
+            match parts.iter_mut().find(|(f, _)| *f == first) {
+                Some((_, items)) => items.push(item),
+                None => parts.push((first, vec![item])),
+            }
+        }
+        parts
+            .into_iter()
+            .map(|(first, items)| {
+                (
+                    super::AdminRoutes::ordered(&self.admins, first.as_deref()),
+                    items,
+                )
+            })
+            .collect()
     }
 
     /// Sends everything queued as one batch unless a batch is in flight (then the queue goes
@@ -223,15 +260,18 @@ impl CallbackActor {
         }
         self.sending = true;
         let batch = std::mem::take(&mut self.queue);
-        let (client, admins, dir) = (self.client.clone(), self.admins.clone(), self.spool.clone());
+        let (client, dir) = (self.client.clone(), self.spool.clone());
         let clock = self.clock.clone();
+        let parts = self.by_admin(batch);
         // one batch at a time, in order; the mailbox keeps filling the queue meanwhile
         ctx.spawn(
             async move {
-                if deliver(&client, &admins, &batch).await != Delivery::Taken {
-                    match spool(&dir, &batch, clock.now_ms()) {
-                        Ok(p) => tracing::warn!(file = %p.display(), results = batch.len(), "callbacks spooled for retry"),
-                        Err(e) => tracing::error!(error = %e, "cannot spool callbacks; results lost"),
+                for (admins, batch) in parts {
+                    if deliver(&client, &admins, &batch).await != Delivery::Taken {
+                        match spool(&dir, &batch, clock.now_ms()) {
+                            Ok(p) => tracing::warn!(file = %p.display(), results = batch.len(), "callbacks spooled for retry"),
+                            Err(e) => tracing::error!(error = %e, "cannot spool callbacks; results lost"),
+                        }
                     }
                 }
             }

@@ -6,6 +6,7 @@
 //! and hands every other address to a remote client when one is configured.
 
 pub(crate) mod actor;
+mod admin_routes;
 pub(crate) mod builtin;
 pub(crate) mod callback;
 pub(crate) mod client;
@@ -24,6 +25,7 @@ pub(crate) mod server;
 mod standalone;
 
 pub(crate) use actor::RuntimeConfig;
+pub use admin_routes::AdminRoutes;
 pub use builtin::{COMMAND_HANDLER, HTTP_HANDLER};
 pub(crate) use client::Callback;
 pub(crate) use client::NodeClient;

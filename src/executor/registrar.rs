@@ -30,6 +30,8 @@ pub(super) struct Registrar {
     /// Today's date for the run-log cleanup.
     clock: Clock,
     stopped: bool,
+    /// Where the admins' node ids (from their answers) are noted.
+    routes: Option<super::AdminRoutes>,
 }
 
 /// Deletes `yyyy-MM-dd` directories under `dir` at least `days` old (relative to `today`).
@@ -90,7 +92,14 @@ impl Registrar {
             log_dir,
             retention_days,
             stopped: false,
+            routes: None,
         }
+    }
+
+    /// Notes the node id each admin answers with in `routes`.
+    pub(super) fn with_routes(mut self, routes: super::AdminRoutes) -> Self {
+        self.routes = Some(routes);
+        self
     }
 
     fn beat(&mut self, ctx: &mut Context<Self>) {
@@ -98,12 +107,16 @@ impl Registrar {
             return;
         }
         let (client, admins, p) = (self.client.clone(), self.admins.clone(), self.param.clone());
+        let routes = self.routes.clone();
         ctx.spawn(
             async move {
                 for a in &admins {
                     let r = client.registry(a, "registry", p.clone()).await;
                     if !r.is_success() {
                         tracing::warn!(admin = %a, msg = ?r.msg, "registration refused");
+                    } else if let (Some(routes), Some(node)) = (&routes, &r.content) {
+                        // a node of an xjob cluster says which one it is
+                        routes.learned(node, a);
                     }
                 }
             }

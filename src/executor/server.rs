@@ -33,6 +33,26 @@ pub(crate) struct ExecutorApi {
     pub group: Option<(crate::directory::Directory, String)>,
     /// This executor's app name (a standalone executor's; the node's comes with `group`).
     pub app_name: Option<String>,
+    /// Where a standalone executor notes the node that sent each run (its result goes there).
+    pub routes: Option<super::AdminRoutes>,
+}
+
+impl ExecutorApi {
+    /// Notes the node that sent `p` (see [`super::AdminRoutes`]).
+    fn note(&self, p: &TriggerParam) {
+        if let (Some(routes), Some(node)) = (&self.routes, &p.xjob_node) {
+            routes.dispatched(p.log_id, node);
+        }
+    }
+
+    /// Forgets run `log_id` when `answer` refused it (no result will come).
+    fn refused(&self, log_id: i64, answer: &ReturnT) {
+        if let Some(routes) = &self.routes
+            && !answer.is_success()
+        {
+            routes.take(log_id);
+        }
+    }
 }
 
 impl ExecutorApi {
@@ -132,11 +152,25 @@ async fn handle(req: HttpRequest, body: web::Bytes, api: web::Data<ExecutorApi>)
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
         "/run" | "/trigger" => match parse::<TriggerParam>(&body) {
-            Ok(p) => reply(&backend.run("", p).await),
+            Ok(p) => {
+                api.note(&p);
+                let id = p.log_id;
+                let r = backend.run("", p).await;
+                api.refused(id, &r);
+                reply(&r)
+            }
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
         "/runBatch" => match parse::<Batch>(&body) {
-            Ok(Batch(calls)) => reply(&run_batch(backend.as_ref(), calls).await),
+            Ok(Batch(calls)) => {
+                calls.iter().for_each(|p| api.note(p));
+                let ids: Vec<i64> = calls.iter().map(|p| p.log_id).collect();
+                let r = run_batch(backend.as_ref(), calls).await;
+                for (id, a) in ids.iter().zip(r.content.iter().flatten()) {
+                    api.refused(*id, a);
+                }
+                reply(&r)
+            }
             Err(e) => reply(&ReturnT::<String>::fail(e)),
         },
         "/kill" => match parse::<JobIdParam>(&body) {

@@ -103,6 +103,8 @@ impl StandaloneExecutor {
             &cfg.http.client_ca_file,
         )?
         .with_app_name(&app);
+        // each result goes first to the admin node that sent its run (see `AdminRoutes`)
+        let routes = super::AdminRoutes::default();
         let callbacks = CallbackActor::new(
             admins.clone(),
             client.clone(),
@@ -110,6 +112,7 @@ impl StandaloneExecutor {
             Duration::from_secs(cfg.executor.callback_retry_secs.max(1)),
             clock.clone(),
         )
+        .with_routes(routes.clone())
         .start();
         let mut handlers = handlers;
         super::builtin::register(&mut handlers, &cfg.executor, client.clone())?;
@@ -131,6 +134,7 @@ impl StandaloneExecutor {
             access_token: Some(token),
             group: None,
             app_name: Some(app.clone()),
+            routes: Some(routes.clone()),
         };
         let server = HttpServer::new(move || {
             let api = api.clone();
@@ -158,6 +162,7 @@ impl StandaloneExecutor {
             },
             clock,
         )
+        .with_routes(routes)
         .start();
         tracing::info!(%address, app = %app, "executor started");
         Ok(StandaloneExecutor {

@@ -112,6 +112,12 @@ pub struct TriggerParam {
     pub broadcast_index: i32,
     /// Shard total (1 when not sharded).
     pub broadcast_total: i32,
+    /// xjob's addition, sent by a node of a cluster: that node's id. xjob's executors learn each
+    /// admin address's node id from their registration answers and send the run's result to
+    /// the node that dispatched it, which holds the run's outcome, so one row update writes
+    /// both; other executors skip the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xjob_node: Option<std::sync::Arc<str>>,
 }
 
 /// `HandleCallbackParam`: one result, executor → admin `/api/callback` (protocol.md §4.2). Written

@@ -201,6 +201,11 @@ async fn registry(
         )));
     }
     let reg = api.engine.registry();
+    // an xjob executor is told which node of a cluster this is (it sends each run's result to
+    // the node that dispatched it); other executors get the usual answer
+    let node = (uri == "registry" && p.xjob_executor.is_some())
+        .then(|| api.engine.cluster_node().map(str::to_string))
+        .flatten();
     let res = if uri == "registry" {
         // what the executor speaks, from how it registered: dispatch then uses its path at once
         let kind = if p.xjob_executor.is_some() {
@@ -228,7 +233,10 @@ async fn registry(
         .await
     };
     match res {
-        Ok(Ok(())) => reply(ReturnT::success()),
+        Ok(Ok(())) => reply(ReturnT {
+            content: node,
+            ..ReturnT::success()
+        }),
         Ok(Err(e)) => reply(ReturnT::fail(e.to_string())),
         Err(e) => reply(ReturnT::fail(e.to_string())),
     }

@@ -42,6 +42,7 @@ pub fn node(
                         engine.config().executor.app_name.trim().to_string(),
                     )),
                     app_name: None,
+                    routes: None,
                 },
             );
         }
