@@ -1099,3 +1099,62 @@ fn a_result_goes_back_to_the_node_that_dispatched_its_run() {
         stop_b.stop(false).await;
     });
 }
+
+/// A node of a cluster (here one node on PostgreSQL, with leases) answers an xjob executor's
+/// registration with its node id, and every other executor's as XXL-JOB does; a node on a
+/// SQLite file names none.
+#[test]
+fn a_cluster_node_tells_xjob_executors_its_id_when_they_register() {
+    init_tracing();
+    let Some(base) = database_url("XJOB_TEST_PG_URL") else {
+        return;
+    };
+    let url = fresh_database(&base);
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let register = |address: String, xjob: bool| async move {
+            let mut body = json!({
+                "registryGroup": "EXECUTOR",
+                "registryKey": "remote-exec",
+                "registryValue": "http://127.0.0.1:9/",
+            });
+            if xjob {
+                body["xjobExecutor"] = json!("test");
+            }
+            let bytes = awc::Client::default()
+                .post(format!("{address}xxl-job-admin/api/registry"))
+                .insert_header(("XXL-JOB-ACCESS-TOKEN", TOKEN))
+                .send_json(&body)
+                .await
+                .unwrap()
+                .body()
+                .await
+                .unwrap();
+            serde_json::from_slice::<Value>(&bytes).unwrap()
+        };
+        let node = http_node(dir.path(), TOKEN, false, |c| c.database.url = url.clone()).await;
+        let id = node
+            .engine
+            .cluster_node()
+            .expect("a node on PostgreSQL is a cluster's");
+        let r = register(node.address.clone(), true).await;
+        assert_eq!(
+            (r["code"].as_i64(), r["content"].as_str()),
+            (Some(200), Some(id)),
+            "{r}"
+        );
+        let r = register(node.address.clone(), false).await;
+        assert_eq!(r["code"], 200, "{r}");
+        assert!(r.get("content").is_none(), "{r}");
+        node.server.stop(false).await;
+        node.engine.stop(Duration::from_secs(5)).await.unwrap();
+        node.engine.db().clone().close().await.unwrap();
+
+        let single = http_node(&dir.path().join("one"), TOKEN, false, |_| {}).await;
+        assert_eq!(single.engine.cluster_node(), None);
+        let r = register(single.address.clone(), true).await;
+        assert_eq!(r["code"], 200, "{r}");
+        assert!(r.get("content").is_none(), "{r}");
+        single.server.stop(false).await;
+    });
+}
