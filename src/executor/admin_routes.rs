@@ -25,7 +25,7 @@ struct Inner {
 
 /// Shared by the executor's HTTP server (runs), its registrar (nodes) and its callback sender.
 #[derive(Clone, Default)]
-pub struct AdminRoutes(Arc<Mutex<Inner>>);
+pub(crate) struct AdminRoutes(Arc<Mutex<Inner>>);
 
 impl AdminRoutes {
     /// Admin address `admin` answered a registration as node `node`.

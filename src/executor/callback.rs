@@ -210,7 +210,7 @@ impl CallbackActor {
     }
 
     /// Sends each result first to the admin node that sent its run ([`super::AdminRoutes`]).
-    pub fn with_routes(mut self, routes: super::AdminRoutes) -> Self {
+    pub(crate) fn with_routes(mut self, routes: super::AdminRoutes) -> Self {
         self.routes = Some(routes);
         self
     }

@@ -25,7 +25,7 @@ pub(crate) mod server;
 mod standalone;
 
 pub(crate) use actor::RuntimeConfig;
-pub use admin_routes::AdminRoutes;
+pub(crate) use admin_routes::AdminRoutes;
 pub use builtin::{COMMAND_HANDLER, HTTP_HANDLER};
 pub(crate) use client::Callback;
 pub(crate) use client::NodeClient;

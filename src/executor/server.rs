@@ -53,9 +53,7 @@ impl ExecutorApi {
             routes.take(log_id);
         }
     }
-}
 
-impl ExecutorApi {
     /// The token a caller must send now.
     fn expected(&self) -> Option<String> {
         if let Some((dir, app)) = &self.group

@@ -216,17 +216,13 @@ async fn upsert(
 
 /// The required columns of an upsert row (never written over: its run exists).
 const UPSERT_KEY: [&str; 5] = ["id", "job_group", "job_id", "trigger_code", "handle_code"];
-/// An outcome's columns, after [`UPSERT_KEY`] (whose `trigger_code` it writes).
-const UPSERT_OUTCOME: [&str; 8] = [
-    "trigger_time",
-    "executor_address",
-    "executor_handler",
-    "executor_param",
-    "executor_sharding_param",
-    "executor_fail_retry_count",
-    "trigger_msg",
-    "trigger_type",
-];
+/// An outcome's columns after [`UPSERT_KEY`] (whose `trigger_code` it writes): the rule's
+/// columns in their order, but that one.
+fn upsert_outcome_columns() -> impl Iterator<Item = &'static str> {
+    rules::OUTCOME_COLUMNS
+        .into_iter()
+        .filter(|c| *c != "trigger_code")
+}
 /// A result's columns, after [`UPSERT_KEY`] (whose `handle_code` it writes).
 const UPSERT_RESULT: [&str; 2] = ["handle_time", "handle_msg"];
 
@@ -338,34 +334,22 @@ async fn write_mysql(
             code: item.code,
         });
     }
-    fn columns(kinds: &[&[&'static str]]) -> Vec<&'static str> {
+    let columns = |outcome: bool, result: bool| -> Vec<&'static str> {
         UPSERT_KEY
-            .iter()
-            .chain(kinds.iter().flat_map(|k| k.iter()))
-            .copied()
+            .into_iter()
+            .chain(upsert_outcome_columns().filter(|_| outcome))
+            .chain(UPSERT_RESULT.into_iter().filter(|_| result))
             .collect()
-    }
+    };
     if !paired.is_empty() {
         let set = format!("{}, {}", upsert_outcome_set(), upsert_result_set());
-        upsert(
-            c,
-            &columns(&[&UPSERT_OUTCOME, &UPSERT_RESULT]),
-            &set,
-            paired,
-        )
-        .await?;
+        upsert(c, &columns(true, true), &set, paired).await?;
     }
     if !alone.is_empty() {
-        upsert(
-            c,
-            &columns(&[&UPSERT_OUTCOME]),
-            &upsert_outcome_set(),
-            alone,
-        )
-        .await?;
+        upsert(c, &columns(true, false), &upsert_outcome_set(), alone).await?;
     }
     if !lone.is_empty() {
-        upsert(c, &columns(&[&UPSERT_RESULT]), &upsert_result_set(), lone).await?;
+        upsert(c, &columns(false, true), &upsert_result_set(), lone).await?;
     }
     Ok(written)
 }
