@@ -9,6 +9,7 @@ use sea_orm::{
 
 use crate::error::{Error, Result};
 use crate::model::TriggerStatus;
+use crate::store::port::{FromRow, Port, Row};
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`; only those in
 /// `buckets` unless it is empty (every bucket).
@@ -114,6 +115,55 @@ fn schedule_update(chunk: &[ScheduleUpdate]) -> sea_orm::sea_query::UpdateStatem
                 .eq(TriggerStatus::Running.code()),
         )
         .to_owned()
+}
+
+/// Every column of a job, in the entity's order (as its [`FromRow`] reads them).
+pub(crate) const JOB_COLUMNS: &str = "id, job_group, job_desc, add_time, update_time, author, \
+    alarm_email, schedule_type, schedule_conf, misfire_strategy, executor_route_strategy, \
+    executor_handler, executor_param, executor_block_strategy, executor_timeout, \
+    executor_fail_retry_count, glue_type, glue_source, glue_remark, glue_updatetime, \
+    child_jobid, trigger_status, trigger_last_time, trigger_next_time, time_zone, \
+    retry_interval, alarm_webhook";
+
+impl FromRow for Model {
+    fn from_row(r: &Row<'_>) -> Result<Self> {
+        Ok(Model {
+            id: r.get(0)?,
+            job_group: r.get(1)?,
+            job_desc: r.get(2)?,
+            add_time: r.get(3)?,
+            update_time: r.get(4)?,
+            author: r.get(5)?,
+            alarm_email: r.get(6)?,
+            schedule_type: r.get(7)?,
+            schedule_conf: r.get(8)?,
+            misfire_strategy: r.get(9)?,
+            executor_route_strategy: r.get(10)?,
+            executor_handler: r.get(11)?,
+            executor_param: r.get(12)?,
+            executor_block_strategy: r.get(13)?,
+            executor_timeout: r.get(14)?,
+            executor_fail_retry_count: r.get(15)?,
+            glue_type: r.get(16)?,
+            glue_source: r.get(17)?,
+            glue_remark: r.get(18)?,
+            glue_updatetime: r.get(19)?,
+            child_jobid: r.get(20)?,
+            trigger_status: r.get(21)?,
+            trigger_last_time: r.get(22)?,
+            trigger_next_time: r.get(23)?,
+            time_zone: r.get(24)?,
+            retry_interval: r.get(25)?,
+            alarm_webhook: r.get(26)?,
+        })
+    }
+}
+
+/// Job `id`, read in `port`'s transaction.
+pub(crate) async fn by_id(port: &Port<'_>, id: i32) -> Result<Option<Model>> {
+    static SQL: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("SELECT {JOB_COLUMNS} FROM xxl_job_info WHERE id = ?"));
+    port.row(&SQL, &[id.into()]).await
 }
 
 /// One job by id.

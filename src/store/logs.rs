@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::model::TriggerType;
 use crate::model::wire::{FAIL_CODE, SUCCESS_CODE};
 use crate::model::{AlarmStatus, fire_state};
+use crate::store::port::{IN_CHUNK, Port, in_list};
 
 /// Records pending fires (duplicates of an existing (job, nominal time) are ignored) and
 /// returns how many rows were written.
@@ -311,35 +312,39 @@ pub async fn all_pending(c: &impl ConnectionTrait) -> Result<Vec<Fire>> {
 ///
 /// The claim writes a random 63-bit token into `fire_state`; when the batch update took fewer
 /// rows than asked, the token tells which rows are ours. One statement when nobody competes.
-pub async fn claim(c: &impl ConnectionTrait, ids: &[i64]) -> Result<Vec<i64>> {
+pub async fn claim(c: &sea_orm::DatabaseConnection, ids: &[i64]) -> Result<Vec<i64>> {
+    claim_in(&Port::db(c), ids).await
+}
+
+/// The claim of the rows whose ids fill `marks` (`?, ?, …`), the token first.
+fn claim_sql(marks: &str) -> String {
+    // `fire_state + 0`: a bare column makes SQLite walk every pending fire through
+    // i_fire_state instead of looking up the listed ids
+    format!(
+        "UPDATE xxl_job_log SET fire_state = ? WHERE id IN ({marks}) AND fire_state + 0 = {}",
+        fire_state::PENDING
+    )
+}
+
+/// [`claim`] on the store's transaction port (the run-row writer's connection on a SQLite file).
+pub(crate) async fn claim_in(port: &Port<'_>, ids: &[i64]) -> Result<Vec<i64>> {
     let token: i64 = fire_state::new_claim();
     let mut claimed = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(500) {
-        let res = claim_update(chunk, token).exec(c).await?;
-        if res.rows_affected as usize == chunk.len() {
+    for chunk in ids.chunks(IN_CHUNK) {
+        let (marks, list) = in_list(chunk);
+        let mut args = vec![token.into()];
+        args.extend(list);
+        let n = port.execute(&claim_sql(&marks), &args).await? as usize;
+        if n == chunk.len() {
             claimed.extend_from_slice(chunk);
-        } else if res.rows_affected > 0 {
-            let ours: Vec<i64> = Entity::find()
-                .select_only()
-                .column(Column::Id)
-                .filter(Column::Id.is_in(chunk.iter().copied()))
-                .filter(Column::FireState.eq(token))
-                .into_tuple()
-                .all(c)
-                .await?;
-            claimed.extend(ours);
+        } else if n > 0 {
+            let sql =
+                format!("SELECT id FROM xxl_job_log WHERE id IN ({marks}) AND fire_state = ?");
+            args.rotate_left(1);
+            claimed.extend(port.rows::<i64>(&sql, &args).await?);
         }
     }
     Ok(claimed)
-}
-
-fn claim_update(chunk: &[i64], token: i64) -> sea_orm::UpdateMany<Entity> {
-    Entity::update_many()
-        .col_expr(Column::FireState, Expr::val(token))
-        .filter(Column::Id.is_in(chunk.iter().copied()))
-        // `fire_state + 0`: a bare column makes SQLite walk every pending fire through
-        // i_fire_state instead of looking up the listed ids
-        .filter(Expr::col(Column::FireState).add(0).eq(fire_state::PENDING))
 }
 
 /// Deletes pending fires that the misfire policy skipped (no run happens for them).
@@ -663,7 +668,10 @@ mod tests {
     #[tokio::test]
     async fn hot_log_statements_use_their_indexes() {
         let db = memory_db().await;
-        let claim = plan(&db, claim_update(&[1, 2, 3], 7).build(DbBackend::Sqlite)).await;
+        let (marks, mut args) = in_list(&[1i64, 2, 3]);
+        args.insert(0, 7i64.into());
+        let claim_st = crate::store::port::statement(DbBackend::Sqlite, &claim_sql(&marks), &args);
+        let claim = plan(&db, claim_st).await;
         assert!(claim.contains("INTEGER PRIMARY KEY"), "{claim}");
         let of_jobs = plan(&db, pending_of_jobs(&[1, 2], 0, 9).build(DbBackend::Sqlite)).await;
         assert!(

@@ -20,6 +20,7 @@ pub(crate) mod log_batches;
 pub(crate) mod log_by_job;
 pub(crate) mod log_pages;
 pub(crate) mod logs;
+pub(crate) mod port;
 pub(crate) mod registry;
 pub(crate) mod reports;
 pub(crate) mod rules;

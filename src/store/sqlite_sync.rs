@@ -60,7 +60,7 @@ pub(crate) fn naive_text(ms: i64) -> String {
 }
 
 /// Reads a DATETIME column written by either connection.
-fn naive(text: Option<String>) -> Option<chrono::NaiveDateTime> {
+pub(crate) fn naive(text: Option<String>) -> Option<chrono::NaiveDateTime> {
     let t = text?;
     naive_fast(t.as_bytes()).or_else(|| {
         ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]

@@ -16,7 +16,6 @@
 //! leaves nothing, and after it a pending row that [`Runs::stale_pending`] hands to whichever
 //! node recovers it (the claim makes it one): no node run twice, none forgotten.
 
-mod sqlite;
 mod tx;
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,17 +25,18 @@ use entity::xjob_workflow_node_log as links;
 use entity::xjob_workflow_node_run as nodes;
 use entity::xjob_workflow_run as runs;
 use parking_lot::Mutex;
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
     QueryOrder, QuerySelect, Statement,
 };
 use serde_json::Value;
 
-use self::tx::{NodeUpdate, PendingRow, SeaTx, Tx, workflow_of};
+use self::tx::{NodeUpdate, PendingRow, RUN_COLUMNS, Tx, workflow_of};
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
 use crate::model::{AlarmStatus, RouteStrategy, TriggerType, fire_state};
+use crate::store::port::{self, Port};
 use crate::store::writer::LogWriter;
 use crate::store::{groups, jobs, workflows};
 use crate::workflow::rules::{self, NodeRules, State};
@@ -533,6 +533,16 @@ pub struct Changes {
 }
 
 impl Changes {
+    /// Adds what another transaction changed.
+    fn absorb(&mut self, o: Changes) {
+        self.claimed = o.claimed && (self.claimed || self.dispatch.is_empty());
+        self.dispatch.extend(o.dispatch);
+        self.ended.extend(o.ended);
+        self.applied += o.applied;
+        self.started += o.started;
+        self.jobs.extend(o.jobs);
+    }
+
     /// Counts one more node started by the current trigger; the reason it may not start when
     /// that passes [`MAX_RUN_NODES`].
     fn expand(&mut self) -> Option<String> {
@@ -552,7 +562,7 @@ impl Changes {
             return self;
         }
         let ids: Vec<i64> = self.dispatch.iter().map(|d| d.log_id).collect();
-        match sqlite::claim(conn, &ids) {
+        match port::file_tx(conn, async |p| crate::store::logs::claim_in(p, &ids).await) {
             Ok(won) => {
                 let won: std::collections::HashSet<i64> = won.into_iter().collect();
                 self.dispatch.retain(|d| won.contains(&d.log_id));
@@ -567,6 +577,31 @@ impl Changes {
     }
 }
 
+/// What a workflow transaction answers: on a SQLite file its node runs' rows are claimed
+/// right after the commit, on the writer's connection ([`Changes::claim_on`]).
+trait Answer: Send + 'static {
+    /// The changes to claim, if the answer holds some.
+    fn changes(&mut self) -> Option<&mut Changes>;
+}
+
+impl Answer for Changes {
+    fn changes(&mut self) -> Option<&mut Changes> {
+        Some(self)
+    }
+}
+
+impl Answer for (i64, Changes) {
+    fn changes(&mut self) -> Option<&mut Changes> {
+        Some(&mut self.1)
+    }
+}
+
+impl Answer for Option<Vec<i64>> {
+    fn changes(&mut self) -> Option<&mut Changes> {
+        None
+    }
+}
+
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 impl Runs {
@@ -577,6 +612,32 @@ impl Runs {
             compiled: Arc::default(),
             file: writer.single_node().then(|| writer.clone()),
         }
+    }
+
+    /// Runs `f` in one write transaction on the connection transitions use: the run-row
+    /// writer's on a SQLite file this node holds (claiming the node runs' rows it recorded
+    /// right after the commit), else one through the pool. Where a transaction runs is decided
+    /// here and nowhere else.
+    async fn transact<R: Answer>(
+        &self,
+        db: &DatabaseConnection,
+        f: impl AsyncFnOnce(&Port<'_>) -> Result<R> + Send + Sync + 'static,
+    ) -> Result<R> {
+        if let Some(writer) = &self.file {
+            return writer
+                .exec(move |conn| {
+                    let mut out = port::file_tx(conn, f)?;
+                    if let Some(ch) = out.changes() {
+                        *ch = std::mem::take(ch).claim_on(conn);
+                    }
+                    Ok(out)
+                })
+                .await?;
+        }
+        let txn = crate::store::begin_writing(db).await?;
+        let out = f(&Port::tx(&txn)).await?;
+        txn.commit().await?;
+        Ok(out)
     }
 
     async fn compiled(
@@ -629,24 +690,12 @@ impl Runs {
         now: i64,
     ) -> Result<(i64, Changes)> {
         let ctx = initial_context(params.as_deref())?;
-        if let Some(writer) = &self.file {
-            let me = self.clone();
-            return writer
-                .exec(move |conn| {
-                    let (id, ch) = sqlite::in_tx(conn, async |tx| {
-                        me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
-                            .await
-                    })?;
-                    Ok((id, ch.claim_on(conn)))
-                })
-                .await?;
-        }
-        let txn = crate::store::begin_writing(db).await?;
-        let out = self
-            .start_tx(&SeaTx(&txn), workflow_id, trigger_type, params, ctx, now)
-            .await?;
-        txn.commit().await?;
-        Ok(out)
+        let me = self.clone();
+        self.transact(db, async move |tx| {
+            me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
+                .await
+        })
+        .await
     }
 
     /// [`Runs::start`] in `tx`.
@@ -761,44 +810,65 @@ impl Runs {
                 ),
                 Ok(s) => (true, TriggerType::Cron, s.next_after(t, t)),
             };
-            let txn = crate::store::begin_writing(db).await?;
-            let moved = wf::Entity::update_many()
-                .col_expr(
-                    wf::Column::TriggerStatus,
-                    Expr::value(i16::from(next.is_some())),
-                )
-                .col_expr(wf::Column::TriggerNextTime, Expr::value(next.unwrap_or(0)))
-                .filter(wf::Column::Id.eq(w.id))
-                .filter(wf::Column::TriggerStatus.eq(1))
-                .filter(wf::Column::TriggerNextTime.eq(t))
-                .exec(&txn)
+            let me = self.clone();
+            let fired = self
+                .transact(db, async move |tx| {
+                    me.fire_in(tx, w, t, (fire, trigger_type, next), now).await
+                })
                 .await?;
-            if moved.rows_affected == 0 {
-                continue;
+            ch.absorb(fired);
+        }
+        Ok(ch)
+    }
+
+    /// One due fire `t` of workflow `w` in `tx`: moves its next time on to `next` (unless
+    /// another node did first) and, if it `fire`s, starts or queues its run.
+    async fn fire_in(
+        &self,
+        tx: &Port<'_>,
+        w: entity::xjob_workflow::Model,
+        t: i64,
+        (fire, trigger_type, next): (bool, TriggerType, Option<i64>),
+        now: i64,
+    ) -> Result<Changes> {
+        use entity::xjob_workflow as wf;
+        let mut ch = Changes::default();
+        let moved = tx
+            .run(
+                &wf::Entity::update_many()
+                    .col_expr(
+                        wf::Column::TriggerStatus,
+                        Expr::value(i16::from(next.is_some())),
+                    )
+                    .col_expr(wf::Column::TriggerNextTime, Expr::value(next.unwrap_or(0)))
+                    .filter(wf::Column::Id.eq(w.id))
+                    .filter(wf::Column::TriggerStatus.eq(1))
+                    .filter(wf::Column::TriggerNextTime.eq(t)),
+            )
+            .await?;
+        if moved == 0 {
+            return Ok(ch);
+        }
+        if !fire {
+            tracing::info!(
+                workflow = w.id,
+                fire = t,
+                "workflow fire misfired; skipped (DO_NOTHING)"
+            );
+            return Ok(ch);
+        }
+        let ctx = initial_context(None)?;
+        match self.admit(tx, &w).await? {
+            Admit::Run => {
+                let start = RunStart::top(trigger_type, None, ctx);
+                self.start_in(tx, &w, start, now, &mut ch).await?;
             }
-            let tx = SeaTx(&txn);
-            if fire {
-                let ctx = initial_context(None)?;
-                match self.admit(&tx, &w).await? {
-                    Admit::Run => {
-                        let start = RunStart::top(trigger_type, None, ctx);
-                        self.start_in(&tx, &w, start, now, &mut ch).await?;
-                    }
-                    Admit::Queue => {
-                        queue(&tx, &w, trigger_type, None, ctx, now).await?;
-                    }
-                    Admit::Refuse(reason) => {
-                        tracing::info!(workflow = w.id, %reason, "scheduled workflow fire skipped");
-                    }
-                }
-            } else {
-                tracing::info!(
-                    workflow = w.id,
-                    fire = t,
-                    "workflow fire misfired; skipped (DO_NOTHING)"
-                );
+            Admit::Queue => {
+                queue(tx, &w, trigger_type, None, ctx, now).await?;
             }
-            txn.commit().await?;
+            Admit::Refuse(reason) => {
+                tracing::info!(workflow = w.id, %reason, "scheduled workflow fire skipped");
+            }
         }
         Ok(ch)
     }
@@ -1248,25 +1318,19 @@ impl Runs {
         items: Vec<Finished>,
         now: i64,
     ) -> Result<Changes> {
-        if let Some(writer) = &self.file {
-            let me = self.clone();
-            return writer
-                .exec(move |conn| {
-                    let ch = sqlite::in_tx(conn, async |tx| me.apply_in(tx, items, now).await)?;
-                    Ok(ch.claim_on(conn))
-                })
-                .await?;
-        }
-        let txn = crate::store::begin_writing(db).await?;
-        let ch = self.apply_in(&SeaTx(&txn), items, now).await?;
-        txn.commit().await?;
-        Ok(ch)
+        let me = self.clone();
+        self.transact(db, async move |tx| me.apply_in(tx, items, now).await)
+            .await
     }
 
     /// Claims `ids` (pending run rows) for dispatch by this node; answers those it won.
     pub(crate) async fn claim(&self, db: &DatabaseConnection, ids: Vec<i64>) -> Result<Vec<i64>> {
         if let Some(writer) = &self.file {
-            return writer.exec(move |conn| sqlite::claim(conn, &ids)).await?;
+            return writer
+                .exec(move |conn| {
+                    port::file_tx(conn, async |p| crate::store::logs::claim_in(p, &ids).await)
+                })
+                .await?;
         }
         crate::store::logs::claim(db, &ids).await
     }
@@ -1473,22 +1537,39 @@ impl Runs {
         who: &str,
         now: i64,
     ) -> Result<Changes> {
-        let txn = crate::store::begin_writing(db).await?;
+        let (me, who) = (self.clone(), who.to_string());
+        self.transact(db, async move |tx| {
+            me.again_in(tx, run_id, how, &who, now).await
+        })
+        .await
+    }
+
+    /// [`Runs::again`] in `tx`.
+    async fn again_in(
+        &self,
+        tx: &Port<'_>,
+        run_id: i64,
+        how: Again,
+        who: &str,
+        now: i64,
+    ) -> Result<Changes> {
         // the run's row lock, whatever its status
-        let locked = runs::Entity::update_many()
-            .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
-            .filter(runs::Column::Id.eq(run_id))
-            .exec(&txn)
+        let locked = tx
+            .execute(
+                "UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id = ?",
+                &[run_id.into()],
+            )
             .await?;
         let not_found = || Error::NotFound {
             what: "workflow run",
             id: run_id,
         };
-        if locked.rows_affected == 0 {
+        if locked == 0 {
             return Err(not_found());
         }
-        let mut run = runs::Entity::find_by_id(run_id)
-            .one(&txn)
+        let sql = format!("SELECT {RUN_COLUMNS} FROM xjob_workflow_run WHERE id = ?");
+        let mut run: runs::Model = tx
+            .row(&sql, &[run_id.into()])
             .await?
             .ok_or_else(not_found)?;
         let conflict = |reason: String| Err(Error::Conflict { reason });
@@ -1497,8 +1578,7 @@ impl Runs {
                 "run {run_id} is a nested workflow's run: run its parent's run again"
             ));
         }
-        let tx = SeaTx(&txn);
-        let c = self.compiled(&tx, run.workflow_id, run.version).await?;
+        let c = self.compiled(tx, run.workflow_id, run.version).await?;
         let rows = tx.node_rows(run_id).await?;
         let Attempts { latest, next } = Attempts::of(&rows);
         let index = |key: &str| {
@@ -1588,7 +1668,7 @@ impl Runs {
         // an ended run running again is a run of its workflow like a new one: its concurrency
         // policy holds (a queue's waiting runs go first, so none jumps it)
         if ended {
-            let w = workflow_of(&tx, run.workflow_id).await?;
+            let w = workflow_of(tx, run.workflow_id).await?;
             if w.concurrency != "PARALLEL" {
                 // (as a start: one decides at a time)
                 tx.lock_workflow(w.id).await?;
@@ -1618,25 +1698,26 @@ impl Runs {
             .await?;
         }
         if !keys.is_empty() {
-            nodes::Entity::update_many()
-                .col_expr(nodes::Column::Cleared, Expr::value(1))
-                .filter(nodes::Column::RunId.eq(run_id))
-                .filter(nodes::Column::NodeKey.is_in(keys))
-                .filter(nodes::Column::Cleared.eq(0))
-                .exec(&txn)
-                .await?;
-        }
-        runs::Entity::update_many()
-            .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
-            .col_expr(runs::Column::EndTime, Expr::value(Option::<i64>::None))
-            .col_expr(runs::Column::Message, Expr::value(Option::<String>::None))
-            .filter(runs::Column::Id.eq(run_id))
-            .exec(&txn)
+            tx.run(
+                &nodes::Entity::update_many()
+                    .col_expr(nodes::Column::Cleared, Expr::value(1))
+                    .filter(nodes::Column::RunId.eq(run_id))
+                    .filter(nodes::Column::NodeKey.is_in(keys))
+                    .filter(nodes::Column::Cleared.eq(0)),
+            )
             .await?;
+        }
+        tx.run(
+            &runs::Entity::update_many()
+                .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
+                .col_expr(runs::Column::EndTime, Expr::value(Option::<i64>::None))
+                .col_expr(runs::Column::Message, Expr::value(Option::<String>::None))
+                .filter(runs::Column::Id.eq(run_id)),
+        )
+        .await?;
         run.status = status::RUNNING.into();
         let mut ch = Changes::default();
-        self.advance(&tx, &run, now, &mut ch).await?;
-        txn.commit().await?;
+        self.advance(tx, &run, now, &mut ch).await?;
         Ok(ch)
     }
 
@@ -1650,61 +1731,64 @@ impl Runs {
         who: &str,
         now: i64,
     ) -> Result<Option<Vec<i64>>> {
-        let txn = crate::store::begin_writing(db).await?;
-        let tx = SeaTx(&txn);
-        if tx.lock_run(run_id).await?.is_none() {
-            // a queued run is stopped before it started
-            let r = runs::Entity::update_many()
-                .col_expr(runs::Column::Status, Expr::value(status::STOPPED))
-                .col_expr(runs::Column::EndTime, Expr::value(now))
-                .col_expr(
-                    runs::Column::Message,
-                    Expr::value(format!("stopped by {who}")),
-                )
-                .filter(runs::Column::Id.eq(run_id))
-                .filter(runs::Column::Status.eq(status::QUEUED))
-                .exec(&txn)
-                .await?;
-            txn.commit().await?;
-            return Ok((r.rows_affected == 1).then(Vec::new));
-        }
-        let mut kill = Vec::new();
-        let mut todo = vec![run_id];
         let msg = format!("stopped by {who}");
-        while let Some(id) = todo.pop() {
-            if id != run_id && tx.lock_run(id).await?.is_none() {
-                continue;
-            }
-            let running = nodes::Entity::find()
-                .filter(nodes::Column::RunId.eq(id))
-                .filter(nodes::Column::State.eq(status::RUNNING))
-                .all(&txn)
-                .await?;
-            todo.extend(running.iter().filter_map(|n| n.child_run));
-            let node_ids: Vec<i64> = running.iter().map(|n| n.id).collect();
-            nodes::Entity::update_many()
+        self.transact(db, async move |tx| stop_in(tx, run_id, msg, now).await)
+            .await
+    }
+}
+
+/// [`Runs::stop`] in `tx`, every row it stops given `msg`.
+async fn stop_in(tx: &Port<'_>, run_id: i64, msg: String, now: i64) -> Result<Option<Vec<i64>>> {
+    if tx.lock_run(run_id).await?.is_none() {
+        // a queued run is stopped before it started
+        let sql = format!(
+            "UPDATE xjob_workflow_run SET status = '{}', end_time = ?, message = ? \
+             WHERE id = ? AND status = '{}'",
+            status::STOPPED,
+            status::QUEUED
+        );
+        let n = tx
+            .execute(&sql, &[now.into(), msg.into(), run_id.into()])
+            .await?;
+        return Ok((n == 1).then(Vec::new));
+    }
+    let mut kill = Vec::new();
+    let mut todo = vec![run_id];
+    while let Some(id) = todo.pop() {
+        if id != run_id && tx.lock_run(id).await?.is_none() {
+            continue;
+        }
+        let running: Vec<nodes::Model> = tx
+            .select(
+                &nodes::Entity::find()
+                    .filter(nodes::Column::RunId.eq(id))
+                    .filter(nodes::Column::State.eq(status::RUNNING)),
+            )
+            .await?;
+        todo.extend(running.iter().filter_map(|n| n.child_run));
+        let node_ids: Vec<i64> = running.iter().map(|n| n.id).collect();
+        tx.run(
+            &nodes::Entity::update_many()
                 .col_expr(nodes::Column::State, Expr::value(status::STOPPED))
                 .col_expr(nodes::Column::EndTime, Expr::value(now))
                 .col_expr(nodes::Column::Message, Expr::value(msg.clone()))
-                .filter(nodes::Column::Id.is_in(node_ids.clone()))
-                .exec(&txn)
-                .await?;
-            let open: Vec<i64> = links::Entity::find()
-                .select_only()
-                .column(links::Column::LogId)
-                .filter(links::Column::NodeRunId.is_in(node_ids))
-                .filter(links::Column::Done.eq(0))
-                .into_tuple()
-                .all(&txn)
-                .await?;
-            links::Entity::update_many()
-                .col_expr(links::Column::Done, Expr::value(1))
-                .filter(links::Column::LogId.is_in(open.clone()))
-                .exec(&txn)
-                .await?;
-            use entity::xxl_job_log as l;
-            // rows not yet sent are never sent: recorded as not dispatched
-            l::Entity::update_many()
+                .filter(nodes::Column::Id.is_in(node_ids.clone())),
+        )
+        .await?;
+        let open: Vec<i64> = tx
+            .select(
+                &links::Entity::find()
+                    .select_only()
+                    .column(links::Column::LogId)
+                    .filter(links::Column::NodeRunId.is_in(node_ids))
+                    .filter(links::Column::Done.eq(0)),
+            )
+            .await?;
+        tx.close_links(&open).await?;
+        use entity::xxl_job_log as l;
+        // rows not yet sent are never sent: recorded as not dispatched
+        tx.run(
+            &l::Entity::update_many()
                 .col_expr(l::Column::FireState, Expr::value(fire_state::DISPATCHED))
                 .col_expr(
                     l::Column::TriggerCode,
@@ -1716,21 +1800,20 @@ impl Runs {
                     Expr::value(AlarmStatus::NotNeeded.code()),
                 )
                 .filter(l::Column::Id.is_in(open.clone()))
-                .filter(l::Column::FireState.eq(fire_state::PENDING))
-                .exec(&txn)
-                .await?;
-            kill.extend(open);
-            runs::Entity::update_many()
+                .filter(l::Column::FireState.eq(fire_state::PENDING)),
+        )
+        .await?;
+        kill.extend(open);
+        tx.run(
+            &runs::Entity::update_many()
                 .col_expr(runs::Column::Status, Expr::value(status::STOPPED))
                 .col_expr(runs::Column::EndTime, Expr::value(now))
                 .col_expr(runs::Column::Message, Expr::value(msg.clone()))
-                .filter(runs::Column::Id.eq(id))
-                .exec(&txn)
-                .await?;
-        }
-        txn.commit().await?;
-        Ok(Some(kill))
+                .filter(runs::Column::Id.eq(id)),
+        )
+        .await?;
     }
+    Ok(Some(kill))
 }
 
 fn node_row(

@@ -1,27 +1,23 @@
-//! What a workflow transaction reads and writes, as one trait with two implementations: sea-orm
-//! statements in a [`DatabaseTransaction`] (PostgreSQL, MySQL/MariaDB, and SQLite where the
-//! run-row writer does not hold the file), and cached prepared statements on the run-row
-//! writer's own SQLite connection ([`super::sqlite::SqliteTx`]), where a transition costs no
-//! thread hop per statement. The rules that decide a run ([`super::Runs`]) are written once,
-//! against this trait.
+//! What a workflow transaction reads and writes, written once as statements on the store's
+//! transaction port ([`Port`]): a sea-orm transaction (PostgreSQL, MySQL/MariaDB, and SQLite
+//! where the run-row writer does not hold the file), or the run-row writer's own SQLite
+//! connection, where a transition costs no thread hop per statement. The rules that decide a
+//! run ([`super::Runs`]) are written against the [`Tx`] trait, which names each read and write.
 
 use std::collections::HashSet;
 use std::future::Future;
 
 use entity::xjob_workflow as wf;
-use entity::xjob_workflow_node_log as links;
 use entity::xjob_workflow_node_run as nodes;
 use entity::xjob_workflow_run as runs;
-use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::DbBackend;
+use std::sync::LazyLock;
 
 use super::status;
 use crate::clock::ms_to_naive;
 use crate::error::{Error, Result};
 use crate::model::{AlarmStatus, TriggerType, fire_state};
+use crate::store::port::{FromRow, IN_CHUNK, Port, Row, Value, in_list};
 
 pub(crate) type Job = entity::xxl_job_info::Model;
 
@@ -134,121 +130,212 @@ pub(crate) trait Tx: Sync {
     fn close_links(&self, log_ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// [`Tx`] as sea-orm statements in a transaction.
-pub(crate) struct SeaTx<'a>(pub(crate) &'a DatabaseTransaction);
+pub(crate) const RUN_COLUMNS: &str = "id, workflow_id, version, job_group, status, trigger_type, params, \
+    context, parent_node_run, depth, seq, start_time, end_time, message";
 
-impl Tx for SeaTx<'_> {
+impl FromRow for runs::Model {
+    fn from_row(r: &Row<'_>) -> Result<Self> {
+        Ok(runs::Model {
+            id: r.get(0)?,
+            workflow_id: r.get(1)?,
+            version: r.get(2)?,
+            job_group: r.get(3)?,
+            status: r.get(4)?,
+            trigger_type: r.get(5)?,
+            params: r.get(6)?,
+            context: r.get(7)?,
+            parent_node_run: r.get(8)?,
+            depth: r.get(9)?,
+            seq: r.get(10)?,
+            start_time: r.get(11)?,
+            end_time: r.get(12)?,
+            message: r.get(13)?,
+        })
+    }
+}
+
+const NODE_COLUMNS: &str = "id, run_id, node_key, attempt, max_attempts, state, decision, \
+    shards_total, shards_done, shards_failed, child_run, start_time, end_time, message, cleared";
+
+impl FromRow for nodes::Model {
+    fn from_row(r: &Row<'_>) -> Result<Self> {
+        Ok(nodes::Model {
+            id: r.get(0)?,
+            run_id: r.get(1)?,
+            node_key: r.get(2)?,
+            attempt: r.get(3)?,
+            max_attempts: r.get(4)?,
+            state: r.get(5)?,
+            decision: r.get(6)?,
+            shards_total: r.get(7)?,
+            shards_done: r.get(8)?,
+            shards_failed: r.get(9)?,
+            child_run: r.get(10)?,
+            start_time: r.get(11)?,
+            end_time: r.get(12)?,
+            message: r.get(13)?,
+            cleared: r.get(14)?,
+        })
+    }
+}
+
+const WORKFLOW_COLUMNS: &str = "id, job_group, name, description, author, version, definition, \
+    created_at, updated_at, schedule_type, schedule_conf, misfire_strategy, trigger_status, \
+    trigger_next_time, concurrency, max_queued";
+
+impl FromRow for wf::Model {
+    fn from_row(r: &Row<'_>) -> Result<Self> {
+        Ok(wf::Model {
+            id: r.get(0)?,
+            job_group: r.get(1)?,
+            name: r.get(2)?,
+            description: r.get(3)?,
+            author: r.get(4)?,
+            version: r.get(5)?,
+            definition: r.get(6)?,
+            created_at: r.get(7)?,
+            updated_at: r.get(8)?,
+            schedule_type: r.get(9)?,
+            schedule_conf: r.get(10)?,
+            misfire_strategy: r.get(11)?,
+            trigger_status: r.get(12)?,
+            trigger_next_time: r.get(13)?,
+            concurrency: r.get(14)?,
+            max_queued: r.get(15)?,
+        })
+    }
+}
+
+/// `INSERT INTO table (columns but the first, `id`) VALUES (?, ?, …)`.
+fn insert_sql(table: &str, columns: &str) -> String {
+    let cols = columns.trim_start_matches("id, ");
+    let marks = vec!["?"; cols.split(',').count()].join(", ");
+    format!("INSERT INTO {table} ({cols}) VALUES ({marks})")
+}
+
+/// One statement text per backend, rendered once.
+macro_rules! sql {
+    ($($arg:tt)*) => {{
+        static SQL: LazyLock<String> = LazyLock::new(|| format!($($arg)*));
+        SQL.as_str()
+    }};
+}
+
+impl Tx for Port<'_> {
     async fn workflow(&self, id: i32) -> Result<Option<wf::Model>> {
-        Ok(wf::Entity::find_by_id(id).one(self.0).await?)
+        let sql = sql!("SELECT {WORKFLOW_COLUMNS} FROM xjob_workflow WHERE id = ?");
+        self.row(sql, &[id.into()]).await
     }
 
     async fn definition(&self, workflow_id: i32, version: i32) -> Result<Option<String>> {
-        use entity::xjob_workflow_version as v;
-        Ok(v::Entity::find()
-            .filter(v::Column::WorkflowId.eq(workflow_id))
-            .filter(v::Column::Version.eq(version))
-            .one(self.0)
-            .await?
-            .map(|v| v.definition))
+        let sql = "SELECT definition FROM xjob_workflow_version WHERE workflow_id = ? \
+                   AND version = ?";
+        self.row(sql, &[workflow_id.into(), version.into()]).await
     }
 
     async fn job(&self, id: i32) -> Result<Option<Job>> {
-        Ok(entity::xxl_job_info::Entity::find_by_id(id)
-            .one(self.0)
-            .await?)
+        crate::store::jobs::by_id(self, id).await
     }
 
     async fn group_addresses(&self, group: i32) -> Result<Option<Option<String>>> {
-        Ok(entity::xxl_job_group::Entity::find_by_id(group)
-            .one(self.0)
-            .await?
-            .map(|g| g.address_list))
+        let sql = "SELECT address_list FROM xxl_job_group WHERE id = ?";
+        self.row(sql, &[group.into()]).await
     }
 
     async fn lock_workflow(&self, id: i32) -> Result<()> {
-        wf::Entity::update_many()
-            .col_expr(wf::Column::MaxQueued, Expr::col(wf::Column::MaxQueued))
-            .filter(wf::Column::Id.eq(id))
-            .exec(self.0)
-            .await?;
+        // a write transaction on SQLite holds the database's write lock already
+        if self.backend() != DbBackend::Sqlite {
+            let sql = "UPDATE xjob_workflow SET max_queued = max_queued WHERE id = ?";
+            self.execute(sql, &[id.into()]).await?;
+        }
         Ok(())
     }
 
-    async fn count_top_runs(&self, workflow_id: i32, status: &'static str) -> Result<u64> {
-        Ok(runs::Entity::find()
-            .filter(runs::Column::WorkflowId.eq(workflow_id))
-            .filter(runs::Column::Status.eq(status))
-            .filter(runs::Column::ParentNodeRun.is_null())
-            .count(self.0)
-            .await?)
+    async fn count_top_runs(&self, workflow_id: i32, st: &'static str) -> Result<u64> {
+        // by status on SQLite: the workflow's index would walk every run it ever had
+        let sql = if self.backend() == DbBackend::Sqlite {
+            "SELECT COUNT(*) FROM xjob_workflow_run INDEXED BY i_wf_run_status \
+             WHERE status = ? AND workflow_id = ? AND parent_node_run IS NULL"
+        } else {
+            "SELECT COUNT(*) FROM xjob_workflow_run \
+             WHERE status = ? AND workflow_id = ? AND parent_node_run IS NULL"
+        };
+        let n: Option<i64> = self.row(sql, &[st.into(), workflow_id.into()]).await?;
+        Ok(n.unwrap_or(0) as u64)
     }
 
     async fn oldest_queued(&self, workflow_id: i32) -> Result<Option<runs::Model>> {
-        Ok(runs::Entity::find()
-            .filter(runs::Column::WorkflowId.eq(workflow_id))
-            .filter(runs::Column::Status.eq(status::QUEUED))
-            .order_by_asc(runs::Column::Id)
-            .one(self.0)
-            .await?)
+        // by status, as above: it runs each time a run ends
+        let sql = if self.backend() == DbBackend::Sqlite {
+            sql!(
+                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run INDEXED BY i_wf_run_status \
+                 WHERE status = '{}' AND workflow_id = ? ORDER BY id LIMIT 1",
+                status::QUEUED
+            )
+        } else {
+            sql!(
+                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run \
+                 WHERE status = '{}' AND workflow_id = ? ORDER BY id LIMIT 1",
+                status::QUEUED
+            )
+        };
+        self.row(sql, &[workflow_id.into()]).await
     }
 
     async fn promote_run(&self, id: i64, now: i64) -> Result<bool> {
-        let r = runs::Entity::update_many()
-            .col_expr(runs::Column::Status, Expr::value(status::RUNNING))
-            .col_expr(runs::Column::StartTime, Expr::value(now))
-            .filter(runs::Column::Id.eq(id))
-            .filter(runs::Column::Status.eq(status::QUEUED))
-            .exec(self.0)
-            .await?;
-        Ok(r.rows_affected == 1)
+        let sql = sql!(
+            "UPDATE xjob_workflow_run SET status = '{}', start_time = ? \
+             WHERE id = ? AND status = '{}'",
+            status::RUNNING,
+            status::QUEUED
+        );
+        Ok(self.execute(sql, &[now.into(), id.into()]).await? == 1)
     }
 
     async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
-        let m = runs::ActiveModel {
-            id: sea_orm::ActiveValue::NotSet,
-            workflow_id: Set(r.workflow_id),
-            version: Set(r.version),
-            job_group: Set(r.job_group),
-            status: Set(r.status.clone()),
-            trigger_type: Set(r.trigger_type.clone()),
-            params: Set(r.params.clone()),
-            context: Set(r.context.clone()),
-            parent_node_run: Set(r.parent_node_run),
-            depth: Set(r.depth),
-            seq: Set(r.seq),
-            start_time: Set(r.start_time),
-            end_time: Set(r.end_time),
-            message: Set(r.message.clone()),
-        };
-        Ok(runs::Entity::insert(m).exec(self.0).await?.last_insert_id)
+        let sql = sql!("{}", insert_sql("xjob_workflow_run", RUN_COLUMNS));
+        let args = [
+            r.workflow_id.into(),
+            r.version.into(),
+            r.job_group.into(),
+            r.status.clone().into(),
+            r.trigger_type.clone().into(),
+            r.params.clone().into(),
+            r.context.clone().into(),
+            r.parent_node_run.into(),
+            r.depth.into(),
+            r.seq.into(),
+            r.start_time.into(),
+            r.end_time.into(),
+            r.message.clone().into(),
+        ];
+        self.insert(sql, &args).await
     }
 
     async fn run_context(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
-        Ok(runs::Entity::find_by_id(id)
-            .select_only()
-            .columns([runs::Column::Context, runs::Column::ParentNodeRun])
-            .into_tuple()
-            .one(self.0)
-            .await?)
+        let sql = "SELECT context, parent_node_run FROM xjob_workflow_run WHERE id = ?";
+        self.row(sql, &[id.into()]).await
     }
 
     async fn lock_run(&self, id: i64) -> Result<Option<runs::Model>> {
-        let update = runs::Entity::update_many()
-            .col_expr(runs::Column::Seq, Expr::col(runs::Column::Seq).add(1))
-            .filter(runs::Column::Id.eq(id))
-            .filter(runs::Column::Status.eq(status::RUNNING));
+        let update = sql!(
+            "UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id = ? AND status = '{}'",
+            status::RUNNING
+        );
         // one statement where UPDATE … RETURNING exists (not MySQL/MariaDB)
-        if matches!(
-            self.0.get_database_backend(),
-            sea_orm::DbBackend::Postgres | sea_orm::DbBackend::Sqlite
-        ) {
-            return Ok(update.exec_with_returning(self.0).await?.into_iter().next());
+        if self.backend() != DbBackend::MySql {
+            let sql = sql!(
+                "UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id = ? AND status = '{}' \
+                 RETURNING {RUN_COLUMNS}",
+                status::RUNNING
+            );
+            return self.row(sql, &[id.into()]).await;
         }
-        let r = update.exec(self.0).await?;
-        if r.rows_affected == 0 {
+        if self.execute(update, &[id.into()]).await? == 0 {
             return Ok(None);
         }
-        Ok(runs::Entity::find_by_id(id).one(self.0).await?)
+        let sql = sql!("SELECT {RUN_COLUMNS} FROM xjob_workflow_run WHERE id = ?");
+        self.row(sql, &[id.into()]).await
     }
 
     async fn end_run(
@@ -258,118 +345,120 @@ impl Tx for SeaTx<'_> {
         now: i64,
         message: Option<String>,
     ) -> Result<()> {
-        runs::Entity::update_many()
-            .col_expr(runs::Column::Status, Expr::value(st))
-            .col_expr(runs::Column::EndTime, Expr::value(now))
-            .col_expr(runs::Column::Message, Expr::value(message))
-            .filter(runs::Column::Id.eq(id))
-            .filter(runs::Column::Status.eq(status::RUNNING))
-            .exec(self.0)
-            .await?;
-        Ok(())
+        let sql = sql!(
+            "UPDATE xjob_workflow_run SET status = ?, end_time = ?, message = ? \
+             WHERE id = ? AND status = '{}'",
+            status::RUNNING
+        );
+        let args = [st.into(), now.into(), message.into(), id.into()];
+        self.execute(sql, &args).await.map(drop)
     }
 
     async fn set_context(&self, id: i64, context: &str) -> Result<()> {
-        runs::Entity::update_many()
-            .col_expr(runs::Column::Context, Expr::value(context))
-            .filter(runs::Column::Id.eq(id))
-            .exec(self.0)
-            .await?;
-        Ok(())
+        let sql = "UPDATE xjob_workflow_run SET context = ? WHERE id = ?";
+        self.execute(sql, &[context.into(), id.into()])
+            .await
+            .map(drop)
     }
 
     async fn node_rows(&self, run_id: i64) -> Result<Vec<nodes::Model>> {
-        Ok(nodes::Entity::find()
-            .filter(nodes::Column::RunId.eq(run_id))
-            .all(self.0)
-            .await?)
+        let sql = sql!("SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE run_id = ?");
+        self.rows(sql, &[run_id.into()]).await
     }
 
     async fn node(&self, id: i64) -> Result<Option<nodes::Model>> {
-        Ok(nodes::Entity::find_by_id(id).one(self.0).await?)
+        let sql = sql!("SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE id = ?");
+        self.row(sql, &[id.into()]).await
     }
 
     async fn insert_node(&self, n: &nodes::Model) -> Result<i64> {
-        let m = nodes::ActiveModel {
-            id: sea_orm::ActiveValue::NotSet,
-            run_id: Set(n.run_id),
-            node_key: Set(n.node_key.clone()),
-            attempt: Set(n.attempt),
-            max_attempts: Set(n.max_attempts),
-            state: Set(n.state.clone()),
-            decision: Set(n.decision),
-            shards_total: Set(n.shards_total),
-            shards_done: Set(n.shards_done),
-            shards_failed: Set(n.shards_failed),
-            child_run: Set(n.child_run),
-            start_time: Set(n.start_time),
-            end_time: Set(n.end_time),
-            message: Set(n.message.clone()),
-            cleared: Set(n.cleared),
-        };
-        Ok(nodes::Entity::insert(m).exec(self.0).await?.last_insert_id)
+        let sql = sql!("{}", insert_sql("xjob_workflow_node_run", NODE_COLUMNS));
+        let args = [
+            n.run_id.into(),
+            n.node_key.clone().into(),
+            n.attempt.into(),
+            n.max_attempts.into(),
+            n.state.clone().into(),
+            n.decision.into(),
+            n.shards_total.into(),
+            n.shards_done.into(),
+            n.shards_failed.into(),
+            n.child_run.into(),
+            n.start_time.into(),
+            n.end_time.into(),
+            n.message.clone().into(),
+            n.cleared.into(),
+        ];
+        self.insert(sql, &args).await
     }
 
     async fn update_node(&self, id: i64, u: &NodeUpdate) -> Result<()> {
-        let mut upd = nodes::Entity::update_many()
-            .col_expr(nodes::Column::ShardsDone, Expr::value(u.shards_done))
-            .col_expr(nodes::Column::ShardsFailed, Expr::value(u.shards_failed))
-            .col_expr(nodes::Column::Message, Expr::value(u.message.clone()))
-            .filter(nodes::Column::Id.eq(id));
-        if let Some((st, end)) = u.end {
-            upd = upd
-                .col_expr(nodes::Column::State, Expr::value(st))
-                .col_expr(nodes::Column::EndTime, Expr::value(end));
-        }
-        upd.exec(self.0).await?;
-        Ok(())
+        let mut args: Vec<Value> = vec![
+            u.shards_done.into(),
+            u.shards_failed.into(),
+            u.message.clone().into(),
+        ];
+        let sql = match u.end {
+            Some((st, end)) => {
+                args.extend([st.into(), end.into()]);
+                "UPDATE xjob_workflow_node_run SET shards_done = ?, shards_failed = ?, \
+                 message = ?, state = ?, end_time = ? WHERE id = ?"
+            }
+            None => {
+                "UPDATE xjob_workflow_node_run SET shards_done = ?, shards_failed = ?, \
+                 message = ? WHERE id = ?"
+            }
+        };
+        args.push(id.into());
+        self.execute(sql, &args).await.map(drop)
     }
 
     async fn set_child(&self, id: i64, child: i64, end: Option<(&'static str, i64)>) -> Result<()> {
-        let mut upd = nodes::Entity::update_many()
-            .col_expr(nodes::Column::ChildRun, Expr::value(child))
-            .filter(nodes::Column::Id.eq(id));
-        if let Some((st, t)) = end {
-            upd = upd
-                .col_expr(nodes::Column::State, Expr::value(st))
-                .col_expr(nodes::Column::EndTime, Expr::value(t));
+        match end {
+            Some((st, t)) => {
+                let sql = "UPDATE xjob_workflow_node_run SET child_run = ?, state = ?, \
+                           end_time = ? WHERE id = ?";
+                self.execute(sql, &[child.into(), st.into(), t.into(), id.into()])
+                    .await
+            }
+            None => {
+                let sql = "UPDATE xjob_workflow_node_run SET child_run = ? WHERE id = ?";
+                self.execute(sql, &[child.into(), id.into()]).await
+            }
         }
-        upd.exec(self.0).await?;
-        Ok(())
+        .map(drop)
     }
 
     async fn end_node_if_running(&self, id: i64, st: &'static str, now: i64) -> Result<bool> {
-        let r = nodes::Entity::update_many()
-            .col_expr(nodes::Column::State, Expr::value(st))
-            .col_expr(nodes::Column::EndTime, Expr::value(now))
-            .filter(nodes::Column::Id.eq(id))
-            .filter(nodes::Column::State.eq(status::RUNNING))
-            .exec(self.0)
-            .await?;
-        Ok(r.rows_affected > 0)
+        let sql = sql!(
+            "UPDATE xjob_workflow_node_run SET state = ?, end_time = ? \
+             WHERE id = ? AND state = '{}'",
+            status::RUNNING
+        );
+        Ok(self
+            .execute(sql, &[st.into(), now.into(), id.into()])
+            .await?
+            > 0)
     }
 
     async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
-        use entity::xxl_job_log as l;
-        Ok(l::Entity::insert(l::ActiveModel {
-            job_group: Set(row.job.job_group),
-            job_id: Set(row.job.id),
-            trigger_time: Set(Some(ms_to_naive(row.now))),
-            trigger_code: Set(0),
-            handle_code: Set(0),
-            executor_param: Set(row.param.map(str::to_string)),
-            executor_sharding_param: Set(row.sharding.map(str::to_string)),
-            executor_fail_retry_count: Set(0),
-            alarm_status: Set(AlarmStatus::Unchecked.code()),
-            fire_time: Set(None),
-            fire_state: Set(fire_state::PENDING),
-            trigger_type: Set(Some(TriggerType::Workflow.as_str().into())),
-            chain_depth: Set(0),
-            ..Default::default()
-        })
-        .exec(self.0)
-        .await?
-        .last_insert_id)
+        let sql = sql!(
+            "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+             handle_code, executor_param, executor_sharding_param, \
+             executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, \
+             chain_depth) VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, {}, '{}', 0)",
+            AlarmStatus::Unchecked.code(),
+            fire_state::PENDING,
+            TriggerType::Workflow.as_str()
+        );
+        let args = [
+            row.job.job_group.into(),
+            row.job.id.into(),
+            ms_to_naive(row.now).into(),
+            row.param.map(str::to_string).into(),
+            row.sharding.map(str::to_string).into(),
+        ];
+        self.insert(sql, &args).await
     }
 
     async fn insert_link(
@@ -379,37 +468,36 @@ impl Tx for SeaTx<'_> {
         run_id: i64,
         shard: i32,
     ) -> Result<()> {
-        links::Entity::insert(links::ActiveModel {
-            log_id: Set(log_id),
-            node_run_id: Set(node_run_id),
-            run_id: Set(run_id),
-            shard: Set(shard),
-            done: Set(0),
-        })
-        .exec_without_returning(self.0)
-        .await?;
-        Ok(())
+        let sql = "INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
+                   VALUES (?, ?, ?, ?, 0)";
+        let args = [
+            log_id.into(),
+            node_run_id.into(),
+            run_id.into(),
+            shard.into(),
+        ];
+        self.execute(sql, &args).await.map(drop)
     }
 
     async fn open_links(&self, log_ids: &[i64]) -> Result<HashSet<i64>> {
-        Ok(links::Entity::find()
-            .select_only()
-            .column(links::Column::LogId)
-            .filter(links::Column::LogId.is_in(log_ids.iter().copied()))
-            .filter(links::Column::Done.eq(0))
-            .into_tuple::<i64>()
-            .all(self.0)
-            .await?
-            .into_iter()
-            .collect())
+        let mut open = HashSet::with_capacity(log_ids.len());
+        for chunk in log_ids.chunks(IN_CHUNK) {
+            let (marks, args) = in_list(chunk);
+            let sql = format!(
+                "SELECT log_id FROM xjob_workflow_node_log WHERE log_id IN ({marks}) AND done = 0"
+            );
+            open.extend(self.rows::<i64>(&sql, &args).await?);
+        }
+        Ok(open)
     }
 
     async fn close_links(&self, log_ids: &[i64]) -> Result<()> {
-        links::Entity::update_many()
-            .col_expr(links::Column::Done, Expr::value(1))
-            .filter(links::Column::LogId.is_in(log_ids.iter().copied()))
-            .exec(self.0)
-            .await?;
+        for chunk in log_ids.chunks(IN_CHUNK) {
+            let (marks, args) = in_list(chunk);
+            let sql =
+                format!("UPDATE xjob_workflow_node_log SET done = 1 WHERE log_id IN ({marks})");
+            self.execute(&sql, &args).await?;
+        }
         Ok(())
     }
 }
@@ -420,4 +508,206 @@ pub(crate) async fn workflow_of(tx: &impl Tx, id: i32) -> Result<wf::Model> {
         what: "workflow",
         id: id.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::port::file_tx;
+    use crate::store::workflow_runs::{Finished, Runs};
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+
+    /// Open run rows of the runs (log id, run id, node key).
+    async fn open_rows(db: &sea_orm::DatabaseConnection) -> Vec<(i64, i64, String)> {
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT nl.log_id, nl.run_id, nr.node_key FROM xjob_workflow_node_log nl \
+                 JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id WHERE nl.done = 0 \
+                 ORDER BY nl.log_id",
+            ))
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|r| {
+                (
+                    r.try_get("", "log_id").unwrap(),
+                    r.try_get("", "run_id").unwrap(),
+                    r.try_get("", "node_key").unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// What a run recorded, without ids: its status, context and message, each node run's
+    /// key, attempt, state, decision, shards and message, and each run row's param.
+    async fn recorded(db: &sea_orm::DatabaseConnection, run: i64) -> String {
+        let r = crate::store::workflow_runs::get(db, run).await.unwrap();
+        let mut out = format!("{} {} {:?}\n", r.status, r.context, r.message);
+        let mut nodes = crate::store::workflow_runs::node_runs(db, run)
+            .await
+            .unwrap();
+        nodes.sort_by(|a, b| (&a.0.node_key, a.0.attempt).cmp(&(&b.0.node_key, b.0.attempt)));
+        for (n, logs) in nodes {
+            out.push_str(&format!(
+                "{} {}/{} {} {:?} {}/{}/{} {:?} {}",
+                n.node_key,
+                n.attempt,
+                n.max_attempts,
+                n.state,
+                n.decision,
+                n.shards_total,
+                n.shards_done,
+                n.shards_failed,
+                n.message,
+                n.cleared
+            ));
+            for id in logs {
+                let l = crate::store::logs::get(db, id).await.unwrap();
+                out.push_str(&format!(" [{:?} {}]", l.executor_param, l.fire_state));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The models' column lists are the entities' own order, so a row sea-query selects reads
+    /// as one the rules' statements select.
+    #[test]
+    fn column_lists_follow_the_entities() {
+        use sea_orm::{EntityTrait, QueryTrait};
+        fn columns<E: EntityTrait>() -> String {
+            let sql = E::find().build(DbBackend::Sqlite).sql;
+            let cols = &sql["SELECT ".len()..sql.find(" FROM ").unwrap()];
+            cols.split(", ")
+                .map(|c| c.rsplit('.').next().unwrap().trim_matches('"'))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(columns::<runs::Entity>(), squash(RUN_COLUMNS));
+        assert_eq!(columns::<nodes::Entity>(), squash(NODE_COLUMNS));
+        assert_eq!(columns::<wf::Entity>(), squash(WORKFLOW_COLUMNS));
+        assert_eq!(
+            columns::<entity::xxl_job_info::Entity>(),
+            squash(crate::store::jobs::JOB_COLUMNS)
+        );
+    }
+
+    /// One run moved on by sea-orm statements and one by the writer connection's statements,
+    /// given the same results, record the same rows: decisions on the context, values passed
+    /// downstream, a failure skipping what depends on it, the run's end.
+    #[tokio::test]
+    async fn both_kinds_of_transaction_record_the_same_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let db = crate::store::tests::file_db(&path).await;
+        let t0 = 1_800_000_000_000;
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .unwrap();
+        let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+        let def = serde_json::json!({
+            "nodes": [
+                { "key": "a", "type": "JOB", "jobId": job },
+                { "key": "b", "type": "JOB", "jobId": job, "param": "k=${k}" },
+                { "key": "d", "type": "DECISION", "expression": "k == 1" },
+                { "key": "c", "type": "JOB", "jobId": job },
+                { "key": "bad", "type": "JOB", "jobId": job },
+                { "key": "after", "type": "JOB", "jobId": job },
+                { "key": "gone", "type": "JOB", "jobId": 999 }
+            ],
+            "edges": [
+                { "from": "a", "to": "b" },
+                { "from": "a", "to": "d" },
+                { "from": "d", "to": "c", "condition": "TRUE" },
+                { "from": "a", "to": "bad" },
+                { "from": "bad", "to": "after" },
+                { "from": "c", "to": "gone" }
+            ]
+        });
+        let w = crate::store::workflows::insert(
+            &db,
+            entity::xjob_workflow::Model {
+                id: 0,
+                job_group: g,
+                name: "w".into(),
+                description: None,
+                author: "t".into(),
+                version: 1,
+                definition: def.to_string(),
+                created_at: t0,
+                updated_at: t0,
+                schedule_type: "NONE".into(),
+                schedule_conf: None,
+                misfire_strategy: "DO_NOTHING".into(),
+                trigger_status: 0,
+                trigger_next_time: 0,
+                concurrency: "PARALLEL".into(),
+                max_queued: 0,
+            },
+        )
+        .await
+        .unwrap();
+        let runs = Runs::default();
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let ctx = || crate::store::workflow_runs::initial_context(Some(r#"{"p":1}"#)).unwrap();
+        let txn = db.begin().await.unwrap();
+        let (sea_run, _) = runs
+            .start_tx(&Port::tx(&txn), w.id, TriggerType::Api, None, ctx(), t0)
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        let (file_run, _) = file_tx(&mut conn, async |tx| {
+            runs.start_tx(tx, w.id, TriggerType::Api, None, ctx(), t0)
+                .await
+        })
+        .unwrap();
+        // results as an executor would send them: `a` puts k=1, `bad` fails
+        for step in 1..10 {
+            let open = open_rows(&db).await;
+            if open.is_empty() {
+                break;
+            }
+            for (log_id, _, key) in &open {
+                let (code, msg) = match key.as_str() {
+                    "a" => (200, "xjob.context={\"k\":1}\nfine"),
+                    "bad" => (500, "broken"),
+                    _ => (200, "fine"),
+                };
+                db.execute_raw(Statement::from_sql_and_values(
+                    db.get_database_backend(),
+                    "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, fire_state = 0 \
+                     WHERE id = ?",
+                    [code.into(), msg.into(), (*log_id).into()],
+                ))
+                .await
+                .unwrap();
+            }
+            let done = runs.finished(&db, 1000).await.unwrap();
+            let (sea, file): (Vec<Finished>, Vec<Finished>) =
+                done.into_iter().partition(|f| f.run_id == sea_run);
+            let now = t0 + step * 1000;
+            let txn = db.begin().await.unwrap();
+            runs.apply_in(&Port::tx(&txn), sea, now).await.unwrap();
+            txn.commit().await.unwrap();
+            file_tx(&mut conn, async |tx| runs.apply_in(tx, file, now).await).unwrap();
+        }
+        let (sea, file) = (recorded(&db, sea_run).await, recorded(&db, file_run).await);
+        assert_eq!(sea, file);
+        // and what they recorded is the rules' answer
+        assert!(sea.starts_with("FAILED {\"k\":1,\"p\":1}"), "{sea}");
+        for line in [
+            "b 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"k=1\") 0]",
+            "d 1/1 SUCCEEDED Some(1)",
+            "after 1/1 SKIPPED",
+            "gone 1/1 FAILED None 0/0/0 Some(\"job 999 not found\")",
+        ] {
+            assert!(sea.contains(line), "{line} in {sea}");
+        }
+    }
 }
