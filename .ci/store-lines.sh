@@ -10,7 +10,7 @@ FILES=(
   "src/store/port.rs:both (the port's two implementations)"
   "src/store/writer/sqlite_file.rs:file"
   "src/store/writer/journal.rs:file"
-  "src/store/sqlite_sync.rs:file"
+  "src/store/sqlite_text.rs:file"
   "src/store/scan/file.rs:file"
   "src/store/log_by_job.rs:file"
   "src/store/workflow_runs/sqlite.rs:file"

@@ -158,3 +158,24 @@ pub(crate) async fn count(c: &impl ConnectionTrait) -> Result<u64> {
     use sea_orm::PaginatorTrait;
     Ok(Entity::find().count(c).await?)
 }
+
+impl crate::store::port::FromRow for Model {
+    fn from_row(r: &crate::store::port::Row<'_>) -> Result<Self> {
+        Ok(Model {
+            id: r.get(0)?,
+            app_name: r.get(1)?,
+            title: r.get(2)?,
+            address_type: r.get(3)?,
+            address_list: r.get(4)?,
+            update_time: r.get(5)?,
+            access_token: r.get(6)?,
+        })
+    }
+}
+
+/// Every group (the dispatch directory's snapshot), in `port`'s transaction.
+pub(crate) async fn all_in(port: &crate::store::port::Port<'_>) -> Result<Vec<Model>> {
+    let sql = "SELECT id, app_name, title, address_type, address_list, update_time, \
+               access_token FROM xxl_job_group";
+    port.rows(sql, &[]).await
+}

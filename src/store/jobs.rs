@@ -1,15 +1,17 @@
 //! `xxl_job_info`: due-job reads, batched schedule updates, and job CRUD used by the library API.
 
 use entity::xxl_job_info::{ActiveModel, Column, Entity, Model};
-use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, Query};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
 
+use crate::clock::{ms_to_naive, naive_to_ms};
 use crate::error::{Error, Result};
 use crate::model::TriggerStatus;
-use crate::store::port::{FromRow, Port, Row};
+use crate::store::port::{FromRow, Port, Row, Value};
+use sea_orm::DbBackend;
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`; only those in
 /// `buckets` unless it is empty (every bucket).
@@ -40,81 +42,96 @@ fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {
 
 pub(crate) use crate::schedule::plan::ScheduleUpdate;
 
-/// Writes many schedule updates in one statement per 500 jobs, by primary key. Only rows still
-/// running are touched, so a job stopped concurrently from the console is not re-enabled.
-pub(crate) async fn update_schedules(
-    c: &impl ConnectionTrait,
-    updates: &[ScheduleUpdate],
-) -> Result<()> {
-    use sea_orm::{DbBackend, Statement};
-    let backend = c.get_database_backend();
+/// Writes schedule updates; only rows still running are touched, so a job stopped
+/// concurrently from the console is not re-enabled. On SQLite one cached single-row statement
+/// per job (by primary key; no statement to parse per pass); on PostgreSQL and MySQL one
+/// constant statement per 1,000 jobs, the values as one JSON parameter (no CASE chain to
+/// build, parse and plan per pass).
+pub(crate) async fn update_schedules(port: &Port<'_>, updates: &[ScheduleUpdate]) -> Result<()> {
+    let running = TriggerStatus::Running.code();
+    let backend = port.backend();
     if backend == DbBackend::Sqlite {
-        for chunk in updates.chunks(500) {
-            c.execute(&schedule_update(chunk)).await?;
+        for u in updates {
+            let args = [u.last.into(), u.next.into(), u.status.into(), u.id.into()];
+            port.execute(&SQLITE_SCHEDULE_UPDATE, &args).await?;
         }
         return Ok(());
     }
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "UPDATE xxl_job_info AS j SET trigger_last_time = v.l, trigger_next_time = v.n, \
+             trigger_status = v.s FROM json_to_recordset(?::json) \
+             AS v(id int, l bigint, n bigint, s smallint) \
+             WHERE j.id = v.id AND j.trigger_status = {running}"
+        ),
+        _ => format!(
+            "UPDATE xxl_job_info AS j JOIN JSON_TABLE(?, '$[*]' COLUMNS(id INT PATH '$.id', \
+             l BIGINT PATH '$.l', n BIGINT PATH '$.n', s SMALLINT PATH '$.s')) AS v \
+             ON j.id = v.id SET j.trigger_last_time = v.l, j.trigger_next_time = v.n, \
+             j.trigger_status = v.s WHERE j.trigger_status = {running}"
+        ),
+    };
     for chunk in updates.chunks(1000) {
-        let rows = || {
-            serde_json::Value::Array(
-                chunk
-                    .iter()
-                    .map(|u| serde_json::json!({"id": u.id, "l": u.last, "n": u.next, "s": u.status}))
-                    .collect(),
-            )
-            .to_string()
-        };
-        let running = TriggerStatus::Running.code();
-        // one constant statement per 1,000 jobs, the values as one JSON parameter (no CASE
-        // chain to build, parse and plan per pass)
-        let sql = match backend {
-            DbBackend::Postgres => format!(
-                "UPDATE xxl_job_info AS j SET trigger_last_time = v.l, trigger_next_time = v.n, \
-                 trigger_status = v.s FROM json_to_recordset($1::json) \
-                 AS v(id int, l bigint, n bigint, s smallint) \
-                 WHERE j.id = v.id AND j.trigger_status = {running}"
-            ),
-            _ => format!(
-                "UPDATE xxl_job_info AS j JOIN JSON_TABLE(?, '$[*]' COLUMNS(id INT PATH '$.id', \
-                 l BIGINT PATH '$.l', n BIGINT PATH '$.n', s SMALLINT PATH '$.s')) AS v \
-                 ON j.id = v.id SET j.trigger_last_time = v.l, j.trigger_next_time = v.n, \
-                 j.trigger_status = v.s WHERE j.trigger_status = {running}"
-            ),
-        };
-        c.execute_raw(Statement::from_sql_and_values(
-            backend,
-            sql,
-            [rows().into()],
-        ))
-        .await?;
+        let rows = serde_json::Value::Array(
+            chunk
+                .iter()
+                .map(|u| serde_json::json!({"id": u.id, "l": u.last, "n": u.next, "s": u.status}))
+                .collect(),
+        )
+        .to_string();
+        port.execute(&sql, &[rows.into()]).await?;
     }
     Ok(())
 }
 
-fn schedule_update(chunk: &[ScheduleUpdate]) -> sea_orm::sea_query::UpdateStatement {
-    let case = |f: &dyn Fn(&ScheduleUpdate) -> Expr| {
-        chunk
-            .iter()
-            .fold(CaseStatement::new(), |cs, u| {
-                cs.case(Column::Id.eq(u.id), f(u))
-            })
-            .finally(Expr::val(0))
-    };
-    Query::update()
-        .table(Entity)
-        .value(Column::TriggerLastTime, case(&|u| Expr::val(u.last)))
-        .value(Column::TriggerNextTime, case(&|u| Expr::val(u.next)))
-        .value(Column::TriggerStatus, case(&|u| Expr::val(u.status)))
-        .and_where(Column::Id.is_in(chunk.iter().map(|u| u.id)))
-        // `trigger_status + 0`, not `trigger_status`: with a bare column SQLite's planner
-        // (no statistics) walks the (status, next) index over every running job instead of
-        // looking up the listed ids: 100 ms per pass with 1,000,000 jobs defined
-        .and_where(
-            Expr::col(Column::TriggerStatus)
-                .add(0)
-                .eq(TriggerStatus::Running.code()),
+/// One job's schedule update on SQLite (last, next, status, id).
+static SQLITE_SCHEDULE_UPDATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE OR IGNORE xxl_job_info SET trigger_last_time = ?, trigger_next_time = ?, \
+         trigger_status = ? WHERE id = ? AND trigger_status = {}",
+        TriggerStatus::Running.code()
+    )
+});
+
+/// A due job as a single node's scan reads it: its schedule state and the version of its
+/// definition (`update_time`), so a pass re-reads a whole job only when it changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DueRow {
+    pub id: i32,
+    pub version: Option<chrono::NaiveDateTime>,
+    pub last: i64,
+    pub next: i64,
+}
+
+impl FromRow for DueRow {
+    fn from_row(r: &Row<'_>) -> Result<Self> {
+        Ok(DueRow {
+            id: r.get(0)?,
+            version: r.get(1)?,
+            last: r.get(2)?,
+            next: r.get(3)?,
+        })
+    }
+}
+
+/// The narrow scan read (as [`due`], without the definitions): running jobs due by
+/// `max_next` with an id above `after_id`, by id, at most `limit`.
+pub(crate) async fn due_rows(
+    port: &Port<'_>,
+    max_next: i64,
+    after_id: i32,
+    limit: u64,
+) -> Result<Vec<DueRow>> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "SELECT id, update_time, trigger_last_time, trigger_next_time FROM xxl_job_info \
+             WHERE trigger_status = {} AND trigger_next_time <= ? AND id > ? \
+             ORDER BY id LIMIT ?",
+            TriggerStatus::Running.code()
         )
-        .to_owned()
+    });
+    let args = [max_next.into(), after_id.into(), (limit as i64).into()];
+    port.rows(&SQL, &args).await
 }
 
 /// Every column of a job, in the entity's order (as its [`FromRow`] reads them).
@@ -189,39 +206,94 @@ pub(crate) async fn get_many(c: &impl ConnectionTrait, ids: &[i32]) -> Result<Ve
 }
 
 /// Inserts a job (created stopped, as XXL-JOB does) and returns its id.
-pub async fn insert(c: &impl ConnectionTrait, job: Model) -> Result<i32> {
-    Ok(insert_model(c, job, None).await?.id)
+pub async fn insert(c: &sea_orm::DatabaseConnection, job: Model) -> Result<i32> {
+    Ok(insert_in(&Port::db(c), &job, None).await?.id)
 }
 
 /// Inserts a job and returns it as stored, in one statement: created stopped, or with `first`
-/// running from that first fire time (what [`set_running`] would make of it).
-pub(crate) async fn insert_model(
-    c: &impl ConnectionTrait,
-    mut job: Model,
-    first: Option<i64>,
-) -> Result<Model> {
-    job.trigger_status = match first {
+/// running from that first fire time (what [`set_running`] would make of it). Datetimes are
+/// kept to the millisecond, as every backend stores them alike.
+pub(crate) async fn insert_in(port: &Port<'_>, j: &Model, first: Option<i64>) -> Result<Model> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns = JOB_COLUMNS.trim_start_matches("id, ");
+        let marks = vec!["?"; columns.split(',').count()].join(", ");
+        format!("INSERT INTO xxl_job_info ({columns}) VALUES ({marks})")
+    });
+    let status = match first {
         Some(_) => TriggerStatus::Running,
         None => TriggerStatus::Stopped,
     }
     .code();
-    job.trigger_last_time = 0;
-    job.trigger_next_time = first.unwrap_or(0);
-    let mut am: ActiveModel = job.into();
-    am.id = sea_orm::ActiveValue::NotSet;
-    Ok(am.insert(c).await?)
+    let ms = |v: Option<chrono::NaiveDateTime>| v.map(|v| ms_to_naive(naive_to_ms(v)));
+    let stored = Model {
+        id: 0,
+        add_time: ms(j.add_time),
+        update_time: ms(j.update_time),
+        glue_updatetime: ms(j.glue_updatetime),
+        trigger_status: status,
+        trigger_last_time: 0,
+        trigger_next_time: first.unwrap_or(0),
+        ..j.clone()
+    };
+    let m = &stored;
+    let args: [Value; 26] = [
+        m.job_group.into(),
+        m.job_desc.clone().into(),
+        m.add_time.into(),
+        m.update_time.into(),
+        m.author.clone().into(),
+        m.alarm_email.clone().into(),
+        m.schedule_type.clone().into(),
+        m.schedule_conf.clone().into(),
+        m.misfire_strategy.clone().into(),
+        m.executor_route_strategy.clone().into(),
+        m.executor_handler.clone().into(),
+        m.executor_param.clone().into(),
+        m.executor_block_strategy.clone().into(),
+        m.executor_timeout.into(),
+        m.executor_fail_retry_count.into(),
+        m.glue_type.clone().into(),
+        m.glue_source.clone().into(),
+        m.glue_remark.clone().into(),
+        m.glue_updatetime.into(),
+        m.child_jobid.clone().into(),
+        m.trigger_status.into(),
+        m.trigger_last_time.into(),
+        m.trigger_next_time.into(),
+        m.time_zone.clone().into(),
+        m.retry_interval.into(),
+        m.alarm_webhook.clone().into(),
+    ];
+    let id = port.insert(&SQL, &args).await?;
+    let id = i32::try_from(id).map_err(|_| Error::Invalid {
+        field: "id",
+        reason: format!("job id {id} is past the column's range"),
+    })?;
+    Ok(Model { id, ..stored })
 }
 
 /// Marks a job running with its first fire time; answers the job as stored.
-pub async fn set_running(c: &impl ConnectionTrait, id: i32, next: i64) -> Result<Model> {
-    let am = ActiveModel {
-        id: Set(id),
-        trigger_status: Set(TriggerStatus::Running.code()),
-        trigger_last_time: Set(0),
-        trigger_next_time: Set(next),
-        ..Default::default()
-    };
-    Ok(am.update(c).await?)
+pub async fn set_running(c: &sea_orm::DatabaseConnection, id: i32, next: i64) -> Result<Model> {
+    let port = Port::db(c);
+    set_running_in(&port, id, next).await?;
+    by_id(&port, id)
+        .await?
+        .ok_or(Error::JobNotFound { job_id: id })
+}
+
+/// [`set_running`] in `port`'s transaction, without reading the job back.
+pub(crate) async fn set_running_in(port: &Port<'_>, id: i32, next: i64) -> Result<()> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "UPDATE xxl_job_info SET trigger_status = {}, trigger_last_time = 0, \
+             trigger_next_time = ? WHERE id = ?",
+            TriggerStatus::Running.code()
+        )
+    });
+    if port.execute(&SQL, &[next.into(), id.into()]).await? == 0 {
+        return Err(Error::JobNotFound { job_id: id });
+    }
+    Ok(())
 }
 
 /// Stops a job (status 0, last 0, next 0).
@@ -466,15 +538,15 @@ mod tests {
         let db = memory_db().await;
         let due = plan(&db, due_query(5_000, 100).build(DbBackend::Sqlite)).await;
         assert!(due.contains("USING INDEX i_status_next"), "{due}");
-        let updates: Vec<ScheduleUpdate> = (1..=3)
-            .map(|id| ScheduleUpdate {
-                id,
-                last: 1,
-                next: 2,
-                status: 1,
-            })
-            .collect();
-        let update = plan(&db, DbBackend::Sqlite.build(&schedule_update(&updates))).await;
+        let update = plan(
+            &db,
+            crate::store::port::statement(
+                DbBackend::Sqlite,
+                &SQLITE_SCHEDULE_UPDATE,
+                &[1i64.into(), 2i64.into(), 1i16.into(), 3i32.into()],
+            ),
+        )
+        .await;
         assert!(!update.contains("i_status_next"), "{update}");
         assert!(update.contains("INTEGER PRIMARY KEY"), "{update}");
         db.close().await.unwrap();

@@ -31,7 +31,7 @@ pub(crate) const NO_FIRE_TIME: i64 = i64::MIN;
 pub(crate) type Unwritten = (i32, i64, i64);
 
 /// The next log id the table will give (its AUTOINCREMENT counter, or past its largest id).
-pub(crate) fn next_log_id(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<i64> {
+pub(crate) fn next_log_id(tx: &rusqlite::Connection) -> rusqlite::Result<i64> {
     let seq: Option<i64> = tx
         .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'xxl_job_log'")?
         .query_row([], |r| r.get(0))
@@ -47,7 +47,7 @@ pub(crate) fn next_log_id(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<i6
 /// lock (an immediate transaction, or one that wrote already). Answers how many ids it
 /// covered.
 pub(crate) fn index(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     unwritten: impl Iterator<Item = Unwritten>,
 ) -> rusqlite::Result<i64> {
     let from: i64 = tx
@@ -120,10 +120,7 @@ pub(crate) fn of_job(backend: DbBackend, job_id: i32) -> SimpleExpr {
 /// journal asks it the first time it sees a job since it started (it indexes everything at
 /// start): any later fire of the job it journalled itself, and the rows other connections add
 /// (manual triggers, workflow steps) have no nominal time.
-pub(crate) fn latest_fire(
-    tx: &rusqlite::Transaction<'_>,
-    job_id: i32,
-) -> rusqlite::Result<Option<i64>> {
+pub(crate) fn latest_fire(tx: &rusqlite::Connection, job_id: i32) -> rusqlite::Result<Option<i64>> {
     let latest: Option<i64> = tx
         .prepare_cached("SELECT max(fire_key) FROM xjob_log_by_job WHERE job_id = ?1")?
         .query_row([job_id], |r| r.get(0))?;

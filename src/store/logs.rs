@@ -759,9 +759,12 @@ mod record_tests {
                 next: 7_000,
                 status: crate::model::TriggerStatus::Running.code(),
             };
-            crate::store::jobs::update_schedules(&db, &[update(jobs[0]), update(jobs[1])])
-                .await
-                .unwrap();
+            crate::store::jobs::update_schedules(
+                &crate::store::port::Port::db(&db),
+                &[update(jobs[0]), update(jobs[1])],
+            )
+            .await
+            .unwrap();
             let j0 = crate::store::jobs::get(&db, jobs[0]).await.unwrap();
             let j1 = crate::store::jobs::get(&db, jobs[1]).await.unwrap();
             assert_eq!((j0.trigger_last_time, j0.trigger_next_time), (6_000, 7_000));

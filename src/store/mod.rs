@@ -5,7 +5,7 @@
 //! node holds runs on the run-row writer's own synchronous connection instead (rusqlite, cached
 //! statements): the writer's batches and journal ([`writer`]), the scan's pages
 //! ([`scan`]'s `file`), the workflow transitions ([`workflow_runs`]'s `sqlite`) and the
-//! console's job creation and start ([`sqlite_sync`]). Rules that must hold on every backend are
+//! console's job creation and start ([`sqlite_text`]). Rules that must hold on every backend are
 //! written once over the pool where they are not hot ([`in_doubt`]: fires that may have been
 //! sent). DATETIME columns hold UTC.
 
@@ -26,7 +26,7 @@ pub(crate) mod reports;
 pub(crate) mod rules;
 pub(crate) mod run_rows;
 pub(crate) mod scan;
-pub(crate) mod sqlite_sync;
+pub(crate) mod sqlite_text;
 pub(crate) mod users;
 pub(crate) mod workflow_runs;
 pub(crate) mod workflows;

@@ -94,22 +94,37 @@ pub(crate) fn file_tx<R>(
     f: impl AsyncFnOnce(&Port<'_>) -> Result<R>,
 ) -> Result<R> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
+    file_tx_begun(conn, f)
+}
+
+/// As [`file_tx`], in the transaction the caller began on `conn`; a panic in `f` rolls it
+/// back before it goes on.
+pub(crate) fn file_tx_begun<R>(
+    conn: &mut rusqlite::Connection,
+    f: impl AsyncFnOnce(&Port<'_>) -> Result<R>,
+) -> Result<R> {
     let port = Port::File(Mutex::new(conn));
-    let out = futures::executor::block_on(f(&port));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        futures::executor::block_on(f(&port))
+    }));
     let Port::File(conn) = port else {
         unreachable!("built as a file port above")
     };
     let conn = conn.into_inner();
     match out {
-        Ok(v) => {
+        Ok(Ok(v)) => {
             conn.execute_batch("COMMIT")?;
             Ok(v)
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             if let Err(r) = conn.execute_batch("ROLLBACK") {
                 tracing::error!(error = %r, "transaction on the run-row writer's connection not rolled back");
             }
             Err(e)
+        }
+        Err(panic) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            std::panic::resume_unwind(panic)
         }
     }
 }
@@ -120,6 +135,15 @@ impl Port<'_> {
         match self {
             Port::Pool(t) => t.backend(),
             Port::File(_) => DbBackend::Sqlite,
+        }
+    }
+
+    /// Runs `f` on the run-row writer's connection, in this transaction; `None` on the pool.
+    /// For what only a SQLite file has (the fire journal).
+    pub(crate) fn on_file<R>(&self, f: impl FnOnce(&rusqlite::Connection) -> R) -> Option<R> {
+        match self {
+            Port::File(c) => Some(f(&c.lock())),
+            Port::Pool(_) => None,
         }
     }
 
@@ -332,7 +356,7 @@ impl Cell for Option<chrono::NaiveDateTime> {
         q.try_get_by_index(i)
     }
     fn file(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
-        Ok(crate::store::sqlite_sync::naive(r.get(i)?))
+        Ok(crate::store::sqlite_text::naive(r.get(i)?))
     }
 }
 
@@ -379,7 +403,7 @@ impl ToSql for Lite<'_> {
             Value::String(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
             Value::String(None) => ToSqlOutput::Owned(V::Null),
             Value::ChronoDateTime(v) => ToSqlOutput::Owned(v.map_or(V::Null, |t| {
-                V::Text(crate::store::sqlite_sync::naive_text(
+                V::Text(crate::store::sqlite_text::naive_text(
                     crate::clock::naive_to_ms(t),
                 ))
             })),

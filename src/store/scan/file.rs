@@ -1,6 +1,6 @@
 //! A scan pass on a SQLite file: on the run-row writer's own connection, between its batches,
 //! page by page (each page one `IMMEDIATE` transaction of at most [`PAGE`] jobs), with cached
-//! single-row statements ([`crate::store::sqlite_sync`]). The node is the file's only one
+//! single-row statements ([`crate::store::sqlite_text`]). The node is the file's only one
 //! (it holds the file's lock), so a job's definition is read again only when its version
 //! changed or this node's console edited it. Each page's fires go to the ring as soon as the
 //! page commits.
@@ -14,7 +14,9 @@ use crate::directory::Directory;
 use crate::error::Result;
 use crate::fire::Fire;
 use crate::jobs::JobDef;
+use crate::store::port;
 use crate::store::writer::{Journal, LogWriter};
+use crate::store::{groups, jobs};
 use std::collections::HashSet;
 
 /// Jobs per page of a single-node pass: each page is one transaction on the writer's
@@ -62,63 +64,68 @@ fn page(
         after_id,
         limit,
     } = *of;
-    use crate::store::sqlite_sync as sync;
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut report = ScanReport::default();
-    let groups = if after_id == 0 {
-        let ticket = directory.read_ticket();
-        Some((ticket, sync::groups(&tx)?))
-    } else {
-        None
-    };
-    // the schedule state of the due jobs; a job's whole definition is read again only when
-    // its version changed or this node's console edited it since
-    let rows = sync::due_rows(&tx, now + due_horizon(cfg), after_id, limit)?;
-    report.jobs = rows.len();
-    let next_after = (rows.len() as u64 == limit && limit > 0)
-        .then(|| rows.last().map(|r| r.id))
-        .flatten();
-    if cache.jobs.len() > 1_000_000 {
-        cache.jobs.clear();
-        cache.versions.clear();
-    }
-    let mut due = Vec::with_capacity(rows.len());
-    for r in rows {
-        let known = cache
-            .versions
-            .get(&r.id)
-            .is_some_and(|(v, read)| *v == r.version && !directory.edited_since(r.id, *read));
-        let job = match cache.jobs.get(&r.id).filter(|_| known) {
-            Some(j) => j.clone(),
-            None => {
-                let Some((job, version)) = sync::job_by_id(&tx, r.id)? else {
-                    continue;
-                };
-                let job = std::sync::Arc::new(JobDef::new(job));
-                cache.jobs.insert(r.id, job.clone());
-                cache.versions.insert(r.id, (version, now));
-                job
-            }
+    let (groups, next_after, pending, recorded) = port::file_tx(conn, async |p| {
+        let groups = if after_id == 0 {
+            let ticket = directory.read_ticket();
+            Some((ticket, groups::all_in(p).await?))
+        } else {
+            None
         };
-        due.push((job, r.last, r.next));
-    }
-    let (mut pending, updates) = plan_due(
-        due.iter().map(|(j, last, next)| (&**j, *last, *next)),
-        now,
-        cfg,
-        &HashSet::new(),
-        &|_| None,
-        &mut |job| cached_schedule(&mut cache.schedules, job, tz),
-        &mut report,
-    );
-    // log ids in nominal-time order, not job by job through the window: a second's rows are
-    // then written at neighbouring ids (near the table's end) instead of every few ids across
-    // the window, which split leaf pages and put three times the pages in each commit
-    // (BENCHMARKS.md, 2026-11-28, d27a0ab: WAL frames -23 %, the writer's CPU -14 %)
-    pending.sort_unstable_by_key(|f| (f.fire_time, f.job_id));
-    let recorded = journal.record(&tx, &pending)?;
-    sync::update_schedules(&tx, &updates)?;
-    tx.commit()?;
+        // the schedule state of the due jobs; a job's whole definition is read again only
+        // when its version changed or this node's console edited it since
+        let rows = jobs::due_rows(p, now + due_horizon(cfg), after_id, limit).await?;
+        report.jobs = rows.len();
+        let next_after = (rows.len() as u64 == limit && limit > 0)
+            .then(|| rows.last().map(|r| r.id))
+            .flatten();
+        if cache.jobs.len() > 1_000_000 {
+            cache.jobs.clear();
+            cache.versions.clear();
+        }
+        let mut due = Vec::with_capacity(rows.len());
+        for r in rows {
+            let known = cache
+                .versions
+                .get(&r.id)
+                .is_some_and(|(v, read)| *v == r.version && !directory.edited_since(r.id, *read));
+            let job = match cache.jobs.get(&r.id).filter(|_| known) {
+                Some(j) => j.clone(),
+                None => {
+                    let Some(job) = jobs::by_id(p, r.id).await? else {
+                        continue;
+                    };
+                    let version = job.update_time;
+                    let job = std::sync::Arc::new(JobDef::new(job));
+                    cache.jobs.insert(r.id, job.clone());
+                    cache.versions.insert(r.id, (version, now));
+                    job
+                }
+            };
+            due.push((job, r.last, r.next));
+        }
+        let (mut pending, updates) = plan_due(
+            due.iter().map(|(j, last, next)| (&**j, *last, *next)),
+            now,
+            cfg,
+            &HashSet::new(),
+            &|_| None,
+            &mut |job| cached_schedule(&mut cache.schedules, job, tz),
+            &mut report,
+        );
+        // log ids in nominal-time order, not job by job through the window: a second's rows
+        // are then written at neighbouring ids (near the table's end) instead of every few ids
+        // across the window, which split leaf pages and put three times the pages in each
+        // commit (BENCHMARKS.md, 2026-11-28, d27a0ab: WAL frames -23 %, the writer's CPU -14 %)
+        pending.sort_unstable_by_key(|f| (f.fire_time, f.job_id));
+        // the one fork of the store: on a file the fires go into the writer's journal
+        let Some(recorded) = p.on_file(|c| journal.record(c, &pending)) else {
+            return Err(crate::Error::Stopped("run-row writer's connection"));
+        };
+        let recorded = recorded?;
+        jobs::update_schedules(p, &updates).await?;
+        Ok((groups, next_after, pending, recorded))
+    })?;
     let jobs = &cache.jobs;
     let fires = match recorded {
         Some(r) => journal.apply(r, &pending, |id| jobs.get(&id).cloned(), now),

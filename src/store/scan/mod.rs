@@ -36,6 +36,7 @@ use crate::model::TriggerStatus;
 use crate::ownership::Ownership;
 use crate::store::audit::Entry;
 use crate::store::jobs;
+use crate::store::port::Port;
 use crate::store::writer::LogWriter;
 
 /// Most stale pending fires one pass recovers.
@@ -154,10 +155,10 @@ impl ScanStore {
 
     /// Stores a new job, created stopped or (`first`) running from that first fire time;
     /// answers it as stored, and `audit` (its target id set to the new job's) for the caller to
-    /// record. On a SQLite file, on the writer's
-    /// connection ([`crate::store::writer::LogWriter::exec_now`]: on the caller's thread when
-    /// the writer is between batches), where the pool's INSERT … RETURNING took a hop to one
-    /// of sqlx's worker threads and back. The entry is not written in the job's transaction:
+    /// record. On a SQLite file, on the writer's connection
+    /// ([`crate::store::writer::LogWriter::transact_now`]: on the caller's thread when the
+    /// writer is between batches), where the pool's INSERT … RETURNING took a hop to one of
+    /// sqlx's worker threads and back. The entry is not written in the job's transaction:
     /// queued, it goes with the writer's next batch, many console changes to one commit (two
     /// pages fewer per change in the WAL, BENCHMARKS.md, 2026-11-28, abdc9e2).
     pub(crate) async fn insert_job(
@@ -166,57 +167,53 @@ impl ScanStore {
         first: Option<i64>,
         audit: Option<Entry>,
     ) -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
-        let Some(writer) = &self.file else {
-            return Ok((jobs::insert_model(&self.db, job, first).await?, audit));
+        let insert = async move |port: &Port<'_>| {
+            let stored = jobs::insert_in(port, &job, first).await?;
+            let audit = audit.map(|mut e| {
+                e.target_id = stored.id.to_string();
+                e
+            });
+            Ok((stored, audit))
         };
-        writer
-            .exec_now(
-                move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
-                    use crate::store::sqlite_sync as sync;
-                    let stored = sync::insert_job(tx, &job, first)?;
-                    let audit = audit.map(|mut e| {
-                        e.target_id = stored.id.to_string();
-                        e
-                    });
-                    Ok((stored, audit))
-                },
-            )
-            .await
+        match &self.file {
+            Some(writer) => writer.transact_now(insert).await,
+            None => insert(&Port::db(&self.db)).await,
+        }
     }
 
     /// Starts job `job_id` at the first fire `first` answers for it as read (an error leaves
-    /// it unchanged); answers the job as stored, and `audit` for the caller to record. On a
-    /// SQLite file the read and the write are one transaction on the writer's connection, as
-    /// in [`ScanStore::insert_job`].
+    /// it unchanged); answers the job as stored, and `audit` for the caller to record. The
+    /// read and the write are one transaction, on the writer's connection on a SQLite file
+    /// as in [`ScanStore::insert_job`].
     pub(crate) async fn start_job(
         &self,
         job_id: i32,
         first: impl FnOnce(&entity::xxl_job_info::Model) -> Result<i64> + Send + Sync + 'static,
         audit: Option<Entry>,
     ) -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
-        let Some(writer) = &self.file else {
-            let job = jobs::get(&self.db, job_id).await?;
+        let start = async move |port: &Port<'_>| {
+            let job = jobs::by_id(port, job_id)
+                .await?
+                .ok_or(Error::JobNotFound { job_id })?;
             let next = first(&job)?;
-            return Ok((jobs::set_running(&self.db, job_id, next).await?, audit));
+            jobs::set_running_in(port, job_id, next).await?;
+            // the row as read, with what the update set
+            let stored = entity::xxl_job_info::Model {
+                trigger_status: TriggerStatus::Running.code(),
+                trigger_last_time: 0,
+                trigger_next_time: next,
+                ..job
+            };
+            Ok((stored, audit))
         };
-        writer
-            .exec_now(
-                move |tx| -> Result<(entity::xxl_job_info::Model, Option<Entry>)> {
-                    use crate::store::sqlite_sync as sync;
-                    let (job, _) =
-                        sync::job_by_id(tx, job_id)?.ok_or(Error::JobNotFound { job_id })?;
-                    let next = first(&job)?;
-                    sync::set_running(tx, job_id, next)?;
-                    // the row as read, with what the update set
-                    let stored = entity::xxl_job_info::Model {
-                        trigger_status: TriggerStatus::Running.code(),
-                        trigger_last_time: 0,
-                        trigger_next_time: next,
-                        ..job
-                    };
-                    Ok((stored, audit))
-                },
-            )
-            .await
+        match &self.file {
+            Some(writer) => writer.transact_now(start).await,
+            None => {
+                let txn = crate::store::begin_writing(&self.db).await?;
+                let out = start(&Port::tx(&txn)).await?;
+                txn.commit().await?;
+                Ok(out)
+            }
+        }
     }
 }

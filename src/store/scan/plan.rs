@@ -29,7 +29,7 @@ pub(crate) struct ScanCache {
     pub(super) jobs: JobArcs,
     /// For the single-node pass: each cached job's definition version (`update_time` as
     /// stored) and when it was read.
-    pub(super) versions: HashMap<i32, (Option<String>, i64)>,
+    pub(super) versions: HashMap<i32, (Option<chrono::NaiveDateTime>, i64)>,
 }
 
 /// The shared copy of `job` for fires: the one already held when its definition is unchanged

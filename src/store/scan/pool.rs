@@ -277,7 +277,7 @@ async fn record_due(
             f
         }));
     }
-    jobs::update_schedules(txn, &updates).await?;
+    jobs::update_schedules(&crate::store::port::Port::tx(txn), &updates).await?;
     Ok(fires)
 }
 

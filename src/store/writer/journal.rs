@@ -26,11 +26,11 @@ use std::collections::BTreeMap;
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::fire::{Fire, PendingFire};
 use crate::model::{AlarmStatus, TriggerType, fire_state};
-use crate::store::sqlite_sync::naive_text;
+use crate::store::sqlite_text::naive_text;
 
 /// A journalled fire without its log row yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +133,7 @@ fn decode(mut bytes: &[u8]) -> Option<Vec<PendingFire>> {
 
 /// Reserves `n` log ids in `tx` (moves the log table's AUTOINCREMENT counter past them) and
 /// answers the first.
-pub(crate) fn reserve_ids(tx: &Transaction<'_>, n: usize) -> rusqlite::Result<i64> {
+pub(crate) fn reserve_ids(tx: &rusqlite::Connection, n: usize) -> rusqlite::Result<i64> {
     let last = crate::store::log_by_job::next_log_id(tx)? - 1;
     let new = last + n as i64;
     let changed = tx
@@ -186,7 +186,7 @@ impl Journal {
 
     /// The latest nominal time recorded for `job_id` (read from the log table the first time
     /// the job is seen).
-    fn latest_of(&mut self, tx: &Transaction<'_>, job_id: i32) -> rusqlite::Result<i64> {
+    fn latest_of(&mut self, tx: &rusqlite::Connection, job_id: i32) -> rusqlite::Result<i64> {
         if let Some(&t) = self.latest.get(&job_id) {
             return Ok(t);
         }
@@ -199,7 +199,7 @@ impl Journal {
     /// fires of `page` before it that `kept` keeps), journalled here, or in the log table.
     fn recorded_before(
         &self,
-        tx: &Transaction<'_>,
+        tx: &rusqlite::Connection,
         page: &[PendingFire],
         kept: impl Fn(usize) -> bool,
         f: &PendingFire,
@@ -222,7 +222,7 @@ impl Journal {
     /// recorded one is new (the common case, a look-up in memory); any other is looked for.
     pub(crate) fn record(
         &mut self,
-        tx: &Transaction<'_>,
+        tx: &rusqlite::Connection,
         fires: &[PendingFire],
     ) -> rusqlite::Result<Option<Recorded>> {
         if self.latest.len() > MAX_LATEST {
@@ -343,7 +343,7 @@ impl Journal {
     /// fires whose rows `tx` inserted, each once); [`Journal::settle`] them after the commit.
     pub(crate) fn delete_emptied(
         &self,
-        tx: &Transaction<'_>,
+        tx: &rusqlite::Connection,
         written: &[i64],
     ) -> rusqlite::Result<()> {
         let mut per_page: HashMap<i64, u32> = HashMap::default();
@@ -394,7 +394,11 @@ pub(crate) static INSERT_PENDING: std::sync::LazyLock<String> = std::sync::LazyL
 
 /// Inserts the pending row of journalled fire `id` (a result came without its outcome: the row
 /// must exist for the result's update).
-pub(crate) fn insert_pending(tx: &Transaction<'_>, id: i64, e: &Entry) -> rusqlite::Result<()> {
+pub(crate) fn insert_pending(
+    tx: &rusqlite::Connection,
+    id: i64,
+    e: &Entry,
+) -> rusqlite::Result<()> {
     tx.prepare_cached(&INSERT_PENDING)?.execute(params![
         id,
         e.job_group,

@@ -268,7 +268,7 @@ pub struct LogWriter {
     /// [`Target::separate_cpus`]).
     writer_cpu: Option<usize>,
     /// The SQLite writer's connection, held by the writer thread while it writes a batch
-    /// (`None` on the pool, and once the writer stopped): see [`LogWriter::exec_now`].
+    /// (`None` on the pool, and once the writer stopped): see [`LogWriter::transact_now`].
     conn: Option<SharedConn>,
     /// The SQLite file's dispatch mark (see [`LogWriter::dispatch_mark`]).
     marks: Arc<Marks>,
@@ -281,7 +281,7 @@ pub struct LogWriter {
 pub(super) type Audits = Arc<Mutex<Vec<crate::store::audit::Entry>>>;
 
 /// The SQLite writer's connection: the writer thread locks it for each batch, and a console
-/// change may use it on its own thread in between ([`LogWriter::exec_now`]). `None` before the
+/// change may use it on its own thread in between ([`LogWriter::transact_now`]). `None` before the
 /// writer is ready and after it stopped.
 pub(super) type SharedConn = Arc<Mutex<Option<rusqlite::Connection>>>;
 
@@ -526,8 +526,8 @@ impl LogWriter {
         self.exec_journalled(move |c, _| f(c)).await
     }
 
-    /// Runs `f` in a write transaction on the SQLite writer's connection (committed when `f`
-    /// answers `Ok`, rolled back otherwise), on the calling thread when the writer is between
+    /// Runs `f`, a rule written on the store's port, in a write transaction on the SQLite
+    /// writer's connection (committed when `f` answers `Ok`, rolled back otherwise), on the calling thread when the writer is between
     /// batches and the database's write lock is free at once, else on the writer's thread as
     /// [`LogWriter::exec`] does. For a console change that waits for its answer and does not
     /// depend on run rows queued before it (creating or starting a job): it saves the hand-over
@@ -538,26 +538,22 @@ impl LogWriter {
     /// holds the write lock from its start (`BEGIN IMMEDIATE`): a deferred one that reads first
     /// takes a snapshot, and when a pool connection commits before its first write, that write
     /// fails at once with `SQLITE_BUSY_SNAPSHOT` instead of waiting its turn.
-    pub(crate) async fn exec_now<R: Send + 'static>(
+    pub(crate) async fn transact_now<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R> + Send + Sync + 'static,
+        f: impl AsyncFnOnce(&crate::store::port::Port<'_>) -> Result<R> + Send + Sync + 'static,
     ) -> Result<R> {
         if let Some(mut slot) = self.conn.as_ref().and_then(|c| c.try_lock())
             && let Some(conn) = slot.as_mut()
-            && let Some(tx) = sqlite_file::begin_at_once(conn)
+            && sqlite_file::began_at_once(conn)
         {
-            // a panic rolls the transaction back (dropped while unwinding) and is answered as
-            // the queued path answers it
-            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committed(tx, f)))
-                .map_err(|_| Error::Stopped("run-row writer"))?;
+            // a panic rolls the transaction back and is answered as the queued path answers it
+            return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::store::port::file_tx_begun(conn, f)
+            }))
+            .map_err(|_| Error::Stopped("run-row writer"))?;
         }
-        self.exec(move |conn| {
-            committed(
-                conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?,
-                f,
-            )
-        })
-        .await?
+        self.exec(move |conn| crate::store::port::file_tx(conn, f))
+            .await?
     }
 
     /// As [`LogWriter::exec`], with the writer's journal of pending fires (the scan's pages
@@ -648,16 +644,6 @@ impl Written {
     pub async fn wait(self) -> Result<bool> {
         self.0.await.map_err(|_| Error::Stopped("run-row writer"))
     }
-}
-
-/// `f`'s answer once `tx` is committed; an error leaves `tx` to roll back (dropped).
-fn committed<R>(
-    tx: rusqlite::Transaction<'_>,
-    f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R>,
-) -> Result<R> {
-    let r = f(&tx)?;
-    tx.commit()?;
-    Ok(r)
 }
 
 /// Results with their messages bounded to their column.
@@ -1069,31 +1055,32 @@ mod tests {
         db.close().await.unwrap();
     }
 
-    /// `exec_now` runs on the caller's thread while the SQLite writer is between batches, and
+    /// `transact_now` runs on the caller's thread while the SQLite writer is between batches, and
     /// waits its turn on the writer's thread while a batch holds the connection; its write is
     /// committed either way. The pool has no such connection and refuses as `exec` does.
     #[tokio::test]
     // the test stands in for a batch in progress by holding the connection across awaits
     #[allow(clippy::await_holding_lock)]
-    async fn exec_now_runs_here_unless_a_batch_holds_the_connection() {
+    async fn transact_now_runs_here_unless_a_batch_holds_the_connection() {
         let dir = tempfile::tempdir().unwrap();
         let (db, target, job, _) = fixture(dir.path(), None).await;
         let writer = LogWriter::start(target, Activity::default(), Box::new(|_| {}))
             .await
             .unwrap();
         let set_desc = move |desc: &'static str| {
-            move |tx: &rusqlite::Transaction<'_>| -> Result<std::thread::ThreadId> {
-                tx.execute(
-                    "UPDATE xxl_job_info SET job_desc = ?1 WHERE id = ?2",
-                    rusqlite::params![desc, job],
-                )?;
+            async move |p: &crate::store::port::Port<'_>| -> Result<std::thread::ThreadId> {
+                p.execute(
+                    "UPDATE xxl_job_info SET job_desc = ? WHERE id = ?",
+                    &[desc.into(), job.into()],
+                )
+                .await?;
                 Ok(std::thread::current().id())
             }
         };
         let desc = || async { crate::store::jobs::get(&db, job).await.unwrap().job_desc };
         let here = std::thread::current().id();
 
-        let ran_on = writer.exec_now(set_desc("idle")).await.unwrap();
+        let ran_on = writer.transact_now(set_desc("idle")).await.unwrap();
         assert_eq!(
             ran_on, here,
             "an idle writer's connection is used on this thread"
@@ -1102,7 +1089,7 @@ mod tests {
 
         // a batch in progress: the writer thread holds the connection
         let slot = writer.conn.as_ref().unwrap().lock();
-        let mut queued = Box::pin(writer.exec_now(set_desc("queued")));
+        let mut queued = Box::pin(writer.transact_now(set_desc("queued")));
         for _ in 0..3 {
             assert!(futures::poll!(queued.as_mut()).is_pending());
             tokio::task::yield_now().await;
@@ -1123,7 +1110,7 @@ mod tests {
             .execute_unprepared("UPDATE xxl_job_info SET author = 'other' WHERE id > 0")
             .await
             .unwrap();
-        let mut waiting = Box::pin(writer.exec_now(set_desc("after the other")));
+        let mut waiting = Box::pin(writer.transact_now(set_desc("after the other")));
         for _ in 0..3 {
             assert!(futures::poll!(waiting.as_mut()).is_pending());
             tokio::task::yield_now().await;
@@ -1135,8 +1122,8 @@ mod tests {
 
         // an error rolls back; a panic is answered as an error; the connection stays usable
         let r = writer
-            .exec_now(move |tx| -> Result<()> {
-                set_desc("rolled back")(tx)?;
+            .transact_now(async move |p| -> Result<()> {
+                set_desc("rolled back")(p).await?;
                 Err(Error::Conflict {
                     reason: "refused".into(),
                 })
@@ -1145,12 +1132,12 @@ mod tests {
         assert!(matches!(r, Err(Error::Conflict { .. })), "{r:?}");
         assert_eq!(desc().await, "after the other");
         let r = writer
-            .exec_now(|_| -> Result<i32> {
+            .transact_now(async |_| -> Result<i32> {
                 panic!("a bug in a console write (expected by this test)")
             })
             .await;
         assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
-        writer.exec_now(set_desc("after")).await.unwrap();
+        writer.transact_now(set_desc("after")).await.unwrap();
         assert_eq!(desc().await, "after");
 
         let pool = crate::store::tests::memory_db().await;
@@ -1161,7 +1148,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let r = pooled.exec_now(|_| Ok(())).await;
+        let r = pooled.transact_now(async |_| Ok(())).await;
         assert!(matches!(r, Err(Error::Stopped(_))), "{r:?}");
     }
 

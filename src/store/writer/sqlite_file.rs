@@ -6,7 +6,7 @@ use super::journal::{self, Journal};
 use super::pairing::Pairing;
 use super::*;
 use crate::store::log_by_job;
-use crate::store::sqlite_sync::naive_text;
+use crate::store::sqlite_text::naive_text;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::time::Instant;
 
@@ -227,18 +227,22 @@ pub(super) fn run(path: &str, on: Thread, ready: oneshot::Sender<std::result::Re
     shared.lock().take();
 }
 
-/// A write transaction (`BEGIN IMMEDIATE`) on `conn` if the database's write lock can be had
-/// without waiting; `None` when another connection holds it (or beginning failed otherwise:
-/// the caller then goes the queued way, which reports any error). The busy timeout is lifted
-/// for the `BEGIN` alone.
-pub(super) fn begin_at_once(conn: &mut Connection) -> Option<rusqlite::Transaction<'_>> {
-    let conn: &Connection = conn;
-    conn.busy_timeout(Duration::ZERO).ok()?;
-    let tx =
-        rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate).ok();
-    // restored before anything else runs on the connection (a failed restore: no transaction)
-    let restored = conn.busy_timeout(BUSY_TIMEOUT).is_ok();
-    tx.filter(|_| restored)
+/// Begins an `IMMEDIATE` transaction if the database's write lock is free at once, without
+/// waiting (the busy timeout is lifted for the `BEGIN` alone); answers whether it began. The
+/// caller ends it (the store port's rules commit or roll it back).
+pub(super) fn began_at_once(conn: &Connection) -> bool {
+    if conn.busy_timeout(Duration::ZERO).is_err() {
+        return false;
+    }
+    let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+    // restored before anything else runs on the connection
+    if conn.busy_timeout(BUSY_TIMEOUT).is_err() {
+        if began {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        return false;
+    }
+    began
 }
 
 /// The runs written since the index by job last took them in.
