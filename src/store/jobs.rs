@@ -551,4 +551,56 @@ mod tests {
         assert!(update.contains("INTEGER PRIMARY KEY"), "{update}");
         db.close().await.unwrap();
     }
+
+    /// A job inserted, started and rescheduled on the writer's connection reads back through
+    /// the pool as answered (every field, datetimes to the millisecond); the narrow scan read
+    /// sees it; a job stopped meanwhile stays stopped.
+    #[tokio::test]
+    async fn the_port_writes_jobs_the_pool_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.db");
+        let db = crate::store::tests::file_db(&path).await;
+        let now = ms_to_naive(1_800_000_000_123);
+        let mut spec = crate::JobSpec::cron(1, "j", "0/5 * * * * ?", "h");
+        spec.alarm_email = Some("ops@example.com".into());
+        spec.child_job_id = Some("3,4".into());
+        spec.time_zone = Some("Asia/Shanghai".into());
+        let model = spec.validate(chrono_tz::UTC, now).unwrap();
+        let mut conn = rusqlite::Connection::open(&path).unwrap();
+        let (stopped, running, due) = crate::store::port::file_tx(&mut conn, async |p| {
+            let stopped = insert_in(p, &model, None).await?;
+            let running = insert_in(p, &model, Some(1_800_000_005_000)).await?;
+            let due = due_rows(p, 1_800_000_005_000, 0, 10).await?;
+            Ok((stopped, running, due))
+        })
+        .unwrap();
+        assert_eq!(get(&db, stopped.id).await.unwrap(), stopped);
+        assert_eq!(stopped.trigger_status, TriggerStatus::Stopped.code());
+        assert_eq!(get(&db, running.id).await.unwrap(), running);
+        assert_eq!(
+            (running.trigger_status, running.trigger_next_time),
+            (TriggerStatus::Running.code(), 1_800_000_005_000)
+        );
+        assert_eq!(
+            due,
+            vec![DueRow {
+                id: running.id,
+                version: running.update_time,
+                last: 0,
+                next: 1_800_000_005_000
+            }]
+        );
+        set_stopped(&db, running.id).await.unwrap();
+        let update = ScheduleUpdate {
+            id: running.id,
+            last: 9_000,
+            next: 10_000,
+            status: 1,
+        };
+        crate::store::port::file_tx(&mut conn, async |p| update_schedules(p, &[update]).await)
+            .unwrap();
+        let j = get(&db, running.id).await.unwrap();
+        assert_eq!(j.trigger_status, 0, "a job stopped meanwhile stays stopped");
+        db.close().await.unwrap();
+    }
 }

@@ -1,13 +1,18 @@
 //! Every SQL statement xjob runs. Actors and routes call these; they never build queries.
 //!
-//! Most are functions over `&impl ConnectionTrait`, so the same code works on the pool or inside
-//! a transaction, on SQLite, PostgreSQL and MySQL alike. The hot path on a SQLite file that this
-//! node holds runs on the run-row writer's own synchronous connection instead (rusqlite, cached
-//! statements): the writer's batches and journal ([`writer`]), the scan's pages
-//! ([`scan`]'s `file`), the workflow transitions ([`workflow_runs`]'s `sqlite`) and the
-//! console's job creation and start ([`sqlite_text`]). Rules that must hold on every backend are
-//! written once over the pool where they are not hot ([`in_doubt`]: fires that may have been
-//! sent). DATETIME columns hold UTC.
+//! Console reads and one-off writes are functions over `&impl ConnectionTrait` (sea-orm, on
+//! SQLite, PostgreSQL and MySQL alike). The rules of the scheduling path are written once on
+//! the store's transaction port ([`port`]), which runs the same statements either through the
+//! pool or, on a SQLite file this node holds, on the run-row writer's own synchronous
+//! connection (rusqlite, cached statements, no thread hop): workflow transitions
+//! ([`workflow_runs`]), job creation and start, the single-node scan page, claims. Where a
+//! transaction runs is chosen where each store is built ([`scan::ScanStore`],
+//! [`workflow_runs::Runs`]). What is still written per connection: the run-row writer's
+//! batches ([`writer`]: cached single-row statements on a file, set-based JSON statements on
+//! PostgreSQL and MySQL ([`run_rows`]), both rendering [`rules`]), the fire journal of a file
+//! against pending rows on a pool, and the cluster scan's takeover and fencing ([`scan`]'s
+//! `pool`). `.ci/store-lines.sh` counts those lines. Fires that may have been sent are settled
+//! over the pool on every backend ([`in_doubt`]). DATETIME columns hold UTC.
 
 pub(crate) mod api_keys;
 pub(crate) mod audit;
