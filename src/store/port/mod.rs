@@ -13,17 +13,17 @@
 //! is read as chrono reads what sqlx wrote). What differs by database, rather than by
 //! connection (`RETURNING`, index hints, row locks), the rules ask [`Port::backend`].
 
+mod file;
+mod pool;
+
 use std::borrow::Cow;
 
-use parking_lot::Mutex;
-use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
-    Statement,
-};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult, Statement};
 
 pub(crate) use sea_orm::Value;
 
+pub(crate) use self::file::{File, file_tx, file_tx_begun};
+use self::pool::Sea;
 use crate::error::Result;
 
 /// A write transaction on one of the store's two connections (see the module docs). No method
@@ -32,46 +32,8 @@ pub(crate) enum Port<'a> {
     /// Statements through sea-orm, in a transaction or (one statement each) on the pool.
     Pool(Sea<'a>),
     /// Cached statements on the run-row writer's connection, in a transaction [`file_tx`]
-    /// began. Behind a mutex only so the shared async rules may hold a reference: one thread
-    /// uses it, and no lock is held across an await.
-    File(Mutex<&'a mut rusqlite::Connection>),
-}
-
-/// Where a pool port's statements go.
-#[derive(Clone, Copy)]
-pub(crate) enum Sea<'a> {
-    Tx(&'a DatabaseTransaction),
-    Db(&'a DatabaseConnection),
-}
-
-impl Sea<'_> {
-    fn backend(self) -> DbBackend {
-        match self {
-            Sea::Tx(t) => t.get_database_backend(),
-            Sea::Db(d) => d.get_database_backend(),
-        }
-    }
-
-    async fn exec(self, st: Statement) -> std::result::Result<sea_orm::ExecResult, DbErr> {
-        match self {
-            Sea::Tx(t) => t.execute_raw(st).await,
-            Sea::Db(d) => d.execute_raw(st).await,
-        }
-    }
-
-    async fn one(self, st: Statement) -> std::result::Result<Option<QueryResult>, DbErr> {
-        match self {
-            Sea::Tx(t) => t.query_one_raw(st).await,
-            Sea::Db(d) => d.query_one_raw(st).await,
-        }
-    }
-
-    async fn all(self, st: Statement) -> std::result::Result<Vec<QueryResult>, DbErr> {
-        match self {
-            Sea::Tx(t) => t.query_all_raw(st).await,
-            Sea::Db(d) => d.query_all_raw(st).await,
-        }
-    }
+    /// began.
+    File(File<'a>),
 }
 
 impl<'a> Port<'a> {
@@ -83,49 +45,6 @@ impl<'a> Port<'a> {
     /// Statements on the pool, each its own transaction.
     pub(crate) fn db(db: &'a DatabaseConnection) -> Self {
         Port::Pool(Sea::Db(db))
-    }
-}
-
-/// Runs `f` in one write transaction on the run-row writer's connection `conn`: committed
-/// when it answers `Ok`, rolled back otherwise. The rules are async (they are shared with the
-/// pool); on this connection no statement ever waits, so `f` is driven to its end at once.
-pub(crate) fn file_tx<R>(
-    conn: &mut rusqlite::Connection,
-    f: impl AsyncFnOnce(&Port<'_>) -> Result<R>,
-) -> Result<R> {
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    file_tx_begun(conn, f)
-}
-
-/// As [`file_tx`], in the transaction the caller began on `conn`; a panic in `f` rolls it
-/// back before it goes on.
-pub(crate) fn file_tx_begun<R>(
-    conn: &mut rusqlite::Connection,
-    f: impl AsyncFnOnce(&Port<'_>) -> Result<R>,
-) -> Result<R> {
-    let port = Port::File(Mutex::new(conn));
-    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        futures::executor::block_on(f(&port))
-    }));
-    let Port::File(conn) = port else {
-        unreachable!("built as a file port above")
-    };
-    let conn = conn.into_inner();
-    match out {
-        Ok(Ok(v)) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(v)
-        }
-        Ok(Err(e)) => {
-            if let Err(r) = conn.execute_batch("ROLLBACK") {
-                tracing::error!(error = %r, "transaction on the run-row writer's connection not rolled back");
-            }
-            Err(e)
-        }
-        Err(panic) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            std::panic::resume_unwind(panic)
-        }
     }
 }
 
@@ -142,7 +61,7 @@ impl Port<'_> {
     /// For what only a SQLite file has (the fire journal).
     pub(crate) fn on_file<R>(&self, f: impl FnOnce(&rusqlite::Connection) -> R) -> Option<R> {
         match self {
-            Port::File(c) => Some(f(&c.lock())),
+            Port::File(c) => Some(c.with(f)),
             Port::Pool(_) => None,
         }
     }
@@ -150,116 +69,56 @@ impl Port<'_> {
     /// Runs `sql`; answers the rows it changed.
     pub(crate) async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
         match self {
-            Port::Pool(t) => Ok(t
-                .exec(statement(t.backend(), sql, args))
-                .await?
-                .rows_affected()),
-            Port::File(c) => {
-                let c = c.lock();
-                let n = c
-                    .prepare_cached(sql)?
-                    .execute(rusqlite::params_from_iter(args.iter().map(Lite)))?;
-                Ok(n as u64)
-            }
+            Port::Pool(t) => t.execute(statement(t.backend(), sql, args)).await,
+            Port::File(c) => c.execute(sql, args),
         }
     }
 
     /// Runs the `INSERT` `sql` of a table whose key is `id`; answers the new row's id.
     pub(crate) async fn insert(&self, sql: &str, args: &[Value]) -> Result<i64> {
         match self {
-            Port::Pool(t) if t.backend() == DbBackend::Postgres => {
-                let sql = format!("{sql} RETURNING id");
-                let row = t
-                    .one(statement(DbBackend::Postgres, &sql, args))
-                    .await?
-                    .ok_or_else(|| DbErr::RecordNotInserted)?;
-                // `id` is BIGINT on the run tables, INTEGER on the definitions
-                match row.try_get_by_index::<i64>(0) {
-                    Ok(id) => Ok(id),
-                    Err(_) => Ok(i64::from(row.try_get_by_index::<i32>(0)?)),
-                }
-            }
-            Port::Pool(t) => {
-                let r = t.exec(statement(t.backend(), sql, args)).await?;
-                Ok(r.last_insert_id() as i64)
-            }
-            Port::File(c) => {
-                let c = c.lock();
-                c.prepare_cached(sql)?
-                    .execute(rusqlite::params_from_iter(args.iter().map(Lite)))?;
-                Ok(c.last_insert_rowid())
-            }
+            Port::Pool(t) => t.insert(sql, args).await,
+            Port::File(c) => c.insert(sql, args),
         }
     }
 
     /// The rows `sql` answers.
     pub(crate) async fn rows<T: FromRow>(&self, sql: &str, args: &[Value]) -> Result<Vec<T>> {
         match self {
-            Port::Pool(t) => t
-                .all(statement(t.backend(), sql, args))
-                .await?
-                .iter()
-                .map(|q| T::from_row(&Row::Pool(q)))
-                .collect(),
-            Port::File(c) => {
-                let c = c.lock();
-                let mut s = c.prepare_cached(sql)?;
-                let mut rows = s.query(rusqlite::params_from_iter(args.iter().map(Lite)))?;
-                let mut out = Vec::new();
-                while let Some(r) = rows.next()? {
-                    out.push(T::from_row(&Row::File(r))?);
-                }
-                Ok(out)
-            }
+            Port::Pool(t) => t.rows(statement(t.backend(), sql, args)).await,
+            Port::File(c) => c.rows(sql, args),
         }
     }
 
     /// The first row `sql` answers, if any.
     pub(crate) async fn row<T: FromRow>(&self, sql: &str, args: &[Value]) -> Result<Option<T>> {
         match self {
-            Port::Pool(t) => t
-                .one(statement(t.backend(), sql, args))
-                .await?
-                .map(|q| T::from_row(&Row::Pool(&q)))
-                .transpose(),
-            Port::File(c) => {
-                let c = c.lock();
-                let mut s = c.prepare_cached(sql)?;
-                let mut rows = s.query(rusqlite::params_from_iter(args.iter().map(Lite)))?;
-                rows.next()?.map(|r| T::from_row(&Row::File(r))).transpose()
-            }
+            Port::Pool(t) => t.row(statement(t.backend(), sql, args)).await,
+            Port::File(c) => c.row(sql, args),
         }
     }
-}
 
-impl Port<'_> {
     /// Runs a statement sea-query built (for [`Port::backend`]); answers the rows it changed.
     pub(crate) async fn run(&self, q: &impl sea_orm::QueryTrait) -> Result<u64> {
         let st = q.build(self.backend());
-        let args = st.values.map(|v| v.0).unwrap_or_default();
         match self {
-            Port::Pool(t) => Ok(t
-                .exec(Statement::from_sql_and_values(st.db_backend, st.sql, args))
-                .await?
-                .rows_affected()),
-            Port::File(_) => self.execute(&st.sql, &args).await,
+            Port::Pool(t) => t.execute(st).await,
+            Port::File(c) => c.execute(&st.sql, &values_of(st.values)),
         }
     }
 
     /// The rows of a query sea-query built, its columns in `T`'s order.
     pub(crate) async fn select<T: FromRow>(&self, q: &impl sea_orm::QueryTrait) -> Result<Vec<T>> {
         let st = q.build(self.backend());
-        let args = st.values.map(|v| v.0).unwrap_or_default();
         match self {
-            Port::Pool(t) => t
-                .all(Statement::from_sql_and_values(st.db_backend, st.sql, args))
-                .await?
-                .iter()
-                .map(|q| T::from_row(&Row::Pool(q)))
-                .collect(),
-            Port::File(_) => self.rows(&st.sql, &args).await,
+            Port::Pool(t) => t.rows(st).await,
+            Port::File(c) => c.rows(&st.sql, &values_of(st.values)),
         }
     }
+}
+
+fn values_of(v: Option<sea_orm::Values>) -> Vec<Value> {
+    v.map(|v| v.0).unwrap_or_default()
 }
 
 /// `sql` with its `?` placeholders as `backend` spells them, bound to `args`.
@@ -356,6 +215,7 @@ impl Cell for Option<chrono::NaiveDateTime> {
         q.try_get_by_index(i)
     }
     fn file(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
+        // DATETIME is text on a SQLite file, read as chrono reads what sqlx wrote
         Ok(crate::store::sqlite_text::naive(r.get(i)?))
     }
 }
@@ -380,39 +240,6 @@ impl<A: Cell, B: Cell> FromRow for (A, B) {
 impl<A: Cell, B: Cell, C: Cell> FromRow for (A, B, C) {
     fn from_row(r: &Row<'_>) -> Result<Self> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    }
-}
-
-/// A sea-query value as rusqlite binds it (DATETIME as the text sqlx writes).
-struct Lite<'v>(&'v Value);
-
-impl ToSql for Lite<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        use rusqlite::types::Value as V;
-        let int = |v: Option<i64>| ToSqlOutput::Owned(v.map_or(V::Null, V::Integer));
-        Ok(match self.0 {
-            Value::Bool(v) => int(v.map(i64::from)),
-            Value::TinyInt(v) => int(v.map(i64::from)),
-            Value::SmallInt(v) => int(v.map(i64::from)),
-            Value::Int(v) => int(v.map(i64::from)),
-            Value::BigInt(v) => int(*v),
-            Value::TinyUnsigned(v) => int(v.map(i64::from)),
-            Value::SmallUnsigned(v) => int(v.map(i64::from)),
-            Value::Unsigned(v) => int(v.map(i64::from)),
-            Value::Double(v) => ToSqlOutput::Owned(v.map_or(V::Null, V::Real)),
-            Value::String(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
-            Value::String(None) => ToSqlOutput::Owned(V::Null),
-            Value::ChronoDateTime(v) => ToSqlOutput::Owned(v.map_or(V::Null, |t| {
-                V::Text(crate::store::sqlite_text::naive_text(
-                    crate::clock::naive_to_ms(t),
-                ))
-            })),
-            other => {
-                return Err(rusqlite::Error::ToSqlConversionFailure(
-                    format!("no SQLite binding for {other:?}").into(),
-                ));
-            }
-        })
     }
 }
 
