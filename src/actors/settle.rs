@@ -334,6 +334,8 @@ fn again(d: Doubt) -> TriggerRequest {
     if d.trigger_type == TriggerType::Workflow {
         // a node's attempts are the workflow's: its run row is not retried itself
         req.fail_retry_count = Some(0);
+        // …and its message states the node's attempts left, as its first dispatch did
+        req.shown_retry = d.retries_left;
         req.executor_param = d.param;
     }
     req.sharding_param = d.sharding;

@@ -44,6 +44,9 @@ pub(crate) struct Doubt {
     pub sharding: Option<String>,
     /// A result already came for it: it was received.
     pub has_result: bool,
+    /// A workflow node's row: the node's attempts left after this one (its message states
+    /// them, as its first dispatch did).
+    pub retries_left: Option<i32>,
 }
 
 /// Rows claimed for dispatch but without an outcome since before `before` (epoch ms): their
@@ -131,6 +134,12 @@ pub(crate) async fn take(c: &impl ConnectionTrait, limit: u64) -> Result<(i64, V
         .into_tuple()
         .all(c)
         .await?;
+    let workflow: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.3.as_deref() == Some(TriggerType::Workflow.as_str()))
+        .map(|r| r.0)
+        .collect();
+    let left = retries_left(c, &workflow).await?;
     let doubts = rows
         .into_iter()
         .map(
@@ -147,10 +156,39 @@ pub(crate) async fn take(c: &impl ConnectionTrait, limit: u64) -> Result<(i64, V
                 param,
                 sharding,
                 has_result: handle != 0,
+                retries_left: left.get(&id).copied(),
             },
         )
         .collect();
     Ok((token, doubts))
+}
+
+/// The attempts left of the workflow node runs whose rows are `log_ids`, by log id.
+async fn retries_left(
+    c: &impl ConnectionTrait,
+    log_ids: &[i64],
+) -> Result<std::collections::HashMap<i64, i32>> {
+    use crate::store::port::{IN_CHUNK, in_list, statement};
+    let mut left = std::collections::HashMap::with_capacity(log_ids.len());
+    for chunk in log_ids.chunks(IN_CHUNK) {
+        let (marks, args) = in_list(chunk);
+        let sql = format!(
+            "SELECT nl.log_id, nr.max_attempts, nr.attempt FROM xjob_workflow_node_log nl \
+             JOIN xjob_workflow_node_run nr ON nr.id = nl.node_run_id WHERE nl.log_id IN ({marks})"
+        );
+        for r in c
+            .query_all_raw(statement(c.get_database_backend(), &sql, &args))
+            .await?
+        {
+            let (id, max, attempt): (i64, i32, i32) = (
+                r.try_get_by_index(0)?,
+                r.try_get_by_index(1)?,
+                r.try_get_by_index(2)?,
+            );
+            left.insert(id, Ord::max(max - attempt, 0));
+        }
+    }
+    Ok(left)
 }
 
 /// The ids of up to `limit` rows in doubt, oldest first, read through the index of fires not
@@ -265,5 +303,45 @@ mod tests {
         assert!(p.contains("i_fire_state (fire_state>?)"), "{p}");
         let p = plan(&db, in_doubt(5).build(DbBackend::Sqlite)).await;
         assert!(p.contains("i_fire_state (fire_state=?)"), "{p}");
+    }
+
+    /// A workflow node's row taken to settle carries the node's attempts left, which its
+    /// re-sent message states (as its first dispatch did); a scheduled fire's carries none.
+    #[tokio::test]
+    async fn a_workflow_rows_doubt_carries_its_nodes_attempts_left() {
+        let db = memory_db().await;
+        let exec = |sql: &str| {
+            let db = db.clone();
+            let sql = sql.to_string();
+            async move {
+                db.execute_raw(sea_orm::Statement::from_string(DbBackend::Sqlite, sql))
+                    .await
+                    .unwrap();
+            }
+        };
+        for (id, t) in [(1, "WORKFLOW"), (2, "CRON")] {
+            exec(&format!(
+                "INSERT INTO xxl_job_log (id, job_group, job_id, trigger_time, trigger_code, \
+                 handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state, \
+                 trigger_type, chain_depth) VALUES ({id}, 1, 1, '2026-12-02 10:00:00', 0, 0, \
+                 0, 0, NULL, {}, '{t}', 0)",
+                fire_state::IN_DOUBT
+            ))
+            .await;
+        }
+        exec(
+            "INSERT INTO xjob_workflow_node_run (id, run_id, node_key, attempt, max_attempts, \
+             state, shards_total, shards_done, shards_failed, start_time, cleared) \
+             VALUES (7, 3, 'a', 2, 5, 'RUNNING', 1, 0, 0, 0, 0)",
+        )
+        .await;
+        exec(
+            "INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
+             VALUES (1, 7, 3, 0, 0)",
+        )
+        .await;
+        let (_, doubts) = take(&db, 10).await.unwrap();
+        let left: Vec<(i64, Option<i32>)> = doubts.iter().map(|d| (d.id, d.retries_left)).collect();
+        assert_eq!(left, vec![(1, Some(3)), (2, None)]);
     }
 }
