@@ -15,8 +15,8 @@ use sea_orm::DbBackend;
 
 /// The scan's read: running jobs due by `max_next`, by id, at most `limit`; only those in
 /// `buckets` unless it is empty (every bucket).
-pub(crate) async fn due(
-    c: &impl ConnectionTrait,
+pub(crate) async fn due_in(
+    port: &Port<'_>,
     max_next: i64,
     limit: u64,
     buckets: &[i32],
@@ -24,12 +24,12 @@ pub(crate) async fn due(
     let mut q = due_query(max_next, limit);
     if !buckets.is_empty() {
         q = q.filter(crate::store::logs::bucket_filter(
-            c.get_database_backend(),
+            port.backend(),
             "id",
             buckets,
         ));
     }
-    Ok(q.all(c).await?)
+    port.select(&q).await
 }
 
 fn due_query(max_next: i64, limit: u64) -> sea_orm::Select<Entity> {

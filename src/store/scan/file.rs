@@ -7,16 +7,16 @@
 
 use chrono_tz::Tz;
 
-use super::plan::{ScanCache, cached_schedule, due_horizon, plan_due};
+use super::page::{self, due_page};
+use super::plan::ScanCache;
 use super::{PassContext, PassOutput, ScanReport};
 use crate::config::SchedulerConfig;
 use crate::directory::Directory;
 use crate::error::Result;
 use crate::fire::Fire;
-use crate::jobs::JobDef;
+use crate::store::groups;
 use crate::store::port;
 use crate::store::writer::{Journal, LogWriter};
-use crate::store::{groups, jobs};
 use std::collections::HashSet;
 
 /// Jobs per page of a single-node pass: each page is one transaction on the writer's
@@ -48,87 +48,42 @@ struct PageOf<'a> {
     limit: u64,
 }
 
-/// One page in one transaction: reads the groups on the first page,
-/// reads the due jobs after `after_id`, plans and records their fires, advances their schedules.
+/// One page in one transaction: reads the groups on the first page, then the shared page
+/// ([`due_page`]), its fires recorded in the writer's journal (the one file-only step).
 fn page(
     conn: &mut rusqlite::Connection,
     journal: &mut Journal,
     of: &PageOf<'_>,
     cache: &mut ScanCache,
 ) -> Result<Page> {
-    let PageOf {
-        now,
-        cfg,
-        directory,
-        tz,
-        after_id,
-        limit,
-    } = *of;
     let mut report = ScanReport::default();
-    let (groups, next_after, pending, recorded) = port::file_tx(conn, async |p| {
-        let groups = if after_id == 0 {
-            let ticket = directory.read_ticket();
+    let shared = page::PageOf {
+        now: of.now,
+        cfg: of.cfg,
+        tz: of.tz,
+        directory: of.directory,
+        exclusive: true,
+        after_id: of.after_id,
+        limit: of.limit,
+        set: None,
+        compensated: &HashSet::new(),
+    };
+    let (groups, planned, recorded) = port::file_tx(conn, async |p| {
+        let groups = if of.after_id == 0 {
+            let ticket = of.directory.read_ticket();
             Some((ticket, groups::all_in(p).await?))
         } else {
             None
         };
-        // the schedule state of the due jobs; a job's whole definition is read again only
-        // when its version changed or this node's console edited it since
-        let rows = jobs::due_rows(p, now + due_horizon(cfg), after_id, limit).await?;
-        report.jobs = rows.len();
-        let next_after = (rows.len() as u64 == limit && limit > 0)
-            .then(|| rows.last().map(|r| r.id))
-            .flatten();
-        if cache.jobs.len() > 1_000_000 {
-            cache.jobs.clear();
-            cache.versions.clear();
-        }
-        let mut due = Vec::with_capacity(rows.len());
-        for r in rows {
-            let known = cache
-                .versions
-                .get(&r.id)
-                .is_some_and(|(v, read)| *v == r.version && !directory.edited_since(r.id, *read));
-            let job = match cache.jobs.get(&r.id).filter(|_| known) {
-                Some(j) => j.clone(),
-                None => {
-                    let Some(job) = jobs::by_id(p, r.id).await? else {
-                        continue;
-                    };
-                    let version = job.update_time;
-                    let job = std::sync::Arc::new(JobDef::new(job));
-                    cache.jobs.insert(r.id, job.clone());
-                    cache.versions.insert(r.id, (version, now));
-                    job
-                }
-            };
-            due.push((job, r.last, r.next));
-        }
-        let (mut pending, updates) = plan_due(
-            due.iter().map(|(j, last, next)| (&**j, *last, *next)),
-            now,
-            cfg,
-            &HashSet::new(),
-            &|_| None,
-            &mut |job| cached_schedule(&mut cache.schedules, job, tz),
-            &mut report,
-        );
-        // log ids in nominal-time order, not job by job through the window: a second's rows
-        // are then written at neighbouring ids (near the table's end) instead of every few ids
-        // across the window, which split leaf pages and put three times the pages in each
-        // commit (BENCHMARKS.md, 2026-11-28, d27a0ab: WAL frames -23 %, the writer's CPU -14 %)
-        pending.sort_unstable_by_key(|f| (f.fire_time, f.job_id));
-        // the one fork of the store: on a file the fires go into the writer's journal
-        let Some(recorded) = p.on_file(|c| journal.record(c, &pending)) else {
+        let planned = due_page(p, &shared, cache, &mut report).await?;
+        let Some(recorded) = p.on_file(|c| journal.record(c, &planned.pending)) else {
             return Err(crate::Error::Stopped("run-row writer's connection"));
         };
-        let recorded = recorded?;
-        jobs::update_schedules(p, &updates).await?;
-        Ok((groups, next_after, pending, recorded))
+        Ok((groups, planned, recorded?))
     })?;
     let jobs = &cache.jobs;
     let fires = match recorded {
-        Some(r) => journal.apply(r, &pending, |id| jobs.get(&id).cloned(), now),
+        Some(r) => journal.apply(r, &planned.pending, |id| jobs.get(&id).cloned(), of.now),
         None => Vec::new(),
     };
     report.fires = fires.len();
@@ -136,7 +91,7 @@ fn page(
         fires,
         report,
         groups,
-        next_after,
+        next_after: planned.next_after,
     })
 }
 

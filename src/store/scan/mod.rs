@@ -16,6 +16,7 @@
 //! the connection the passes use.
 
 mod file;
+mod page;
 mod plan;
 mod pool;
 

@@ -10,18 +10,18 @@ use std::collections::{HashMap, HashSet};
 
 use sea_orm::DatabaseConnection;
 
-use super::plan::{JobArcs, ScanCache, cached_schedule, due_horizon, plan_due, shared_job};
+use super::page::{PageOf, due_page};
+use super::plan::ScanCache;
 use super::{PassContext, PassOutput, RECOVER_BATCH, Recovery, ScanReport};
 use crate::config::SchedulerConfig;
 use crate::error::Result;
 use crate::fire::Fire;
-use crate::jobs::JobDef;
 use crate::model::{MisfireStrategy, TriggerType};
 use crate::ownership::ScanSet;
-use crate::schedule::Schedule;
 use crate::store::jobs;
 use crate::store::leases::{self, Lease};
 use crate::store::logs;
+use crate::store::port::Port;
 
 /// One pass of at most `limit` jobs through `db`; on success the buckets taken over are
 /// marked as such and the fires go to the context's sink.
@@ -35,11 +35,7 @@ pub(super) async fn pass(
     let set = cx
         .ownership
         .scan_set(std::time::Instant::now(), cx.clock.now_ms());
-    let tz = cx.tz;
-    let res = transaction(db, &cx, limit, recovery, &set, &mut cache.jobs, |job| {
-        cached_schedule(&mut cache.schedules, job, tz)
-    })
-    .await;
+    let res = transaction(db, &cx, limit, recovery, &set, &mut cache).await;
     let res = res.map(|(fires, report)| {
         cx.ownership.took_over(&set.takeovers);
         if !fires.is_empty() {
@@ -57,8 +53,7 @@ async fn transaction(
     pre_read_count: u64,
     recovery: Recovery,
     set: &ScanSet,
-    jobs: &mut JobArcs,
-    mut schedule_of: impl FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    cache: &mut ScanCache,
 ) -> Result<(Vec<Fire>, ScanReport)> {
     let (cfg, node) = (&cx.cfg, cx.node.as_str());
     let txn = crate::store::begin_writing(&db).await?;
@@ -76,14 +71,18 @@ async fn transaction(
     } else {
         take_over(&txn, now, cfg, &set.takeovers, &mut report).await?
     };
-    let of = DueOf {
+    let of = PageOf {
         now,
         cfg,
-        pre_read_count,
+        tz: cx.tz,
+        directory: &cx.directory,
+        exclusive: false,
+        after_id: 0,
+        limit: pre_read_count,
+        set: Some(set),
         compensated: &compensated,
-        set,
     };
-    let recorded = record_due(&txn, &of, jobs, &mut schedule_of, &mut report).await?;
+    let recorded = record_due(&txn, &of, cache, &mut report).await?;
     to_ring.extend(recorded);
     if !set.all {
         let mut all: Vec<Lease> = set.leases.clone();
@@ -212,73 +211,32 @@ async fn recover_stale(
     Ok((to_ring, compensated))
 }
 
-/// Which due jobs a pass records, and under what settings.
-struct DueOf<'a> {
-    /// The pass's now (epoch ms).
-    now: i64,
-    cfg: &'a SchedulerConfig,
-    /// Most jobs read.
-    pre_read_count: u64,
-    /// Jobs whose missed fires this pass already compensated.
-    compensated: &'a HashSet<i32>,
-    /// The buckets scanned.
-    set: &'a ScanSet,
-}
-
-/// Jobs due within the window: plans their fires ([`plan_due`]), records them as pending
-/// rows and advances each job's schedule. Answers the recorded fires, each carrying its
-/// job as read now (shared), so dispatch reads nothing.
+/// The shared page ([`due_page`]) in the pass's transaction, its fires recorded as pending
+/// rows. Answers the recorded fires, each carrying its job as read now (shared), so dispatch
+/// reads nothing.
 async fn record_due(
     txn: &sea_orm::DatabaseTransaction,
-    of: &DueOf<'_>,
-    jobs: &mut JobArcs,
-    schedule_of: &mut dyn FnMut(&entity::xxl_job_info::Model) -> Result<Schedule>,
+    of: &PageOf<'_>,
+    cache: &mut ScanCache,
     report: &mut ScanReport,
 ) -> Result<Vec<Fire>> {
-    let DueOf {
-        now,
-        cfg,
-        pre_read_count,
-        compensated,
-        set,
-    } = *of;
-    if set.is_empty() {
+    let Some(set) = of.set.filter(|s| !s.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let planned = due_page(&Port::tx(txn), of, cache, report).await?;
+    if planned.pending.is_empty() {
         return Ok(Vec::new());
     }
-    // each job with its schedule state as read now; its definition shared with the fires
-    // of earlier passes while it is unchanged
-    let due: Vec<(std::sync::Arc<JobDef>, i64, i64)> =
-        jobs::due(txn, now + due_horizon(cfg), pre_read_count, &set.buckets())
-            .await?
-            .into_iter()
-            .map(|j| {
-                let (last, next) = (j.trigger_last_time, j.trigger_next_time);
-                (shared_job(jobs, j), last, next)
-            })
-            .collect();
-    report.jobs = due.len();
-    let (pending, updates) = plan_due(
-        due.iter().map(|(j, last, next)| (&**j, *last, *next)),
-        now,
-        cfg,
-        compensated,
-        &|job_id| set.cap_of(job_id),
-        schedule_of,
-        report,
-    );
-    let mut fires = Vec::new();
-    if !pending.is_empty() {
-        let recorded = logs::record_pending(txn, &pending).await?;
-        let models: JobArcs = due.into_iter().map(|(j, _, _)| (j.id, j)).collect();
-        fires.extend(recorded.into_iter().map(|mut f| {
-            f.job = models.get(&f.job_id).cloned();
-            f.read_ms = now;
+    let recorded = logs::record_pending(txn, &planned.pending).await?;
+    Ok(recorded
+        .into_iter()
+        .map(|mut f| {
+            f.job = cache.jobs.get(&f.job_id).cloned();
+            f.read_ms = of.now;
             f.epoch = set.epoch_of(f.job_id);
             f
-        }));
-    }
-    jobs::update_schedules(&crate::store::port::Port::tx(txn), &updates).await?;
-    Ok(fires)
+        })
+        .collect())
 }
 
 /// Applies each job's misfire policy to recovered fires later than the threshold: the newest
