@@ -1133,9 +1133,11 @@ impl Runs {
                     param: param.as_deref(),
                     sharding: sharding.as_deref(),
                     now,
+                    node_run_id: node_id,
+                    run_id: run.id,
+                    shard,
                 })
                 .await?;
-            tx.insert_link(log_id, node_id, run.id, shard).await?;
             ch.dispatch.push(Dispatch {
                 log_id,
                 job_id: job.id,
@@ -1349,13 +1351,11 @@ impl Runs {
                 tx.close_links(&ids).await?;
                 continue;
             };
-            // each row's result once: the links still open, under the run's lock
-            let open = tx.open_links(&ids).await?;
+            // each row's result once: the links still open, closed under the run's lock
+            let open = tx.close_links(&ids).await?;
             if open.is_empty() {
                 continue;
             }
-            let open_ids: Vec<i64> = ids.iter().copied().filter(|i| open.contains(i)).collect();
-            tx.close_links(&open_ids).await?;
             let mut rows = tx.node_rows(run.id).await?;
             let mut ctx: Value = serde_json::from_str(&run.context).unwrap_or(Value::Null);
             let up = inherited(tx, &run).await?;

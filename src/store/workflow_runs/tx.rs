@@ -31,13 +31,19 @@ pub(crate) struct NodeUpdate {
     pub(crate) end: Option<(&'static str, i64)>,
 }
 
-/// A pending run row of a job node (trigger type WORKFLOW, no fire time).
+/// A pending run row of a job node (trigger type WORKFLOW, no fire time), with its link.
 #[derive(Clone, Debug)]
 pub(crate) struct PendingRow<'a> {
     pub(crate) job: &'a Job,
     pub(crate) param: Option<&'a str>,
     pub(crate) sharding: Option<&'a str>,
     pub(crate) now: i64,
+    /// The node run it is a shard of…
+    pub(crate) node_run_id: i64,
+    /// …in this run…
+    pub(crate) run_id: i64,
+    /// …as this shard.
+    pub(crate) shard: i32,
 }
 
 /// The reads and writes of a workflow transaction (see the module docs). Every method runs in
@@ -114,20 +120,10 @@ pub(crate) trait Tx: Sync {
         state: &'static str,
         now: i64,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Inserts a pending run row; answers its id.
+    /// Inserts a pending run row and its link to its node run; answers the row's id.
     fn insert_pending(&self, row: &PendingRow<'_>) -> impl Future<Output = Result<i64>> + Send;
-    /// Links run row `log_id` to its node run.
-    fn insert_link(
-        &self,
-        log_id: i64,
-        node_run_id: i64,
-        run_id: i64,
-        shard: i32,
-    ) -> impl Future<Output = Result<()>> + Send;
-    /// Which of `log_ids`' links are still open.
-    fn open_links(&self, log_ids: &[i64]) -> impl Future<Output = Result<HashSet<i64>>> + Send;
-    /// Closes `log_ids`' links.
-    fn close_links(&self, log_ids: &[i64]) -> impl Future<Output = Result<()>> + Send;
+    /// Closes those of `log_ids`' links still open; answers which were.
+    fn close_links(&self, log_ids: &[i64]) -> impl Future<Output = Result<HashSet<i64>>> + Send;
 }
 
 pub(crate) const RUN_COLUMNS: &str = "id, workflow_id, version, job_group, status, trigger_type, params, \
@@ -212,6 +208,29 @@ fn insert_sql(table: &str, columns: &str) -> String {
     let marks = vec!["?"; cols.split(',').count()].join(", ");
     format!("INSERT INTO {table} ({cols}) VALUES ({marks})")
 }
+
+/// A job node's pending run row (group, job, trigger time, param, sharding).
+static PENDING: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
+         executor_param, executor_sharding_param, executor_fail_retry_count, alarm_status, \
+         fire_time, fire_state, trigger_type, chain_depth) \
+         VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, {}, '{}', 0)",
+        AlarmStatus::Unchecked.code(),
+        fire_state::PENDING,
+        TriggerType::Workflow.as_str()
+    )
+});
+
+/// [`PENDING`] and its link (node run, run, shard) in one PostgreSQL statement.
+static PENDING_LINKED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH l AS ({} RETURNING id) INSERT INTO xjob_workflow_node_log \
+         (log_id, node_run_id, run_id, shard, done) SELECT id, ?, ?, ?, 0 FROM l \
+         RETURNING log_id",
+        *PENDING
+    )
+});
 
 /// One statement text per backend, rendered once.
 macro_rules! sql {
@@ -442,63 +461,54 @@ impl Tx for Port<'_> {
     }
 
     async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
-        let sql = sql!(
-            "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
-             handle_code, executor_param, executor_sharding_param, \
-             executor_fail_retry_count, alarm_status, fire_time, fire_state, trigger_type, \
-             chain_depth) VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, {}, '{}', 0)",
-            AlarmStatus::Unchecked.code(),
-            fire_state::PENDING,
-            TriggerType::Workflow.as_str()
-        );
-        let args = [
+        let mut args: Vec<Value> = vec![
             row.job.job_group.into(),
             row.job.id.into(),
             ms_to_naive(row.now).into(),
             row.param.map(str::to_string).into(),
             row.sharding.map(str::to_string).into(),
         ];
-        self.insert(sql, &args).await
-    }
-
-    async fn insert_link(
-        &self,
-        log_id: i64,
-        node_run_id: i64,
-        run_id: i64,
-        shard: i32,
-    ) -> Result<()> {
+        let link = [row.node_run_id.into(), row.run_id.into(), row.shard.into()];
+        if self.backend() == DbBackend::Postgres {
+            // the row and its link in one round trip
+            args.extend(link);
+            return self
+                .row(&PENDING_LINKED, &args)
+                .await?
+                .ok_or_else(|| sea_orm::DbErr::RecordNotInserted.into());
+        }
+        let log_id = self.insert(&PENDING, &args).await?;
         let sql = "INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
                    VALUES (?, ?, ?, ?, 0)";
-        let args = [
-            log_id.into(),
-            node_run_id.into(),
-            run_id.into(),
-            shard.into(),
-        ];
-        self.execute(sql, &args).await.map(drop)
+        let mut args = vec![log_id.into()];
+        args.extend(link);
+        self.execute(sql, &args).await?;
+        Ok(log_id)
     }
 
-    async fn open_links(&self, log_ids: &[i64]) -> Result<HashSet<i64>> {
+    async fn close_links(&self, log_ids: &[i64]) -> Result<HashSet<i64>> {
         let mut open = HashSet::with_capacity(log_ids.len());
         for chunk in log_ids.chunks(IN_CHUNK) {
             let (marks, args) = in_list(chunk);
+            let close = format!(
+                "UPDATE xjob_workflow_node_log SET done = 1 WHERE log_id IN ({marks}) AND done = 0"
+            );
+            // one statement where UPDATE … RETURNING exists (not MySQL/MariaDB; there the
+            // caller's run lock keeps the links as read until the update)
+            if self.backend() != DbBackend::MySql {
+                open.extend(
+                    self.rows::<i64>(&format!("{close} RETURNING log_id"), &args)
+                        .await?,
+                );
+                continue;
+            }
             let sql = format!(
                 "SELECT log_id FROM xjob_workflow_node_log WHERE log_id IN ({marks}) AND done = 0"
             );
             open.extend(self.rows::<i64>(&sql, &args).await?);
+            self.execute(&close, &args).await?;
         }
         Ok(open)
-    }
-
-    async fn close_links(&self, log_ids: &[i64]) -> Result<()> {
-        for chunk in log_ids.chunks(IN_CHUNK) {
-            let (marks, args) = in_list(chunk);
-            let sql =
-                format!("UPDATE xjob_workflow_node_log SET done = 1 WHERE log_id IN ({marks})");
-            self.execute(&sql, &args).await?;
-        }
-        Ok(())
     }
 }
 
