@@ -14,9 +14,7 @@ FILES=(
   "src/store/sqlite_text.rs:file"
   "src/store/scan/file.rs:file"
   "src/store/log_by_job.rs:file"
-  "src/store/workflow_runs/sqlite.rs:file"
   "src/store/writer/pool.rs:pool"
-  "src/store/run_rows.rs:pool"
   "src/store/scan/pool.rs:pool"
 )
 count() {

@@ -19,7 +19,7 @@ use crate::clock::ms_to_naive;
 use crate::error::Result;
 use crate::fire::HandleResult;
 use crate::model::wire::FAIL_CODE;
-use crate::store::log_batches::record_handles;
+use crate::store::logs::record_handles;
 use crate::store::{logs, registry};
 
 /// How often runs on never-registered addresses are checked.
@@ -154,10 +154,7 @@ pub(crate) async fn on_unregistered(db: &DatabaseConnection, now: i64) -> Result
         if addr.as_ref().is_some_and(|a| known.contains(a)) {
             continue;
         }
-        if logs::record_handle(db, id, FAIL_CODE, Some(MSG), now)
-            .await?
-            .is_some()
-        {
+        if logs::record_handle(db, id, FAIL_CODE, Some(MSG), now).await? {
             n += 1;
         }
     }

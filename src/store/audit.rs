@@ -71,34 +71,15 @@ pub(crate) async fn record(c: &impl ConnectionTrait, e: Entry) -> Result<()> {
     Ok(())
 }
 
-/// Stores entries in one statement (texts cut to their columns).
-pub(crate) async fn record_many(c: &impl ConnectionTrait, entries: Vec<Entry>) -> Result<()> {
+/// Stores entries in one statement (texts cut to their columns), in the port's transaction.
+pub(crate) async fn record_in(p: &crate::store::port::Port<'_>, entries: &[Entry]) -> Result<()> {
     if entries.is_empty() {
         return Ok(());
     }
-    Entity::insert_many(entries.into_iter().map(Entry::row))
-        .exec_without_returning(c)
-        .await?;
-    Ok(())
-}
-
-/// Stores one entry on the SQLite writer's connection (inside its batch's transaction).
-pub(crate) fn record_sync(c: &rusqlite::Connection, e: &Entry) -> rusqlite::Result<()> {
-    let e = e.clone().fitted();
-    c.prepare_cached(
-        "INSERT INTO xjob_audit (time, username, client_ip, action, target_type, target_id, \
-         detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(rusqlite::params![
-        // DATETIME text as sqlx writes it, so the console's reads compare it alike
-        e.time.format("%F %T%.f").to_string(),
-        e.username,
-        e.client_ip,
-        e.action,
-        e.target_type,
-        e.target_id,
-        e.detail
-    ])?;
+    p.run(&Entity::insert_many(
+        entries.iter().cloned().map(Entry::row),
+    ))
+    .await?;
     Ok(())
 }
 

@@ -14,8 +14,8 @@ use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
 use sea_orm::Condition;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, TransactionTrait,
 };
 
 use crate::clock::ms_to_naive;
@@ -386,32 +386,73 @@ pub async fn insert_run(
     Ok(am.insert(c).await?.id)
 }
 
-/// Writes a trigger's outcome onto its log row (the one-row case of
-/// `log_batches::record_triggers`).
-pub async fn record_trigger(c: &impl ConnectionTrait, r: TriggerRecord) -> Result<()> {
-    super::log_batches::record_triggers(c, std::slice::from_ref(&r)).await
+/// Writes a trigger's outcome onto its log row (the rule of [`super::run_rows`]).
+pub async fn record_trigger(db: &DatabaseConnection, r: TriggerRecord) -> Result<()> {
+    record_triggers(db, std::slice::from_ref(&r)).await
+}
+
+/// Writes trigger outcomes onto their log rows in one transaction.
+pub(crate) async fn record_triggers(
+    db: &DatabaseConnection,
+    records: &[TriggerRecord],
+) -> Result<()> {
+    let records: Vec<TriggerRecord> = records
+        .iter()
+        .cloned()
+        .map(TriggerRecord::bounded)
+        .collect();
+    let refs: Vec<&TriggerRecord> = records.iter().collect();
+    let txn = db.begin().await?;
+    super::run_rows::write(&Port::tx(&txn), &refs, &[]).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// Records a run's result unless one was already recorded (first result wins): the message is
-/// appended to any the row already has (after `<br>`), capped at 15,000 characters. Returns the
-/// run when this call wrote its result, `None` when the log is unknown or finished.
-/// (The one-row case of `log_batches::record_handles`.)
+/// appended to any the row already has (after `<br>`), capped at 15,000 characters. Answers
+/// whether this call wrote its result (not when the log is unknown or finished).
 pub async fn record_handle(
-    c: &impl ConnectionTrait,
+    db: &DatabaseConnection,
     log_id: i64,
     code: i32,
     msg: Option<&str>,
     now_ms: i64,
-) -> Result<Option<super::log_batches::Finished>> {
+) -> Result<bool> {
     let item = crate::fire::HandleResult {
         log_id,
         code,
         msg: msg.map(str::to_string),
     };
-    Ok(super::log_batches::record_handles(c, &[item], now_ms)
+    Ok(record_handles(db, &[item], now_ms)
         .await?
         .pop()
-        .flatten())
+        .flatten()
+        .is_some())
+}
+
+/// Records results received at `now_ms` in one transaction, as [`record_handle`] does each
+/// (of several items for one run, the first counts). Answers, per item, its run when this
+/// call wrote its result.
+pub(crate) async fn record_handles(
+    db: &DatabaseConnection,
+    items: &[crate::fire::HandleResult],
+    now_ms: i64,
+) -> Result<Vec<Option<super::run_rows::Written>>> {
+    let mut seen = std::collections::HashSet::new();
+    let bounded: Vec<crate::fire::HandleResult> = items
+        .iter()
+        .filter(|i| seen.insert(i.log_id))
+        .cloned()
+        .map(crate::fire::HandleResult::bounded)
+        .collect();
+    let results: Vec<(&crate::fire::HandleResult, i64)> =
+        bounded.iter().map(|i| (i, now_ms)).collect();
+    let txn = db.begin().await?;
+    let written = super::run_rows::write(&Port::tx(&txn), &[], &results).await?;
+    txn.commit().await?;
+    let mut by_run: std::collections::HashMap<i64, super::run_rows::Written> =
+        written.into_iter().map(|w| (w.id, w)).collect();
+    Ok(items.iter().map(|i| by_run.remove(&i.log_id)).collect())
 }
 
 /// Records a kill the center made (XXL-JOB's logKill) as the run's failed result, with the
@@ -775,5 +816,229 @@ mod record_tests {
             );
             db.close().await.unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod result_tests {
+    use crate::fire::{HandleResult, TriggerRecord};
+    use crate::model::TriggerType;
+    use crate::store::logs::{self, record_handles};
+    use crate::store::tests::every_backend;
+    use sea_orm::DatabaseConnection;
+
+    fn result(log_id: i64, code: i32, msg: &str) -> HandleResult {
+        HandleResult {
+            log_id,
+            code,
+            msg: Some(msg.into()),
+        }
+    }
+
+    /// Each check on SQLite, and on PostgreSQL and MySQL/MariaDB when their URLs are set.
+    async fn on_every_backend<F, Fut>(check: F)
+    where
+        F: Fn(DatabaseConnection) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        for db in every_backend().await {
+            check(db).await;
+        }
+    }
+
+    /// Results keep first-result-wins (a later item for the same run too) and append
+    /// messages, on every backend.
+    #[tokio::test]
+    async fn batched_results_keep_first_wins_and_append_messages() {
+        on_every_backend(first_wins_and_appended_messages).await;
+    }
+
+    async fn first_wins_and_appended_messages(db: DatabaseConnection) {
+        let backend = db.get_database_backend();
+        let mut ids = vec![];
+        for _ in 0..3 {
+            ids.push(
+                logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap(),
+            );
+        }
+        // run 2 already finished; run 3 has a message from earlier
+        logs::record_handle(&db, ids[1], 500, Some("killed"), 1_500)
+            .await
+            .unwrap();
+        logs::append_handle_msg(&db, ids[2], "earlier")
+            .await
+            .unwrap();
+        let items = vec![
+            result(ids[0], 200, "ok"),
+            result(ids[0], 500, "a late duplicate"),
+            result(ids[1], 200, "too late"),
+            result(ids[2], 200, "done"),
+            result(999_999, 200, "unknown"),
+        ];
+        let out = record_handles(&db, &items, 2_000).await.unwrap();
+        let wrote: Vec<bool> = out.iter().map(Option::is_some).collect();
+        assert_eq!(wrote, vec![true, false, false, true, false], "{backend:?}");
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!(rows[0].handle_code, 200);
+        assert_eq!(rows[0].handle_msg.as_deref(), Some("ok"));
+        assert_eq!(rows[1].handle_code, 500, "first result wins");
+        // a success needs no alarm; a failure stays for the fail monitor
+        assert_eq!((rows[0].alarm_status, rows[1].alarm_status), (1, 0));
+
+        assert_eq!(rows[2].handle_msg.as_deref(), Some("earlier<br>done"));
+        // written again: nothing changes
+        let again = record_handles(&db, &items, 3_000).await.unwrap();
+        assert!(again.iter().all(Option::is_none));
+        assert_eq!(
+            rows[0].handle_time.map(|t| t.and_utc().timestamp()),
+            Some(2),
+            "{backend:?}"
+        );
+        db.close().await.unwrap();
+    }
+
+    /// A result never moves an alarm state back: a run whose trigger failed and was already
+    /// alarmed keeps its state when a late failure (or success) result arrives.
+    #[tokio::test]
+    async fn results_never_reset_an_alarm_state() {
+        on_every_backend(alarm_states_stay).await;
+    }
+
+    async fn alarm_states_stay(db: DatabaseConnection) {
+        let mut ids = vec![];
+        for _ in 0..2 {
+            let id = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                .await
+                .unwrap();
+            logs::set_alarm_status(&db, id, 2).await.unwrap();
+            ids.push(id);
+        }
+        let out = record_handles(
+            &db,
+            &[
+                result(ids[0], 500, "late failure"),
+                result(ids[1], 200, "late"),
+            ],
+            2_000,
+        )
+        .await
+        .unwrap();
+        assert!(out.iter().all(Option::is_some), "the results are recorded");
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!((rows[0].alarm_status, rows[1].alarm_status), (2, 2));
+        db.close().await.unwrap();
+    }
+
+    /// A kill's message is the center's whichever comes first, the executor's report of the
+    /// kill or the center's mark; a result recorded before the kill was sent stays.
+    #[tokio::test]
+    async fn a_kill_reads_the_centers_message_in_either_order() {
+        on_every_backend(kill_either_order).await;
+    }
+
+    async fn kill_either_order(db: DatabaseConnection) {
+        let mut ids = vec![];
+        for _ in 0..4 {
+            ids.push(
+                logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+                    .await
+                    .unwrap(),
+            );
+        }
+        const MARK: &str = "Manual operation, kill job:";
+        const REPORT: &str = "scheduling center kill job. [job running, killed]";
+        // 0: the executor's report lands first (after the kill was sent at 2,000)
+        record_handles(&db, &[result(ids[0], 500, REPORT)], 2_100)
+            .await
+            .unwrap();
+        logs::record_kill(&db, ids[0], MARK, 2_200, 2_000)
+            .await
+            .unwrap();
+        // 1: the mark lands first, the report after it
+        logs::record_kill(&db, ids[1], MARK, 2_200, 2_000)
+            .await
+            .unwrap();
+        let late = record_handles(&db, &[result(ids[1], 500, REPORT)], 2_300)
+            .await
+            .unwrap();
+        assert!(
+            late[0].is_none(),
+            "the report after the mark changes nothing"
+        );
+        // 2: a failure and 3: a success recorded before the kill was sent stay
+        record_handles(
+            &db,
+            &[
+                result(ids[2], 500, "failed earlier"),
+                result(ids[3], 200, "done"),
+            ],
+            1_500,
+        )
+        .await
+        .unwrap();
+        for id in [ids[2], ids[3]] {
+            logs::record_kill(&db, id, MARK, 2_200, 2_000)
+                .await
+                .unwrap();
+        }
+        let rows = logs::all(&db).await.unwrap();
+        let got: Vec<(i32, Option<&str>)> = rows
+            .iter()
+            .map(|r| (r.handle_code, r.handle_msg.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (500, Some(MARK)),
+                (500, Some(MARK)),
+                (500, Some("failed earlier")),
+                (200, Some("done")),
+            ]
+        );
+        db.close().await.unwrap();
+    }
+
+    /// Batched trigger outcomes land each on its own row, on every backend.
+    #[tokio::test]
+    async fn batched_trigger_outcomes_land_on_their_own_rows() {
+        on_every_backend(outcomes_on_their_rows).await;
+    }
+
+    async fn outcomes_on_their_rows(db: DatabaseConnection) {
+        let a = logs::insert_run(&db, 1, 7, 1_000, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        let b = logs::insert_run(&db, 1, 8, 1_000, TriggerType::Manual, 0)
+            .await
+            .unwrap();
+        let rec = |log_id: i64, code: i32, addr: Option<&str>| TriggerRecord {
+            log_id,
+            trigger_ms: 2_000,
+            executor_address: addr.map(str::to_string),
+            trigger_code: code,
+            trigger_msg: format!("msg {log_id}"),
+            trigger_type: TriggerType::Cron,
+            ..Default::default()
+        };
+        logs::record_triggers(&db, &[rec(a, 200, Some("http://x/")), rec(b, 500, None)])
+            .await
+            .unwrap();
+        let rows = logs::all(&db).await.unwrap();
+        assert_eq!(
+            (rows[0].trigger_code, rows[0].executor_address.as_deref()),
+            (200, Some("http://x/"))
+        );
+        assert_eq!(
+            (rows[1].trigger_code, rows[1].executor_address.as_deref()),
+            (500, None)
+        );
+        assert_eq!(
+            rows[1].trigger_msg.as_deref(),
+            Some(format!("msg {b}").as_str())
+        );
+        assert_eq!(rows[1].trigger_type.as_deref(), Some("CRON"));
+        db.close().await.unwrap();
     }
 }

@@ -21,7 +21,6 @@ pub(crate) mod groups;
 pub(crate) mod in_doubt;
 pub(crate) mod jobs;
 pub(crate) mod leases;
-pub(crate) mod log_batches;
 pub(crate) mod log_by_job;
 pub(crate) mod log_pages;
 pub(crate) mod logs;

@@ -1,14 +1,14 @@
-//! The rules of a run row's outcome and result, written once and rendered for each place that
-//! writes them: the SQLite file's writer (cached single-row statements), the pooled writer on
-//! PostgreSQL (`UPDATE … FROM json_to_recordset`) and MySQL/MariaDB (`INSERT … ON DUPLICATE
-//! KEY UPDATE`), and the batched statements of an in-memory database ([`super::log_batches`]).
+//! The rules of a run row's outcome and result, written once and rendered for each database
+//! by [`super::run_rows`] (single-row statements on SQLite, `UPDATE … FROM json_to_recordset`
+//! on PostgreSQL, `INSERT … ON DUPLICATE KEY UPDATE` on MySQL/MariaDB) and by the fire
+//! journal's inserts on a SQLite file ([`super::writer::journal`]).
 //!
 //! - An outcome writes the trigger columns ([`OUTCOME_COLUMNS`]) and moves the row to
 //!   dispatched ([`outcome_assignments`]).
 //! - A result is written only to a run without one (first result wins: every writer adds
 //!   `handle_code = 0` to its condition). Its message is appended after `<br>` to one the row
 //!   already has and the whole cut to [`HANDLE_MSG_MAX`] characters; a result without a
-//!   message keeps the row's ([`merged_msg`], and [`result_assignments`] in SQL). A success
+//!   message keeps the row's ([`result_assignments`]). A success
 //!   moves `alarm_status` from unchecked to not needed and never moves an alarm state the
 //!   fail monitor already set.
 
@@ -41,16 +41,6 @@ pub(crate) fn outcome_assignments(value: impl Fn(&str, usize) -> String) -> Stri
         .collect();
     out.push(format!("fire_state = {}", fire_state::DISPATCHED));
     out.join(", ")
-}
-
-/// A stored message after a result with message `new` arrives at a row holding `old`.
-pub(crate) fn merged_msg(old: Option<&str>, new: Option<&str>) -> Option<String> {
-    let merged = match (old, new) {
-        (old, None) => return old.map(str::to_string),
-        (None | Some(""), Some(new)) => new.to_string(),
-        (Some(old), Some(new)) => format!("{old}<br>{new}"),
-    };
-    Some(crate::fire::cap_msg(merged))
 }
 
 /// `a` and `b` joined by `<br>` and cut to [`HANDLE_MSG_MAX`] characters, in `b`'s SQL.
@@ -108,22 +98,4 @@ pub(crate) fn first_alarm_sql(code: &str) -> String {
         AlarmStatus::NotNeeded.code(),
         AlarmStatus::Unchecked.code()
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_append_keep_and_cap() {
-        assert_eq!(merged_msg(None, None), None);
-        assert_eq!(merged_msg(Some(""), None).as_deref(), Some(""));
-        assert_eq!(merged_msg(Some("a"), None).as_deref(), Some("a"));
-        assert_eq!(merged_msg(None, Some("b")).as_deref(), Some("b"));
-        assert_eq!(merged_msg(Some(""), Some("b")).as_deref(), Some("b"));
-        assert_eq!(merged_msg(Some("a"), Some("b")).as_deref(), Some("a<br>b"));
-        let long = "x".repeat(HANDLE_MSG_MAX);
-        let m = merged_msg(Some(&long), Some("tail")).unwrap();
-        assert_eq!(m.chars().count(), HANDLE_MSG_MAX);
-    }
 }

@@ -1,33 +1,37 @@
-//! The final writes of run rows on a pooled database (PostgreSQL, MySQL/MariaDB), as the pooled
-//! run-row writer makes them, per batch one statement per kind:
+//! The final writes of run rows, written once on the store's port ([`super::port`]) for every
+//! connection: a run whose outcome and result are both in a batch gets one update writing both
+//! (the result only if the run had none: first result wins; else the outcome alone); an
+//! outcome alone and a result alone get theirs. The assignments are [`super::rules`]'. Used by
+//! the run-row writer on either connection ([`super::writer`]), by the lost-result check and
+//! by one-row writes of the console.
 //!
-//! - a run whose outcome and result are both in the batch: one update writing both (the
-//!   result only if the run had none: first result wins; else the outcome alone);
-//! - an outcome alone; a result alone (first result wins).
-//!
-//! On PostgreSQL each is an `UPDATE … FROM json_to_recordset($1)` with constant SQL (prepared
-//! once by the driver) and the batch's rows as one JSON parameter, `RETURNING` the runs it
-//! wrote. On MySQL/MariaDB the batch's rows are read and locked first (one constant statement,
-//! the ids as JSON), then written by `INSERT … ON DUPLICATE KEY UPDATE` with the rows as
-//! parameters (every id exists, so nothing is inserted): measured on MariaDB, a multi-table
-//! `UPDATE … JOIN JSON_TABLE(…)` materialises the JSON rows in an on-disk temporary table
-//! (its text columns) on every statement.
-//!
-//! The outcome's and the result's assignments are [`super::rules`]' (the same on every
-//! backend). An in-memory SQLite database (tests) goes through
-//! [`super::log_batches`] instead.
+//! How a batch's rows travel is the one thing that differs by database, not by connection
+//! ([`Dialect`], chosen from [`Port::backend`]):
+//! - **SQLite** (the writer's file, or a database in memory): cached single-row statements,
+//!   each prepared once per batch ([`Port::execute_each`]); on one local connection a row
+//!   costs no round trip, and an `UPDATE … FROM` of JSON rows would keep a statement journal.
+//! - **PostgreSQL**: per kind one `UPDATE … FROM json_to_recordset($1)` with constant SQL
+//!   (prepared once by the driver) and the batch's rows as one JSON parameter, `RETURNING`
+//!   the runs it wrote.
+//! - **MySQL/MariaDB**: the batch's rows read and locked first (one constant statement, the
+//!   ids as JSON), then written by `INSERT … ON DUPLICATE KEY UPDATE` with the rows as
+//!   parameters (every id exists, so nothing is inserted): a multi-table
+//!   `UPDATE … JOIN JSON_TABLE(…)` materialises the JSON rows in an on-disk temporary table
+//!   (its text columns) on every statement on MariaDB.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
+use std::sync::LazyLock;
 
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use sea_orm::DbBackend;
 use serde_json::{Map, Value as Json};
 
-use super::log_batches;
+use super::port::{Port, Value};
 use super::rules::{self, ResultSql};
 use crate::error::Result;
 use crate::fire::{HandleResult, TriggerRecord};
+use crate::model::wire::SUCCESS_CODE;
 
-/// A run whose result this batch wrote (first result wins), with what its child jobs need.
+/// A run whose result a write stored (first result wins), with what its child jobs need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Written {
     /// Log id.
@@ -40,7 +44,343 @@ pub(crate) struct Written {
     pub code: i32,
 }
 
-/// `YYYY-MM-DD HH:MM:SS.fff` of epoch ms (UTC), as DATETIME / TIMESTAMP columns take it.
+/// Writes `outcomes` and `results` (at most one result per run) in the port's transaction:
+/// paired runs in one update, the others alone; an outcome or result of a run that has no row
+/// (a cleared log) writes nothing. Answers the runs whose result this call stored.
+pub(crate) async fn write(
+    p: &Port<'_>,
+    outcomes: &[&TriggerRecord],
+    results: &[(&HandleResult, i64)],
+) -> Result<Vec<Written>> {
+    let d = Dialect::of(p, outcomes, results).await?;
+    let by_run: HashMap<i64, (&HandleResult, i64)> =
+        results.iter().map(|&(i, at)| (i.log_id, (i, at))).collect();
+    // in id order: rows near each other are written together
+    let mut in_order = outcomes.to_vec();
+    in_order.sort_by_key(|r| r.log_id);
+    let (paired, mut alone): (Vec<&TriggerRecord>, Vec<&TriggerRecord>) = in_order
+        .into_iter()
+        .partition(|r| by_run.contains_key(&r.log_id));
+    let mut written = Vec::new();
+    if !paired.is_empty() {
+        let rows: Vec<Paired<'_>> = paired.iter().map(|r| (*r, by_run[&r.log_id])).collect();
+        let done = d.paired(p, &rows).await?;
+        for r in paired {
+            if done.contains(&r.log_id) {
+                written.push(Written {
+                    id: r.log_id,
+                    job_id: r.job_id,
+                    chain_depth: r.chain_depth,
+                    code: by_run[&r.log_id].0.code,
+                });
+            } else {
+                // the run already had a result (a kill): its outcome still counts
+                alone.push(r);
+            }
+        }
+    }
+    if !alone.is_empty() {
+        d.outcomes(p, &alone).await?;
+    }
+    let with_outcome: HashSet<i64> = outcomes.iter().map(|r| r.log_id).collect();
+    let lone: Vec<(&HandleResult, i64)> = results
+        .iter()
+        .copied()
+        .filter(|(i, _)| !with_outcome.contains(&i.log_id))
+        .collect();
+    if !lone.is_empty() {
+        written.extend(d.results(p, &lone).await?);
+    }
+    Ok(written)
+}
+
+/// An outcome with the result it pairs with (received at, epoch ms).
+type Paired<'a> = (&'a TriggerRecord, (&'a HandleResult, i64));
+
+/// How a database takes a batch's rows (see the module docs).
+enum Dialect {
+    Sqlite,
+    Postgres,
+    /// With the batch's rows as read (and locked) before writing.
+    MySql(HashMap<i64, Existing>),
+}
+
+impl Dialect {
+    async fn of(
+        p: &Port<'_>,
+        outcomes: &[&TriggerRecord],
+        results: &[(&HandleResult, i64)],
+    ) -> Result<Dialect> {
+        Ok(match p.backend() {
+            DbBackend::Postgres => Dialect::Postgres,
+            DbBackend::MySql => {
+                let ids: Vec<i64> = outcomes
+                    .iter()
+                    .map(|r| r.log_id)
+                    .chain(results.iter().map(|(i, _)| i.log_id))
+                    .collect();
+                Dialect::MySql(existing(p, &ids).await?)
+            }
+            _ => Dialect::Sqlite,
+        })
+    }
+
+    /// Writes each outcome with its result where the run has no result yet; answers those
+    /// runs.
+    async fn paired(&self, p: &Port<'_>, rows: &[Paired<'_>]) -> Result<HashSet<i64>> {
+        match self {
+            Dialect::Sqlite => {
+                let args = rows
+                    .iter()
+                    .map(|(r, (item, at))| {
+                        let mut v = outcome_row(r);
+                        result_values(item, *at, &mut v);
+                        v
+                    })
+                    .collect();
+                let changed = p.execute_each(&LITE.paired, args).await?;
+                Ok(rows
+                    .iter()
+                    .zip(changed)
+                    .filter(|(_, n)| *n == 1)
+                    .map(|((r, _), _)| r.log_id)
+                    .collect())
+            }
+            Dialect::Postgres => {
+                let json = rows
+                    .iter()
+                    .map(|(r, (item, at))| {
+                        let mut m = Map::new();
+                        outcome_json(r, &mut m);
+                        result_json(item, *at, &mut m);
+                        Json::Object(m)
+                    })
+                    .collect();
+                let keys: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
+                let set = format!("{}, {}", outcome_set(), result_set());
+                let sql = update_sql(&keys, &set, "l.handle_code = 0", "l.id");
+                Ok(p.rows::<i64>(&sql, &[json_param(json)])
+                    .await?
+                    .into_iter()
+                    .collect())
+            }
+            Dialect::MySql(existing) => {
+                let mut done = HashSet::default();
+                let mut upserts = Vec::new();
+                for (r, (item, at)) in rows {
+                    if let Some(e) = existing.get(&r.log_id).filter(|e| !e.finished) {
+                        let mut row = key_values(r.log_id, e, r.trigger_code, item.code);
+                        upsert_outcome_values(r, &mut row);
+                        upsert_result_values(item, *at, &mut row);
+                        upserts.push(row);
+                        done.insert(r.log_id);
+                    }
+                }
+                let set = format!("{}, {}", upsert_outcome_set(), upsert_result_set());
+                upsert(p, &upsert_columns(true, true), &set, upserts).await?;
+                Ok(done)
+            }
+        }
+    }
+
+    /// Writes outcomes alone.
+    async fn outcomes(&self, p: &Port<'_>, rows: &[&TriggerRecord]) -> Result<()> {
+        match self {
+            Dialect::Sqlite => {
+                let args = rows.iter().map(|r| outcome_row(r)).collect();
+                p.execute_each(&LITE.outcome, args).await?;
+            }
+            Dialect::Postgres => {
+                let json = rows
+                    .iter()
+                    .map(|r| {
+                        let mut m = Map::new();
+                        outcome_json(r, &mut m);
+                        Json::Object(m)
+                    })
+                    .collect();
+                let keys = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
+                let sql = update_sql(&keys, &outcome_set(), "", "");
+                p.execute(&sql, &[json_param(json)]).await?;
+            }
+            Dialect::MySql(existing) => {
+                let upserts = rows
+                    .iter()
+                    .filter_map(|r| {
+                        let e = existing.get(&r.log_id)?;
+                        let mut row = key_values(r.log_id, e, r.trigger_code, 0);
+                        upsert_outcome_values(r, &mut row);
+                        Some(row)
+                    })
+                    .collect();
+                upsert(
+                    p,
+                    &upsert_columns(true, false),
+                    &upsert_outcome_set(),
+                    upserts,
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes results alone where the run has none yet; answers those runs.
+    async fn results(&self, p: &Port<'_>, rows: &[(&HandleResult, i64)]) -> Result<Vec<Written>> {
+        let mut written = Vec::new();
+        match self {
+            Dialect::Sqlite => {
+                let args = rows
+                    .iter()
+                    .map(|(item, at)| {
+                        let mut v = vec![item.log_id.into()];
+                        result_values(item, *at, &mut v);
+                        v
+                    })
+                    .collect();
+                let changed = p.execute_each(&LITE.result, args).await?;
+                for ((item, _), n) in rows.iter().zip(changed) {
+                    // the run's job and depth read back by id: cheaper on SQLite than a
+                    // `RETURNING` clause, which builds an ephemeral table per statement
+                    let run = if n == 1 {
+                        p.row::<(i32, i16)>(
+                            "SELECT job_id, chain_depth FROM xxl_job_log WHERE id = ?",
+                            &[item.log_id.into()],
+                        )
+                        .await?
+                    } else {
+                        None
+                    };
+                    if let Some((job_id, chain_depth)) = run {
+                        written.push(Written {
+                            id: item.log_id,
+                            job_id,
+                            chain_depth,
+                            code: item.code,
+                        });
+                    }
+                }
+            }
+            Dialect::Postgres => {
+                let codes: HashMap<i64, i32> =
+                    rows.iter().map(|(i, _)| (i.log_id, i.code)).collect();
+                let json = rows
+                    .iter()
+                    .map(|(item, at)| {
+                        let mut m = Map::new();
+                        result_json(item, *at, &mut m);
+                        Json::Object(m)
+                    })
+                    .collect();
+                let sql = update_sql(
+                    &["id", "hc", "ht", "hm"],
+                    &result_set(),
+                    "l.handle_code = 0",
+                    "l.id, l.job_id, l.chain_depth",
+                );
+                for (id, job_id, chain_depth) in
+                    p.rows::<(i64, i32, i16)>(&sql, &[json_param(json)]).await?
+                {
+                    written.push(Written {
+                        id,
+                        job_id,
+                        chain_depth,
+                        code: codes[&id],
+                    });
+                }
+            }
+            Dialect::MySql(existing) => {
+                let mut upserts = Vec::new();
+                for (item, at) in rows {
+                    // first result wins; a run that is gone takes none
+                    let Some(e) = existing.get(&item.log_id).filter(|e| !e.finished) else {
+                        continue;
+                    };
+                    let mut row = key_values(item.log_id, e, 0, item.code);
+                    upsert_result_values(item, *at, &mut row);
+                    upserts.push(row);
+                    written.push(Written {
+                        id: item.log_id,
+                        job_id: e.job_id,
+                        chain_depth: e.chain_depth,
+                        code: item.code,
+                    });
+                }
+                upsert(
+                    p,
+                    &upsert_columns(false, true),
+                    &upsert_result_set(),
+                    upserts,
+                )
+                .await?;
+            }
+        }
+        Ok(written)
+    }
+}
+
+/// `[id, the outcome's columns]` ([`rules::OUTCOME_COLUMNS`] order).
+pub(crate) fn outcome_row(r: &TriggerRecord) -> Vec<Value> {
+    let mut v = Vec::with_capacity(17);
+    v.extend([
+        r.log_id.into(),
+        crate::clock::ms_to_naive(r.trigger_ms).into(),
+        r.executor_address.clone().into(),
+        r.executor_handler.clone().into(),
+        r.executor_param.clone().into(),
+        r.executor_sharding_param.clone().into(),
+        r.executor_fail_retry_count.into(),
+        r.trigger_code.into(),
+        r.trigger_msg.clone().into(),
+        r.trigger_type.as_str().to_string().into(),
+    ]);
+    v
+}
+
+/// Appends a result's columns: code, time, message.
+pub(crate) fn result_values(item: &HandleResult, at_ms: i64, v: &mut Vec<Value>) {
+    v.extend([
+        item.code.into(),
+        crate::clock::ms_to_naive(at_ms).into(),
+        item.msg.clone().into(),
+    ]);
+}
+
+/// The single-row statements of SQLite (parameters: the id `?1`, the outcome `?2`–`?10`, the
+/// result after them).
+struct Lite {
+    paired: String,
+    outcome: String,
+    result: String,
+}
+
+static LITE: LazyLock<Lite> = LazyLock::new(|| {
+    let outcome = rules::outcome_assignments(|_, i| format!("?{}", i + 2));
+    let result = |first: usize| {
+        rules::result_assignments(
+            DbBackend::Sqlite,
+            &ResultSql {
+                row: "",
+                code: &format!("?{first}"),
+                time: &format!("?{}", first + 1),
+                msg: &format!("?{}", first + 2),
+            },
+        )
+    };
+    Lite {
+        paired: format!(
+            "UPDATE OR IGNORE xxl_job_log SET {outcome}, {} WHERE id = ?1 AND handle_code = 0",
+            result(11)
+        ),
+        outcome: format!("UPDATE OR IGNORE xxl_job_log SET {outcome} WHERE id = ?1"),
+        result: format!(
+            "UPDATE OR IGNORE xxl_job_log SET {} WHERE id = ?1 AND handle_code = 0",
+            result(2)
+        ),
+    }
+});
+
+/// `YYYY-MM-DD HH:MM:SS.fff` of epoch ms (UTC), as a JSON row's timestamp.
 fn stamp(ms: i64) -> String {
     crate::clock::ms_to_naive(ms)
         .format("%Y-%m-%d %H:%M:%S%.3f")
@@ -53,7 +393,7 @@ fn put(m: &mut Map<String, Json>, key: &str, v: Option<&str>) {
     }
 }
 
-/// An outcome's columns (keys `tt`…`ty`).
+/// An outcome's columns as a JSON row (keys `tt`…`ty`).
 fn outcome_json(r: &TriggerRecord, m: &mut Map<String, Json>) {
     m.insert("id".into(), r.log_id.into());
     m.insert("tt".into(), stamp(r.trigger_ms).into());
@@ -67,7 +407,7 @@ fn outcome_json(r: &TriggerRecord, m: &mut Map<String, Json>) {
     m.insert("ty".into(), r.trigger_type.as_str().into());
 }
 
-/// A result's columns (keys `hc`, `ht`, `hm`).
+/// A result's columns as a JSON row (keys `hc`, `ht`, `hm`).
 fn result_json(item: &HandleResult, at_ms: i64, m: &mut Map<String, Json>) {
     m.insert("id".into(), item.log_id.into());
     m.insert("hc".into(), item.code.into());
@@ -92,19 +432,6 @@ const COLUMNS: [(&str, &str); 13] = [
     ("hm", "text"),
 ];
 
-/// The table of JSON rows `v` with `keys`, as a FROM item.
-fn rows_source(keys: &[&str]) -> String {
-    format!(
-        "json_to_recordset($1::json) AS v({})",
-        COLUMNS
-            .iter()
-            .filter(|c| keys.contains(&c.0))
-            .map(|(k, pg)| format!("{k} {pg}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
 /// `SET` assignments of the outcome columns (`store::rules`), from the JSON rows' keys.
 fn outcome_set() -> String {
     const KEYS: [&str; 9] = ["tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
@@ -124,11 +451,18 @@ fn result_set() -> String {
     )
 }
 
-/// `UPDATE xxl_job_log … FROM <rows> … SET <set> [AND <cond>] [RETURNING …]`.
+/// `UPDATE xxl_job_log … FROM json_to_recordset($1) … SET <set> [AND <cond>] [RETURNING …]`
+/// of JSON rows with `keys`.
 fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
+    let columns: Vec<String> = COLUMNS
+        .iter()
+        .filter(|c| keys.contains(&c.0))
+        .map(|(k, pg)| format!("{k} {pg}"))
+        .collect();
     let mut sql = format!(
-        "UPDATE xxl_job_log AS l SET {set} FROM {} WHERE l.id = v.id",
-        rows_source(keys)
+        "UPDATE xxl_job_log AS l SET {set} FROM json_to_recordset($1::json) AS v({}) \
+         WHERE l.id = v.id",
+        columns.join(", ")
     );
     if !cond.is_empty() {
         sql.push_str(&format!(" AND {cond}"));
@@ -139,7 +473,7 @@ fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
     sql
 }
 
-fn json_param(rows: Vec<Json>) -> sea_orm::Value {
+fn json_param(rows: Vec<Json>) -> Value {
     Json::Array(rows).to_string().into()
 }
 
@@ -147,84 +481,73 @@ fn json_param(rows: Vec<Json>) -> sea_orm::Value {
 /// whether it has a result.
 #[derive(Clone, Copy)]
 struct Existing {
+    id: i64,
     group: i32,
     job_id: i32,
     chain_depth: i16,
     finished: bool,
 }
 
+impl super::port::FromRow for Existing {
+    fn from_row(r: &super::port::Row<'_>) -> Result<Self> {
+        Ok(Existing {
+            id: r.get(0)?,
+            group: r.get(1)?,
+            job_id: r.get(2)?,
+            chain_depth: r.get(3)?,
+            finished: r.get::<i32>(4)? != 0,
+        })
+    }
+}
+
 /// The rows among `ids` (MySQL/MariaDB), locked until the transaction ends. One constant
 /// statement per 1,000 ids (the ids a JSON parameter), prepared once per connection.
-async fn existing(c: &impl ConnectionTrait, ids: &[i64]) -> Result<HashMap<i64, Existing>> {
-    let mut out = HashMap::new();
+async fn existing(p: &Port<'_>, ids: &[i64]) -> Result<HashMap<i64, Existing>> {
+    let mut out = HashMap::default();
     for chunk in ids.chunks(1000) {
-        let rows = c
-            .query_all_raw(Statement::from_sql_and_values(
-                DbBackend::MySql,
+        let rows = p
+            .rows::<Existing>(
                 "SELECT l.id, l.job_group, l.job_id, l.chain_depth, l.handle_code \
                  FROM JSON_TABLE(?, '$[*]' COLUMNS(id BIGINT PATH '$')) AS v \
                  JOIN xxl_job_log AS l ON l.id = v.id FOR UPDATE",
-                [Json::from(chunk).to_string().into()],
-            ))
+                &[Json::from(chunk).to_string().into()],
+            )
             .await?;
-        for r in rows {
-            out.insert(
-                r.try_get::<i64>("", "id")?,
-                Existing {
-                    group: r.try_get("", "job_group")?,
-                    job_id: r.try_get("", "job_id")?,
-                    chain_depth: r.try_get("", "chain_depth")?,
-                    finished: r.try_get::<i32>("", "handle_code")? != 0,
-                },
-            );
-        }
+        out.extend(rows.into_iter().map(|e| (e.id, e)));
     }
     Ok(out)
 }
 
-/// One MySQL/MariaDB upsert row: the key and required columns, then the kind's.
-type UpsertRow = Vec<sea_orm::Value>;
-
 /// `INSERT INTO xxl_job_log (…) VALUES … ON DUPLICATE KEY UPDATE …` of `rows` (every row's id
 /// exists and is locked, so each row updates its run and none is inserted), 1,000 rows per
-/// statement. A multi-table `UPDATE … JOIN JSON_TABLE(…)` would cost MariaDB an on-disk
-/// temporary table per statement (the text columns) and a second pass over it.
-async fn upsert(
-    c: &impl ConnectionTrait,
-    columns: &[&str],
-    set: &str,
-    rows: Vec<UpsertRow>,
-) -> Result<()> {
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<UpsertRow> = rows.by_ref().take(1000).collect();
-        let one = format!("({})", vec!["?"; columns.len()].join(", "));
+/// statement.
+async fn upsert(p: &Port<'_>, columns: &[&str], set: &str, rows: Vec<Vec<Value>>) -> Result<()> {
+    let one = format!("({})", vec!["?"; columns.len()].join(", "));
+    for chunk in rows.chunks(1000) {
         let sql = format!(
             "INSERT INTO xxl_job_log ({}) VALUES {} ON DUPLICATE KEY UPDATE {set}",
             columns.join(", "),
             vec![one.as_str(); chunk.len()].join(", ")
         );
-        c.execute_raw(Statement::from_sql_and_values(
-            DbBackend::MySql,
-            sql,
-            chunk.into_iter().flatten(),
-        ))
-        .await?;
+        p.execute(&sql, &chunk.concat()).await?;
     }
     Ok(())
 }
 
-/// The required columns of an upsert row (never written over: its run exists).
-const UPSERT_KEY: [&str; 5] = ["id", "job_group", "job_id", "trigger_code", "handle_code"];
-/// An outcome's columns after [`UPSERT_KEY`] (whose `trigger_code` it writes): the rule's
-/// columns in their order, but that one.
-fn upsert_outcome_columns() -> impl Iterator<Item = &'static str> {
-    rules::OUTCOME_COLUMNS
+/// The columns of an upsert row: the key and required ones (never written over: the run
+/// exists), then the outcome's (but `trigger_code`, a key column), then the result's (but
+/// `handle_code`).
+fn upsert_columns(outcome: bool, result: bool) -> Vec<&'static str> {
+    ["id", "job_group", "job_id", "trigger_code", "handle_code"]
         .into_iter()
-        .filter(|c| *c != "trigger_code")
+        .chain(
+            rules::OUTCOME_COLUMNS
+                .into_iter()
+                .filter(|c| outcome && *c != "trigger_code"),
+        )
+        .chain(["handle_time", "handle_msg"].into_iter().filter(|_| result))
+        .collect()
 }
-/// A result's columns, after [`UPSERT_KEY`] (whose `handle_code` it writes).
-const UPSERT_RESULT: [&str; 2] = ["handle_time", "handle_msg"];
 
 fn upsert_outcome_set() -> String {
     rules::outcome_assignments(|c, _| format!("VALUES({c})"))
@@ -244,7 +567,7 @@ fn upsert_result_set() -> String {
     )
 }
 
-fn key_values(id: i64, e: &Existing, trigger_code: i32, handle_code: i32) -> UpsertRow {
+fn key_values(id: i64, e: &Existing, trigger_code: i32, handle_code: i32) -> Vec<Value> {
     vec![
         id.into(),
         e.group.into(),
@@ -254,9 +577,9 @@ fn key_values(id: i64, e: &Existing, trigger_code: i32, handle_code: i32) -> Ups
     ]
 }
 
-fn outcome_values(r: &TriggerRecord, row: &mut UpsertRow) {
+fn upsert_outcome_values(r: &TriggerRecord, row: &mut Vec<Value>) {
     row.extend([
-        stamp(r.trigger_ms).into(),
+        crate::clock::ms_to_naive(r.trigger_ms).into(),
         r.executor_address.clone().into(),
         r.executor_handler.clone().into(),
         r.executor_param.clone().into(),
@@ -267,237 +590,63 @@ fn outcome_values(r: &TriggerRecord, row: &mut UpsertRow) {
     ]);
 }
 
-fn result_values(item: &HandleResult, at_ms: i64, row: &mut UpsertRow) {
-    row.extend([stamp(at_ms).into(), item.msg.clone().into()]);
+fn upsert_result_values(item: &HandleResult, at_ms: i64, row: &mut Vec<Value>) {
+    row.extend([
+        crate::clock::ms_to_naive(at_ms).into(),
+        item.msg.clone().into(),
+    ]);
 }
 
-/// [`write`] on MySQL/MariaDB (no `UPDATE … RETURNING`): the batch's rows read and locked
-/// first, then one upsert per kind.
-async fn write_mysql(
-    c: &impl ConnectionTrait,
-    outcomes: &[TriggerRecord],
-    results: &[(HandleResult, i64)],
-) -> Result<Vec<Written>> {
-    let ids: Vec<i64> = outcomes
+/// The successful runs among `written` whose job has child jobs, as the completion actor takes
+/// them: each job's list as dispatched (`known`, from the outcomes a writer saw), else read.
+pub(crate) async fn finished(
+    p: &Port<'_>,
+    written: &[Written],
+    known: &mut Children,
+) -> Result<Vec<crate::store::writer::FinishedRun>> {
+    let ok: Vec<&Written> = written.iter().filter(|w| w.code == SUCCESS_CODE).collect();
+    let unknown: Vec<i32> = ok
         .iter()
-        .map(|r| r.log_id)
-        .chain(results.iter().map(|(i, _)| i.log_id))
-        .collect();
-    let rows = existing(c, &ids).await?;
-    let by_run: HashMap<i64, (&HandleResult, i64)> =
-        results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
-    let mut written = Vec::new();
-    let (mut paired, mut alone) = (Vec::new(), Vec::new());
-    let mut paired_ids = HashSet::new();
-    for r in outcomes {
-        let Some(e) = rows.get(&r.log_id) else {
-            continue; // its run is gone (a cleared log): nothing to write
-        };
-        match by_run.get(&r.log_id) {
-            Some(&(item, at)) if !e.finished => {
-                let mut row = key_values(r.log_id, e, r.trigger_code, item.code);
-                outcome_values(r, &mut row);
-                result_values(item, at, &mut row);
-                paired.push(row);
-                paired_ids.insert(r.log_id);
-                written.push(Written {
-                    id: r.log_id,
-                    job_id: r.job_id,
-                    chain_depth: r.chain_depth,
-                    code: item.code,
-                });
-            }
-            _ => {
-                // (a run that already had a result, a kill, keeps it: its outcome goes alone)
-                let mut row = key_values(r.log_id, e, r.trigger_code, 0);
-                outcome_values(r, &mut row);
-                alone.push(row);
-                paired_ids.insert(r.log_id);
-            }
-        }
-    }
-    let mut lone = Vec::new();
-    for (item, at) in results {
-        if paired_ids.contains(&item.log_id) {
-            continue;
-        }
-        let Some(e) = rows.get(&item.log_id).filter(|e| !e.finished) else {
-            continue; // first result wins; a run that is gone takes none
-        };
-        let mut row = key_values(item.log_id, e, 0, item.code);
-        result_values(item, *at, &mut row);
-        lone.push(row);
-        written.push(Written {
-            id: item.log_id,
-            job_id: e.job_id,
-            chain_depth: e.chain_depth,
-            code: item.code,
-        });
-    }
-    let columns = |outcome: bool, result: bool| -> Vec<&'static str> {
-        UPSERT_KEY
-            .into_iter()
-            .chain(upsert_outcome_columns().filter(|_| outcome))
-            .chain(UPSERT_RESULT.into_iter().filter(|_| result))
-            .collect()
-    };
-    if !paired.is_empty() {
-        let set = format!("{}, {}", upsert_outcome_set(), upsert_result_set());
-        upsert(c, &columns(true, true), &set, paired).await?;
-    }
-    if !alone.is_empty() {
-        upsert(c, &columns(true, false), &upsert_outcome_set(), alone).await?;
-    }
-    if !lone.is_empty() {
-        upsert(c, &columns(false, true), &upsert_result_set(), lone).await?;
-    }
-    Ok(written)
-}
-
-/// Writes `outcomes` and `results` (at most one result per run): paired runs in one update,
-/// the others alone. Answers the runs whose result this call wrote.
-pub(crate) async fn write(
-    c: &impl ConnectionTrait,
-    outcomes: &[TriggerRecord],
-    results: &[(HandleResult, i64)],
-) -> Result<Vec<Written>> {
-    match c.get_database_backend() {
-        DbBackend::Sqlite => write_sqlite(c, outcomes, results).await,
-        DbBackend::MySql => write_mysql(c, outcomes, results).await,
-        _ => write_postgres(c, outcomes, results).await,
-    }
-}
-
-/// [`write`] on PostgreSQL: `UPDATE … FROM json_to_recordset(…) … RETURNING`, the paired runs
-/// first (a run that already had a result keeps it: its outcome goes alone).
-async fn write_postgres(
-    c: &impl ConnectionTrait,
-    outcomes: &[TriggerRecord],
-    results: &[(HandleResult, i64)],
-) -> Result<Vec<Written>> {
-    let by_run: HashMap<i64, (&HandleResult, i64)> =
-        results.iter().map(|(i, at)| (i.log_id, (i, *at))).collect();
-    let (paired, mut outcome_alone): (Vec<&TriggerRecord>, Vec<&TriggerRecord>) = outcomes
-        .iter()
-        .partition(|r| by_run.contains_key(&r.log_id));
-    let mut written = Vec::new();
-    if !paired.is_empty() {
-        let rows: Vec<Json> = paired
-            .iter()
-            .map(|r| {
-                let mut m = Map::new();
-                outcome_json(r, &mut m);
-                let (item, at) = by_run[&r.log_id];
-                result_json(item, at, &mut m);
-                Json::Object(m)
-            })
-            .collect();
-        let keys: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
-        let set = format!("{}, {}", outcome_set(), result_set());
-        let sql = update_sql(&keys, &set, "l.handle_code = 0", "l.id");
-        let done: HashSet<i64> = c
-            .query_all_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                [json_param(rows)],
-            ))
-            .await?
-            .iter()
-            .map(|r| r.try_get::<i64>("", "id"))
-            .collect::<std::result::Result<_, _>>()?;
-        for r in paired {
-            if done.contains(&r.log_id) {
-                let (item, _) = by_run[&r.log_id];
-                written.push(Written {
-                    id: r.log_id,
-                    job_id: r.job_id,
-                    chain_depth: r.chain_depth,
-                    code: item.code,
-                });
-            } else {
-                outcome_alone.push(r);
-            }
-        }
-    }
-    if !outcome_alone.is_empty() {
-        let rows: Vec<Json> = outcome_alone
-            .iter()
-            .map(|r| {
-                let mut m = Map::new();
-                outcome_json(r, &mut m);
-                Json::Object(m)
-            })
-            .collect();
-        let keys = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
-        let sql = update_sql(&keys, &outcome_set(), "", "");
-        c.execute_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            sql,
-            [json_param(rows)],
-        ))
-        .await?;
-    }
-    let paired_ids: HashSet<i64> = outcomes.iter().map(|r| r.log_id).collect();
-    let lone: Vec<Json> = results
-        .iter()
-        .filter(|(i, _)| !paired_ids.contains(&i.log_id))
-        .map(|(i, at)| {
-            let mut m = Map::new();
-            result_json(i, *at, &mut m);
-            Json::Object(m)
-        })
-        .collect();
-    if !lone.is_empty() {
-        let sql = update_sql(
-            &["id", "hc", "ht", "hm"],
-            &result_set(),
-            "l.handle_code = 0",
-            "l.id, l.job_id, l.chain_depth",
-        );
-        for r in c
-            .query_all_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                [json_param(lone)],
-            ))
-            .await?
-        {
-            let id: i64 = r.try_get("", "id")?;
-            let (item, _) = by_run[&id];
-            written.push(Written {
-                id,
-                job_id: r.try_get("", "job_id")?,
-                chain_depth: r.try_get("", "chain_depth")?,
-                code: item.code,
-            });
-        }
-    }
-    Ok(written)
-}
-
-/// In-memory SQLite (tests): outcomes, then results, through the batched statements of
-/// [`log_batches`].
-async fn write_sqlite(
-    c: &impl ConnectionTrait,
-    outcomes: &[TriggerRecord],
-    results: &[(HandleResult, i64)],
-) -> Result<Vec<Written>> {
-    log_batches::record_triggers(c, outcomes).await?;
-    let items: Vec<HandleResult> = results.iter().map(|(i, _)| i.clone()).collect();
-    let at = results.iter().map(|(_, at)| *at).max().unwrap_or(0);
-    let done = log_batches::record_handles(c, &items, at).await?;
-    Ok(done
+        .map(|w| w.job_id)
+        .filter(|j| !known.0.contains_key(j))
+        .collect::<HashSet<_>>()
         .into_iter()
-        .zip(&items)
-        .filter_map(|(f, i)| {
-            f.map(|f| Written {
-                id: f.id,
-                job_id: f.job_id,
-                chain_depth: f.chain_depth,
-                code: i.code,
+        .collect();
+    for chunk in unknown.chunks(super::port::IN_CHUNK) {
+        let (marks, args) = super::port::in_list(chunk);
+        let sql = format!("SELECT id, child_jobid FROM xxl_job_info WHERE id IN ({marks})");
+        let read: HashMap<i32, Option<String>> = p.rows(&sql, &args).await?.into_iter().collect();
+        for j in chunk {
+            let list = read.get(j).cloned().flatten();
+            known.note(*j, list.map(Into::into));
+        }
+    }
+    Ok(ok
+        .into_iter()
+        .filter_map(|w| {
+            let list = known.0.get(&w.job_id)?.as_deref()?;
+            (!list.trim().is_empty()).then(|| crate::store::writer::FinishedRun {
+                id: w.id,
+                job_id: w.job_id,
+                chain_depth: w.chain_depth,
+                children: list.to_string(),
             })
         })
         .collect())
+}
+
+/// The child job lists of jobs, as their runs were dispatched (or read), by job id.
+#[derive(Default)]
+pub(crate) struct Children(HashMap<i32, Option<std::sync::Arc<str>>>);
+
+impl Children {
+    /// Remembers job `job_id`'s list.
+    pub(crate) fn note(&mut self, job_id: i32, list: Option<std::sync::Arc<str>>) {
+        if self.0.len() > 100_000 {
+            self.0.clear();
+        }
+        self.0.insert(job_id, list);
+    }
 }
 
 #[cfg(test)]
@@ -505,13 +654,14 @@ mod tests {
     use super::*;
     use crate::model::TriggerType;
     use crate::store::logs;
+    use sea_orm::{DatabaseConnection, TransactionTrait};
 
     fn record(log_id: i64, msg: &str) -> TriggerRecord {
         TriggerRecord {
             log_id,
             job_id: 7,
             chain_depth: 2,
-            trigger_ms: 1_500,
+            trigger_ms: 3_000,
             executor_address: Some("http://e:1/".into()),
             executor_param: Some("p".into()),
             trigger_code: 200,
@@ -532,93 +682,139 @@ mod tests {
         )
     }
 
-    /// The pooled final writes keep the stored-result rules on every backend: a run with both
-    /// gets both in one statement, first result wins (a killed run keeps its result but gets
-    /// its outcome), messages append after `<br>`, a success needs no alarm and an alarm state
-    /// already set stays; the runs whose result was written come back with their job and
-    /// depth, a run nobody knows does not (and its outcome creates no row).
+    /// The final writes keep the stored-result rules on every backend and either connection:
+    /// a run with both gets both in one statement, first result wins (a killed run keeps its
+    /// result but gets its outcome), messages append after `<br>`, a success needs no alarm
+    /// and an alarm state already set stays; the runs whose result was written come back with
+    /// their job and depth, a run nobody knows does not (and its outcome creates no row).
     #[tokio::test]
     async fn final_writes_keep_the_result_rules() {
         for db in crate::store::tests::every_backend().await {
-            let backend = db.get_database_backend();
-            let mut ids = vec![];
-            for _ in 0..5 {
-                ids.push(
-                    logs::insert_run(&db, 1, 7, 1_000, TriggerType::Cron, 2)
-                        .await
-                        .unwrap(),
-                );
-            }
-            // run 1 was killed (a result already), run 2 has a message, run 4 was alarmed
-            logs::record_handle(&db, ids[1], 500, Some("killed"), 1_200)
-                .await
-                .unwrap();
-            logs::append_handle_msg(&db, ids[2], "earlier")
-                .await
-                .unwrap();
-            logs::set_alarm_status(&db, ids[4], 2).await.unwrap();
-            let outcomes = vec![
-                record(ids[0], "t0"),
-                record(ids[1], "t1"),
-                record(ids[3], "t3"),
-                record(888_888, "a cleared run"),
-            ];
-            let results = vec![
-                result(ids[0], 200, Some("ok")),
-                result(ids[1], 200, Some("too late")),
-                result(ids[2], 200, Some("done")),
-                result(ids[4], 200, None),
-                result(999_999, 200, Some("unknown")),
-            ];
-            let written = write(&db, &outcomes, &results).await.unwrap();
-            let mut got: Vec<(i64, i32, i16)> = written
-                .iter()
-                .map(|w| (w.id, w.job_id, w.chain_depth))
-                .collect();
-            got.sort();
-            assert_eq!(
-                got,
-                vec![(ids[0], 7, 2), (ids[2], 7, 2), (ids[4], 7, 2)],
-                "{backend:?}"
-            );
-            let row = |k: usize| logs::get(&db, ids[k]);
-            let r0 = row(0).await.unwrap();
-            assert_eq!(
-                (
-                    r0.trigger_code,
-                    r0.handle_code,
-                    r0.handle_msg.as_deref(),
-                    r0.alarm_status
-                ),
-                (200, 200, Some("ok"), 1),
-                "{backend:?}"
-            );
-            assert_eq!(r0.fire_state, crate::model::fire_state::DISPATCHED);
-            assert_eq!(r0.trigger_msg.as_deref(), Some("t0"));
-            let r1 = row(1).await.unwrap();
-            assert_eq!(
-                (r1.trigger_code, r1.handle_code, r1.handle_msg.as_deref()),
-                (200, 500, Some("killed")),
-                "{backend:?}: the kill's result stays, the outcome is written"
-            );
-            let r2 = row(2).await.unwrap();
-            assert_eq!(
-                r2.handle_msg.as_deref(),
-                Some("earlier<br>done"),
-                "{backend:?}"
-            );
-            let r3 = row(3).await.unwrap();
-            assert_eq!((r3.trigger_code, r3.handle_code), (200, 0), "{backend:?}");
-            let r4 = row(4).await.unwrap();
-            assert_eq!((r4.handle_code, r4.alarm_status), (200, 2), "{backend:?}");
-            assert!(
-                logs::get(&db, 888_888).await.is_err(),
-                "{backend:?}: an outcome of a run that is gone creates no row"
-            );
-            // written again: nothing changes, nothing comes back
-            let again = write(&db, &[], &results).await.unwrap();
-            assert!(again.is_empty(), "{backend:?}");
+            rules_hold(&db, async |o, r| {
+                let txn = db.begin().await.unwrap();
+                let w = write(&Port::tx(&txn), o, r).await.unwrap();
+                txn.commit().await.unwrap();
+                w
+            })
+            .await;
             db.close().await.unwrap();
         }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.db");
+        let db = crate::store::tests::file_db(&path).await;
+        let conn = std::cell::RefCell::new(rusqlite::Connection::open(&path).unwrap());
+        rules_hold(&db, async |o, r| {
+            let mut c = conn.borrow_mut();
+            crate::store::port::file_tx(&mut c, async |p| write(p, o, r).await).unwrap()
+        })
+        .await;
+    }
+
+    async fn rules_hold(
+        db: &DatabaseConnection,
+        write: impl AsyncFn(&[&TriggerRecord], &[(&HandleResult, i64)]) -> Vec<Written>,
+    ) {
+        let backend = db.get_database_backend();
+        let mut ids = vec![];
+        for _ in 0..6 {
+            ids.push(
+                logs::insert_run(db, 1, 7, 1_000, TriggerType::Cron, 2)
+                    .await
+                    .unwrap(),
+            );
+        }
+        // run 1 was killed (a result already), run 2 has a message, run 4 was alarmed
+        logs::record_handle(db, ids[1], 500, Some("killed"), 1_200)
+            .await
+            .unwrap();
+        logs::append_handle_msg(db, ids[2], "earlier")
+            .await
+            .unwrap();
+        logs::set_alarm_status(db, ids[4], 2).await.unwrap();
+        // run 5's message is five characters short of the longest a message may be
+        let long = "x".repeat(crate::fire::HANDLE_MSG_MAX - 5);
+        logs::append_handle_msg(db, ids[5], &long).await.unwrap();
+        let outcomes = [
+            record(ids[0], "t0"),
+            record(ids[1], "t1"),
+            record(ids[3], "t3"),
+            record(888_888, "a cleared run"),
+        ];
+        let results = [
+            result(ids[0], 200, Some("ok")),
+            result(ids[1], 200, Some("too late")),
+            result(ids[2], 200, Some("done")),
+            result(ids[4], 200, None),
+            result(999_999, 200, Some("unknown")),
+            result(ids[5], 500, Some("tail")),
+        ];
+        let o: Vec<&TriggerRecord> = outcomes.iter().collect();
+        let r: Vec<(&HandleResult, i64)> = results.iter().map(|(i, at)| (i, *at)).collect();
+        let written = write(&o, &r).await;
+        let mut got: Vec<(i64, i32, i16)> = written
+            .iter()
+            .map(|w| (w.id, w.job_id, w.chain_depth))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (ids[0], 7, 2),
+                (ids[2], 7, 2),
+                (ids[4], 7, 2),
+                (ids[5], 7, 2)
+            ],
+            "{backend:?}"
+        );
+        let row = |k: usize| logs::get(db, ids[k]);
+        let r0 = row(0).await.unwrap();
+        assert_eq!(
+            (
+                r0.trigger_code,
+                r0.handle_code,
+                r0.handle_msg.as_deref(),
+                r0.alarm_status
+            ),
+            (200, 200, Some("ok"), 1),
+            "{backend:?}"
+        );
+        assert_eq!(r0.fire_state, crate::model::fire_state::DISPATCHED);
+        assert_eq!(r0.trigger_msg.as_deref(), Some("t0"));
+        assert_eq!(r0.executor_param.as_deref(), Some("p"));
+        assert_eq!(
+            r0.trigger_time.map(crate::clock::naive_to_ms),
+            Some(3_000),
+            "{backend:?}"
+        );
+        let r1 = row(1).await.unwrap();
+        assert_eq!(
+            (r1.trigger_code, r1.handle_code, r1.handle_msg.as_deref()),
+            (200, 500, Some("killed")),
+            "{backend:?}: the kill's result stays, the outcome is written"
+        );
+        let r2 = row(2).await.unwrap();
+        assert_eq!(
+            r2.handle_msg.as_deref(),
+            Some("earlier<br>done"),
+            "{backend:?}"
+        );
+        let r3 = row(3).await.unwrap();
+        assert_eq!((r3.trigger_code, r3.handle_code), (200, 0), "{backend:?}");
+        let r4 = row(4).await.unwrap();
+        assert_eq!((r4.handle_code, r4.alarm_status), (200, 2), "{backend:?}");
+        let m5 = row(5).await.unwrap().handle_msg.unwrap_or_default();
+        assert_eq!(
+            m5.chars().count(),
+            crate::fire::HANDLE_MSG_MAX,
+            "{backend:?}: an appended message is capped"
+        );
+        assert!(m5.ends_with("x<br>t"), "{backend:?}");
+        assert!(
+            logs::get(db, 888_888).await.is_err(),
+            "{backend:?}: an outcome of a run that is gone creates no row"
+        );
+        // written again: nothing changes, nothing comes back
+        let again = write(&[], &r).await;
+        assert!(again.is_empty(), "{backend:?}");
     }
 }

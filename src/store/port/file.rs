@@ -68,6 +68,14 @@ impl File<'_> {
         Ok(n as u64)
     }
 
+    pub(super) fn execute_each(&self, sql: &str, args: Vec<Vec<Value>>) -> Result<Vec<u64>> {
+        let c = self.0.lock();
+        let mut s = c.prepare_cached(sql)?;
+        args.into_iter()
+            .map(|a| Ok(s.execute(rusqlite::params_from_iter(a.iter().map(Lite)))? as u64))
+            .collect()
+    }
+
     pub(super) fn insert(&self, sql: &str, args: &[Value]) -> Result<i64> {
         let c = self.0.lock();
         c.prepare_cached(sql)?

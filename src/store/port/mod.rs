@@ -74,6 +74,21 @@ impl Port<'_> {
         }
     }
 
+    /// Runs `sql` once for each row of `args` (prepared once on a file); answers the rows each
+    /// run changed.
+    pub(crate) async fn execute_each(&self, sql: &str, args: Vec<Vec<Value>>) -> Result<Vec<u64>> {
+        match self {
+            Port::Pool(t) => {
+                let mut out = Vec::new();
+                for a in args {
+                    out.push(t.execute(statement(t.backend(), sql, &a)).await?);
+                }
+                Ok(out)
+            }
+            Port::File(c) => c.execute_each(sql, args),
+        }
+    }
+
     /// Runs the `INSERT` `sql` of a table whose key is `id`; answers the new row's id.
     pub(crate) async fn insert(&self, sql: &str, args: &[Value]) -> Result<i64> {
         match self {

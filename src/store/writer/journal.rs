@@ -28,8 +28,12 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::fire::{Fire, PendingFire};
+use crate::error::Result;
+use crate::fire::{Fire, HandleResult, PendingFire, TriggerRecord};
 use crate::model::{AlarmStatus, TriggerType, fire_state};
+use crate::store::port::Port;
+use crate::store::rules;
+use crate::store::run_rows::{self, Written};
 use crate::store::sqlite_text::naive_text;
 
 /// A journalled fire without its log row yet.
@@ -408,6 +412,160 @@ pub(crate) fn insert_pending(
         e.trigger_type.as_str()
     ])?;
     Ok(())
+}
+
+/// A journalled run's row, written once its outcome comes: the outcome's columns (`?1`–`?10`,
+/// as [`run_rows::outcome_row`] binds them), the result's (`?11`–`?13`) when it came along,
+/// then the run's identity (group, job, nominal time, chain depth). One row of `VALUES`: an
+/// `INSERT … SELECT` keeps a statement journal (a copy of every page it changes), which cost
+/// more than the row itself.
+struct Inserts {
+    with_result: String,
+    outcome: String,
+}
+
+static INSERTS: std::sync::LazyLock<Inserts> = std::sync::LazyLock::new(|| {
+    let insert = |result_cols: &str, result_values: &str, first: usize| {
+        format!(
+            "INSERT OR IGNORE INTO xxl_job_log (id, trigger_time, executor_address, \
+             executor_handler, executor_param, executor_sharding_param, \
+             executor_fail_retry_count, trigger_code, trigger_msg, trigger_type, {result_cols}, \
+             fire_state, job_group, job_id, fire_time, chain_depth) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, {result_values}, {}, ?{first}, \
+             ?{}, ?{}, ?{})",
+            fire_state::DISPATCHED,
+            first + 1,
+            first + 2,
+            first + 3
+        )
+    };
+    Inserts {
+        with_result: insert(
+            "handle_code, handle_time, handle_msg, alarm_status",
+            &format!("?11, ?12, ?13, {}", rules::first_alarm_sql("?11")),
+            14,
+        ),
+        outcome: insert(
+            "handle_code, alarm_status",
+            &format!("0, {}", AlarmStatus::Unchecked.code()),
+            11,
+        ),
+    }
+});
+
+/// Which jobs exist, as the writer read them; kept from batch to batch for as long as no other
+/// connection committed a change to the database (SQLite's `PRAGMA data_version`): jobs are
+/// created, edited and deleted through the pool, so any such change empties it, and a run's
+/// row is never written for a job deleted before its batch began.
+#[derive(Default)]
+pub(crate) struct JobCache {
+    /// `data_version` when the entries were read.
+    version: Option<i64>,
+    jobs: HashMap<i32, bool>,
+}
+
+/// Most jobs [`JobCache`] remembers; beyond it, it starts again.
+const MAX_CACHED_JOBS: usize = 1_000_000;
+
+impl JobCache {
+    /// Empties the cache when another connection committed since it was read.
+    async fn check(&mut self, p: &Port<'_>) -> Result<()> {
+        let version = p.row::<i64>("PRAGMA data_version", &[]).await?;
+        if self.version != version || self.jobs.len() > MAX_CACHED_JOBS {
+            self.jobs.clear();
+            self.version = version;
+        }
+        Ok(())
+    }
+
+    async fn exists(&mut self, p: &Port<'_>, job_id: i32) -> Result<bool> {
+        if let Some(&e) = self.jobs.get(&job_id) {
+            return Ok(e);
+        }
+        let e = p
+            .row::<i32>("SELECT 1 FROM xxl_job_info WHERE id = ?", &[job_id.into()])
+            .await?
+            .is_some();
+        self.jobs.insert(job_id, e);
+        Ok(e)
+    }
+}
+
+/// Inserts the rows of the journalled runs (no row yet) among a batch's `outcomes`, each with
+/// its result when `results` has it, and takes those outcomes and results out (what is left
+/// goes to [`run_rows::write`]); a journalled run with a result but no outcome gets its pending
+/// row (the result then updates it). A job deleted since its fire was journalled gets no row.
+/// Answers the runs whose result it stored, and the journalled runs it wrote (each once: for
+/// [`Journal::delete_emptied`], and [`Journal::settle`] after the commit).
+pub(crate) async fn insert_rows(
+    p: &Port<'_>,
+    journal: &Journal,
+    jobs: &mut JobCache,
+    outcomes: &mut Vec<&TriggerRecord>,
+    results: &mut Vec<(&HandleResult, i64)>,
+) -> Result<(Vec<Written>, Vec<i64>)> {
+    jobs.check(p).await?;
+    let mut by_run: HashMap<i64, (&HandleResult, i64)> =
+        results.iter().map(|&(i, at)| (i.log_id, (i, at))).collect();
+    let mut inserted = Vec::new();
+    let mut taken = foldhash::HashSet::default();
+    let (mut with_result, mut alone, mut paired) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rest = Vec::with_capacity(outcomes.len());
+    // in id order: the rows go at the end of the table's b-tree (an append) instead of
+    // splitting pages in its last few (the order outcomes come in)
+    outcomes.sort_by_key(|r| r.log_id);
+    for r in outcomes.drain(..) {
+        let Some(e) = journal.get(r.log_id).filter(|_| taken.insert(r.log_id)) else {
+            rest.push(r);
+            continue;
+        };
+        inserted.push(r.log_id);
+        let result = by_run.remove(&r.log_id);
+        if !jobs.exists(p, e.job_id).await? {
+            continue; // the job was deleted (with its runs) since the fire was journalled
+        }
+        let mut row = run_rows::outcome_row(r);
+        if let Some((item, at)) = result {
+            run_rows::result_values(item, at, &mut row);
+            paired.push(Written {
+                id: r.log_id,
+                job_id: r.job_id,
+                chain_depth: r.chain_depth,
+                code: item.code,
+            });
+        }
+        row.extend([
+            e.job_group.into(),
+            e.job_id.into(),
+            e.fire_time.into(),
+            r.chain_depth.into(),
+        ]);
+        if result.is_some() {
+            with_result.push(row);
+        } else {
+            alone.push(row);
+        }
+    }
+    *outcomes = rest;
+    let changed = p.execute_each(&INSERTS.with_result, with_result).await?;
+    let written: Vec<Written> = paired
+        .into_iter()
+        .zip(changed)
+        .filter_map(|(w, n)| (n == 1).then_some(w))
+        .collect();
+    p.execute_each(&INSERTS.outcome, alone).await?;
+    // a result without its outcome: the run's pending row first
+    for (item, _) in by_run.values() {
+        let id = item.log_id;
+        if let Some(e) = journal.get(id).filter(|_| taken.insert(id)) {
+            inserted.push(id);
+            if jobs.exists(p, e.job_id).await? {
+                p.on_file(|c| insert_pending(c, id, e)).transpose()?;
+            }
+        }
+    }
+    results.retain(|(i, _)| by_run.contains_key(&i.log_id));
+    Ok((written, inserted))
 }
 
 /// The journal's row that holds the dispatch mark (pages are rows 1 and up).

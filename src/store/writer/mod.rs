@@ -8,23 +8,25 @@
 //! both in the batch gets one row update carrying both. Successful runs whose job has child
 //! jobs come back as one [`RunsFinished`] message per batch.
 //!
-//! Both backends pair each run's outcome with its result in memory ([`pairing`]) so that one
+//! The writer pairs each run's outcome with its result in memory ([`pairing`]) so that one
 //! update writes both: a dispatched outcome waits up to [`OUTCOME_HOLD`] for its result, and a
 //! result of a run announced by [`LogWriter::dispatching`] waits up to [`RESULT_HOLD`] for its
 //! outcome (measured at 5,000 remote fires/s on SQLite: the writer's CPU per fire 18.5 → 15 µs).
-//! Two backends behind the same queue:
-//! - **SQLite file** (one node by construction, [`sqlite_file`]): a dedicated OS thread owns a
-//!   synchronous connection (rusqlite over the same `libsqlite3-sys` as sqlx) and writes each
-//!   batch with cached prepared single-row statements, O(rows), with no thread hop per
-//!   statement. At start it takes an exclusive lock on the database file, so a second node on
-//!   the same file refuses to start ([`crate::Error::DatabaseInUse`]).
-//! - **Pool** (PostgreSQL, MySQL, in-memory SQLite, [`pool`]): a task writing each batch
-//!   through sea-orm with one statement per kind ([`crate::store::run_rows`]: constant SQL, the
-//!   rows as one JSON parameter), one transaction per batch; a batch the database refuses for
-//!   its data is split until the bad row is found and stored reduced.
 //!
-//! Either backend retries a failed batch a few times before giving up on it (logged as an
-//! error; a waiting `/api/callback` then answers a failure, so the executor sends it again).
+//! Its loop and each batch's writes are written once ([`batches`]: the rows through the store
+//! port, [`crate::store::run_rows`]); what differs is the connection ([`batches::Conn`]):
+//! - **SQLite file** (one node by construction, [`sqlite_file`]): a dedicated OS thread owns a
+//!   synchronous connection (rusqlite over the same `libsqlite3-sys` as sqlx), with the fire
+//!   journal ([`journal`]); each batch's statements are cached and prepared, with no thread hop
+//!   per statement. At start it takes an exclusive lock on the database file, so a second node
+//!   on the same file refuses to start ([`crate::Error::DatabaseInUse`]).
+//! - **Pool** (PostgreSQL, MySQL, in-memory SQLite, [`pool`]): a task writing each batch in one
+//!   sea-orm transaction (on PostgreSQL and MySQL one statement per kind of row, the rows as
+//!   one JSON parameter).
+//!
+//! A failed batch is retried a few times before it is given up (logged as an error; a waiting
+//! `/api/callback` then answers a failure, so the executor sends it again); a batch the
+//! database refuses for its data is split until the bad row is found and stored reduced.
 //!
 //! Every queued item holds one unit of the engine's [`Activity`] until it is written, so a
 //! graceful stop (and a test on paused time) waits for the writes it has handed over.
@@ -38,11 +40,10 @@ use parking_lot::Mutex;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
-use super::log_batches;
 use crate::activity::{Activity, ActivityGuard};
 use crate::error::{Error, Result};
 use crate::fire::HandleResult;
-use crate::fire::{TriggerRecord, cap_msg};
+use crate::fire::TriggerRecord;
 use crate::model::wire::SUCCESS_CODE;
 pub(crate) use journal::Journal;
 
@@ -344,7 +345,14 @@ impl LogWriter {
                 Some(lock)
             }
             Target::Pool(db) => {
-                tokio::spawn(pool::run(db, rx, finished, activity.clone(), held.clone()));
+                let pool = pool::PoolConn::new(db);
+                tokio::spawn(batches::run(
+                    pool,
+                    rx,
+                    finished,
+                    activity.clone(),
+                    held.clone(),
+                ));
                 None
             }
         };
@@ -667,6 +675,7 @@ fn fill(first: Queued, rx: &mut mpsc::Receiver<Queued>) -> Vec<Queued> {
     ops
 }
 
+mod batches;
 pub(crate) mod journal;
 mod pairing;
 mod pool;
@@ -809,6 +818,7 @@ mod tests {
             .outcome(TriggerRecord {
                 log_id: ids[0],
                 job_id: parent,
+                children: Some("2".into()),
                 trigger_ms: 1_500,
                 trigger_code: 200,
                 trigger_msg: "triggered".into(),
@@ -1365,6 +1375,7 @@ mod tests {
         let outcome = |log_id: i64| TriggerRecord {
             log_id,
             job_id: job,
+            children: Some("7".into()),
             trigger_ms: 10_003,
             executor_address: Some("http://e/".into()),
             trigger_code: 200,
@@ -1523,6 +1534,7 @@ mod tests {
         let outcome = |log_id: i64| TriggerRecord {
             log_id,
             job_id: job,
+            children: Some("7".into()),
             trigger_ms: 10_003,
             trigger_code: 200,
             trigger_type: TriggerType::Cron,
@@ -1543,7 +1555,7 @@ mod tests {
         );
         assert_eq!(logs::get(&db, runs[0]).await.unwrap().handle_code, 200);
         let done = finished.recv().await.unwrap();
-        assert_eq!(done.0[0].children, "7", "the job as read");
+        assert_eq!(done.0[0].children, "7", "the job as dispatched");
 
         db.execute_unprepared(&format!("DELETE FROM xxl_job_info WHERE id = {job}"))
             .await

@@ -125,18 +125,6 @@ pub(super) struct Batch {
     taken_outcome_guards: Vec<ActivityGuard>,
 }
 
-impl Batch {
-    /// Whether there is nothing to write.
-    pub(super) fn is_empty(&self) -> bool {
-        self.outcomes.is_empty() && self.results.is_empty() && self.audits.is_empty()
-    }
-
-    /// How many items the batch holds (for logs).
-    pub(super) fn len(&self) -> usize {
-        self.outcomes.len() + self.results.len() + self.audits.len()
-    }
-}
-
 impl Pairing {
     /// Entries held now.
     pub(super) fn len(&self) -> usize {
