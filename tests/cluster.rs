@@ -6,6 +6,10 @@
 //! within the misfire threshold. SQLite serves one node: a second node on the same file is
 //! refused.
 //!
+//! On PostgreSQL the run also checks what the database wrote, from its per-table row counts:
+//! one row update per run (its outcome and result paired), and one update of a node's own row
+//! per lease renewal, not one per bucket.
+//!
 //! Leases live on the database's clock, so these nodes run in real time (about 25 s), each in
 //! its own thread and runtime; the sleeps set the scenario's moments, the assertions read what
 //! the database recorded. Bucket ownership under crashes, stalls and clock skew is also checked
@@ -221,6 +225,61 @@ fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
     })
 }
 
+/// Row writes PostgreSQL counted per table (`pg_stat_user_tables`), read once every node's
+/// connections closed (a backend reports its counts as it exits; read until two reads agree).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Writes {
+    log_inserted: i64,
+    log_updated: i64,
+    lease_updated: i64,
+    node_updated: i64,
+}
+
+fn table_writes(url: &str) -> Writes {
+    actix_rt::System::new().block_on(async {
+        let read = async || {
+            let db = Database::connect(url).await.unwrap();
+            let rows = db
+                .query_all_raw(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    "SELECT relname::text AS t, n_tup_ins AS ins, n_tup_upd AS upd \
+                     FROM pg_stat_user_tables \
+                     WHERE relname IN ('xxl_job_log', 'xjob_lease', 'xjob_node')",
+                ))
+                .await
+                .unwrap();
+            db.close().await.unwrap();
+            let mut w = Writes {
+                log_inserted: 0,
+                log_updated: 0,
+                lease_updated: 0,
+                node_updated: 0,
+            };
+            for r in rows {
+                let t: String = r.try_get("", "t").unwrap();
+                let (ins, upd): (i64, i64) =
+                    (r.try_get("", "ins").unwrap(), r.try_get("", "upd").unwrap());
+                match t.as_str() {
+                    "xxl_job_log" => (w.log_inserted, w.log_updated) = (ins, upd),
+                    "xjob_lease" => w.lease_updated = upd,
+                    _ => w.node_updated = upd,
+                }
+            }
+            w
+        };
+        let mut last = read().await;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = read().await;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    })
+}
+
 fn cluster_run(base_url: &str, backend: &str) {
     init_tracing();
     let url = fresh_database(base_url);
@@ -256,6 +315,33 @@ fn cluster_run(base_url: &str, backend: &str) {
         "fires of the killed node taken over within the misfire threshold: {} ms",
         o.failover_ms
     );
+    if backend == "postgres" {
+        // what the database wrote for it (row writes PostgreSQL counted per table)
+        let w = table_writes(&url);
+        eprintln!("{backend}: {w:?} for {} runs", o.rows);
+        let runs = o.rows as i64;
+        // a run's outcome and result are one update of its row (both are written by the node
+        // that dispatched it); apart, every run would take two
+        assert!(
+            w.log_updated * 10 <= runs * 13,
+            "outcome and result paired: {} row updates for {runs} runs",
+            w.log_updated
+        );
+        // a node renews every lease it holds with one update of its own row, about twice a
+        // second: 3 nodes for 25 s, the killed one for less
+        assert!(
+            (40..=250).contains(&w.node_updated),
+            "{} node-row updates",
+            w.node_updated
+        );
+        // bucket rows change when a bucket changes hands and with each second's dispatch
+        // marks, never per renewal (that alone would be 1,024 rows twice a second per node)
+        assert!(
+            w.lease_updated <= 3 * runs + 4 * 1024,
+            "{} lease-row updates for {runs} runs",
+            w.lease_updated
+        );
+    }
 }
 
 /// Three nodes on PostgreSQL, one killed mid-load: no fire lost, none run twice.

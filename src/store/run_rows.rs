@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 use sea_orm::DbBackend;
 use serde_json::{Map, Value as Json};
 
-use super::port::{Port, Value};
+use super::port::{Arg, Port, Value};
 use super::rules::{self, ResultSql};
 use crate::error::Result;
 use crate::fire::{HandleResult, TriggerRecord};
@@ -130,15 +130,12 @@ impl Dialect {
     async fn paired(&self, p: &Port<'_>, rows: &[Paired<'_>]) -> Result<HashSet<i64>> {
         match self {
             Dialect::Sqlite => {
-                let args = rows
-                    .iter()
-                    .map(|(r, (item, at))| {
-                        let mut v = outcome_row(r);
-                        result_values(item, *at, &mut v);
-                        v
-                    })
-                    .collect();
-                let changed = p.execute_each(&LITE.paired, args).await?;
+                let mut args = Vec::with_capacity(rows.len() * 13);
+                for (r, (item, at)) in rows {
+                    outcome_args(r, &mut args);
+                    result_args(item, *at, &mut args);
+                }
+                let changed = p.execute_each(&LITE.paired, 13, &args).await?;
                 Ok(rows
                     .iter()
                     .zip(changed)
@@ -187,8 +184,11 @@ impl Dialect {
     async fn outcomes(&self, p: &Port<'_>, rows: &[&TriggerRecord]) -> Result<()> {
         match self {
             Dialect::Sqlite => {
-                let args = rows.iter().map(|r| outcome_row(r)).collect();
-                p.execute_each(&LITE.outcome, args).await?;
+                let mut args = Vec::with_capacity(rows.len() * 10);
+                for r in rows {
+                    outcome_args(r, &mut args);
+                }
+                p.execute_each(&LITE.outcome, 10, &args).await?;
             }
             Dialect::Postgres => {
                 let json = rows
@@ -230,15 +230,12 @@ impl Dialect {
         let mut written = Vec::new();
         match self {
             Dialect::Sqlite => {
-                let args = rows
-                    .iter()
-                    .map(|(item, at)| {
-                        let mut v = vec![item.log_id.into()];
-                        result_values(item, *at, &mut v);
-                        v
-                    })
-                    .collect();
-                let changed = p.execute_each(&LITE.result, args).await?;
+                let mut args = Vec::with_capacity(rows.len() * 4);
+                for (item, at) in rows {
+                    args.push(Arg::Int(item.log_id));
+                    result_args(item, *at, &mut args);
+                }
+                let changed = p.execute_each(&LITE.result, 4, &args).await?;
                 for ((item, _), n) in rows.iter().zip(changed) {
                     // the run's job and depth read back by id: cheaper on SQLite than a
                     // `RETURNING` clause, which builds an ephemeral table per statement
@@ -319,30 +316,28 @@ impl Dialect {
     }
 }
 
-/// `[id, the outcome's columns]` ([`rules::OUTCOME_COLUMNS`] order).
-pub(crate) fn outcome_row(r: &TriggerRecord) -> Vec<Value> {
-    let mut v = Vec::with_capacity(17);
+/// Appends `[id, the outcome's columns]` ([`rules::OUTCOME_COLUMNS`] order).
+pub(crate) fn outcome_args<'a>(r: &'a TriggerRecord, v: &mut Vec<Arg<'a>>) {
     v.extend([
-        r.log_id.into(),
-        crate::clock::ms_to_naive(r.trigger_ms).into(),
-        r.executor_address.clone().into(),
-        r.executor_handler.clone().into(),
-        r.executor_param.clone().into(),
-        r.executor_sharding_param.clone().into(),
-        r.executor_fail_retry_count.into(),
-        r.trigger_code.into(),
-        r.trigger_msg.clone().into(),
-        r.trigger_type.as_str().to_string().into(),
+        Arg::Int(r.log_id),
+        Arg::Time(r.trigger_ms),
+        Arg::Text(r.executor_address.as_deref()),
+        Arg::Text(r.executor_handler.as_deref()),
+        Arg::Text(r.executor_param.as_deref()),
+        Arg::Text(r.executor_sharding_param.as_deref()),
+        Arg::Int(r.executor_fail_retry_count.into()),
+        Arg::Int(r.trigger_code.into()),
+        Arg::Text(Some(&r.trigger_msg)),
+        Arg::Text(Some(r.trigger_type.as_str())),
     ]);
-    v
 }
 
 /// Appends a result's columns: code, time, message.
-pub(crate) fn result_values(item: &HandleResult, at_ms: i64, v: &mut Vec<Value>) {
+pub(crate) fn result_args<'a>(item: &'a HandleResult, at_ms: i64, v: &mut Vec<Arg<'a>>) {
     v.extend([
-        item.code.into(),
-        crate::clock::ms_to_naive(at_ms).into(),
-        item.msg.clone().into(),
+        Arg::Int(item.code.into()),
+        Arg::Time(at_ms),
+        Arg::Text(item.msg.as_deref()),
     ]);
 }
 

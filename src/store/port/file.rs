@@ -5,7 +5,7 @@
 use parking_lot::Mutex;
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 
-use super::{FromRow, Port, Row, Value};
+use super::{Arg, FromRow, Port, Row, Value};
 use crate::error::Result;
 
 /// The writer's connection inside a transaction. Behind a mutex only so the shared async
@@ -68,11 +68,14 @@ impl File<'_> {
         Ok(n as u64)
     }
 
-    pub(super) fn execute_each(&self, sql: &str, args: Vec<Vec<Value>>) -> Result<Vec<u64>> {
+    pub(super) fn execute_each<'r>(
+        &self,
+        sql: &str,
+        rows: impl Iterator<Item = &'r [Arg<'r>]>,
+    ) -> Result<Vec<u64>> {
         let c = self.0.lock();
         let mut s = c.prepare_cached(sql)?;
-        args.into_iter()
-            .map(|a| Ok(s.execute(rusqlite::params_from_iter(a.iter().map(Lite)))? as u64))
+        rows.map(|row| Ok(s.execute(rusqlite::params_from_iter(row))? as u64))
             .collect()
     }
 
@@ -99,6 +102,18 @@ impl File<'_> {
         let mut s = c.prepare_cached(sql)?;
         let mut rows = s.query(rusqlite::params_from_iter(args.iter().map(Lite)))?;
         rows.next()?.map(|r| T::from_row(&Row::File(r))).transpose()
+    }
+}
+
+impl ToSql for Arg<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        use rusqlite::types::Value as V;
+        Ok(match *self {
+            Arg::Int(v) => ToSqlOutput::Owned(V::Integer(v)),
+            Arg::Text(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Arg::Text(None) => ToSqlOutput::Owned(V::Null),
+            Arg::Time(ms) => ToSqlOutput::Owned(V::Text(crate::store::sqlite_text::naive_text(ms))),
+        })
     }
 }
 

@@ -74,18 +74,26 @@ impl Port<'_> {
         }
     }
 
-    /// Runs `sql` once for each row of `args` (prepared once on a file); answers the rows each
-    /// run changed.
-    pub(crate) async fn execute_each(&self, sql: &str, args: Vec<Vec<Value>>) -> Result<Vec<u64>> {
+    /// Runs `sql` once for each row of `args` (`width` values each, [`Arg`]s borrowed from
+    /// the caller: on a file each is bound as it is, prepared once); answers the rows each run
+    /// changed.
+    pub(crate) async fn execute_each(
+        &self,
+        sql: &str,
+        width: usize,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<u64>> {
+        let rows = args.chunks(width.max(1));
         match self {
             Port::Pool(t) => {
                 let mut out = Vec::new();
-                for a in args {
-                    out.push(t.execute(statement(t.backend(), sql, &a)).await?);
+                for row in rows {
+                    let values: Vec<Value> = row.iter().map(|a| a.value()).collect();
+                    out.push(t.execute(statement(t.backend(), sql, &values)).await?);
                 }
                 Ok(out)
             }
-            Port::File(c) => c.execute_each(sql, args),
+            Port::File(c) => c.execute_each(sql, rows),
         }
     }
 
@@ -134,6 +142,25 @@ impl Port<'_> {
 
 fn values_of(v: Option<sea_orm::Values>) -> Vec<Value> {
     v.map(|v| v.0).unwrap_or_default()
+}
+
+/// A value of a row [`Port::execute_each`] binds, borrowed from the caller.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    Int(i64),
+    Text(Option<&'a str>),
+    /// A DATETIME, as epoch milliseconds.
+    Time(i64),
+}
+
+impl Arg<'_> {
+    fn value(self) -> Value {
+        match self {
+            Arg::Int(v) => v.into(),
+            Arg::Text(s) => s.map(str::to_string).into(),
+            Arg::Time(ms) => crate::clock::ms_to_naive(ms).into(),
+        }
+    }
 }
 
 /// `sql` with its `?` placeholders as `backend` spells them, bound to `args`.

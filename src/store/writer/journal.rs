@@ -31,7 +31,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Result;
 use crate::fire::{Fire, HandleResult, PendingFire, TriggerRecord};
 use crate::model::{AlarmStatus, TriggerType, fire_state};
-use crate::store::port::Port;
+use crate::store::port::{Arg, Port};
 use crate::store::rules;
 use crate::store::run_rows::{self, Written};
 use crate::store::sqlite_text::naive_text;
@@ -524,9 +524,14 @@ pub(crate) async fn insert_rows(
         if !jobs.exists(p, e.job_id).await? {
             continue; // the job was deleted (with its runs) since the fire was journalled
         }
-        let mut row = run_rows::outcome_row(r);
+        let args = if result.is_some() {
+            &mut with_result
+        } else {
+            &mut alone
+        };
+        run_rows::outcome_args(r, args);
         if let Some((item, at)) = result {
-            run_rows::result_values(item, at, &mut row);
+            run_rows::result_args(item, at, args);
             paired.push(Written {
                 id: r.log_id,
                 job_id: r.job_id,
@@ -534,26 +539,23 @@ pub(crate) async fn insert_rows(
                 code: item.code,
             });
         }
-        row.extend([
-            e.job_group.into(),
-            e.job_id.into(),
-            e.fire_time.into(),
-            r.chain_depth.into(),
+        args.extend([
+            Arg::Int(e.job_group.into()),
+            Arg::Int(e.job_id.into()),
+            Arg::Int(e.fire_time),
+            Arg::Int(r.chain_depth.into()),
         ]);
-        if result.is_some() {
-            with_result.push(row);
-        } else {
-            alone.push(row);
-        }
     }
     *outcomes = rest;
-    let changed = p.execute_each(&INSERTS.with_result, with_result).await?;
+    let changed = p
+        .execute_each(&INSERTS.with_result, 17, &with_result)
+        .await?;
     let written: Vec<Written> = paired
         .into_iter()
         .zip(changed)
         .filter_map(|(w, n)| (n == 1).then_some(w))
         .collect();
-    p.execute_each(&INSERTS.outcome, alone).await?;
+    p.execute_each(&INSERTS.outcome, 14, &alone).await?;
     // a result without its outcome: the run's pending row first
     for (item, _) in by_run.values() {
         let id = item.log_id;
