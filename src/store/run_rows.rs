@@ -44,6 +44,18 @@ pub(crate) struct Written {
     pub code: i32,
 }
 
+impl Written {
+    /// Run `r`, whose result with `code` was stored.
+    pub(crate) fn of(r: &TriggerRecord, code: i32) -> Written {
+        Written {
+            id: r.log_id,
+            job_id: r.job_id,
+            chain_depth: r.chain_depth,
+            code,
+        }
+    }
+}
+
 /// Writes `outcomes` and `results` (at most one result per run) in the port's transaction:
 /// paired runs in one update, the others alone; an outcome or result of a run that has no row
 /// (a cleared log) writes nothing. Answers the runs whose result this call stored.
@@ -67,12 +79,7 @@ pub(crate) async fn write(
         let done = d.paired(p, &rows).await?;
         for r in paired {
             if done.contains(&r.log_id) {
-                written.push(Written {
-                    id: r.log_id,
-                    job_id: r.job_id,
-                    chain_depth: r.chain_depth,
-                    code: by_run[&r.log_id].0.code,
-                });
+                written.push(Written::of(r, by_run[&r.log_id].0.code));
             } else {
                 // the run already had a result (a kill): its outcome still counts
                 alone.push(r);
@@ -130,12 +137,12 @@ impl Dialect {
     async fn paired(&self, p: &Port<'_>, rows: &[Paired<'_>]) -> Result<HashSet<i64>> {
         match self {
             Dialect::Sqlite => {
-                let mut args = Vec::with_capacity(rows.len() * 13);
-                for (r, (item, at)) in rows {
-                    outcome_args(r, &mut args);
-                    result_args(item, *at, &mut args);
-                }
-                let changed = p.execute_each(&LITE.paired, 13, &args).await?;
+                let changed = p
+                    .execute_each(&LITE.paired, rows, |(r, (item, at)), args| {
+                        outcome_args(r, args);
+                        result_args(item, *at, args);
+                    })
+                    .await?;
                 Ok(rows
                     .iter()
                     .zip(changed)
@@ -184,11 +191,8 @@ impl Dialect {
     async fn outcomes(&self, p: &Port<'_>, rows: &[&TriggerRecord]) -> Result<()> {
         match self {
             Dialect::Sqlite => {
-                let mut args = Vec::with_capacity(rows.len() * 10);
-                for r in rows {
-                    outcome_args(r, &mut args);
-                }
-                p.execute_each(&LITE.outcome, 10, &args).await?;
+                p.execute_each(&LITE.outcome, rows, |r, args| outcome_args(r, args))
+                    .await?;
             }
             Dialect::Postgres => {
                 let json = rows
@@ -230,12 +234,12 @@ impl Dialect {
         let mut written = Vec::new();
         match self {
             Dialect::Sqlite => {
-                let mut args = Vec::with_capacity(rows.len() * 4);
-                for (item, at) in rows {
-                    args.push(Arg::Int(item.log_id));
-                    result_args(item, *at, &mut args);
-                }
-                let changed = p.execute_each(&LITE.result, 4, &args).await?;
+                let changed = p
+                    .execute_each(&LITE.result, rows, |(item, at), args| {
+                        args.push(Arg::Int(item.log_id));
+                        result_args(item, *at, args);
+                    })
+                    .await?;
                 for ((item, _), n) in rows.iter().zip(changed) {
                     // the run's job and depth read back by id: cheaper on SQLite than a
                     // `RETURNING` clause, which builds an ephemeral table per statement

@@ -68,14 +68,25 @@ impl File<'_> {
         Ok(n as u64)
     }
 
-    pub(super) fn execute_each<'r>(
+    pub(super) fn execute_each<'r, T>(
         &self,
         sql: &str,
-        rows: impl Iterator<Item = &'r [Arg<'r>]>,
+        items: &'r [T],
+        args: impl Fn(&'r T, &mut Vec<Arg<'r>>),
     ) -> Result<Vec<u64>> {
         let c = self.0.lock();
         let mut s = c.prepare_cached(sql)?;
-        rows.map(|row| Ok(s.execute(rusqlite::params_from_iter(row))? as u64))
+        // one row's values at a time, in one small buffer: a batch's rows never become one
+        // large allocation (freed memory goes back to the system at once, and a large buffer
+        // per batch was page faults on every batch)
+        let mut row = Vec::with_capacity(24);
+        items
+            .iter()
+            .map(|t| {
+                row.clear();
+                args(t, &mut row);
+                Ok(s.execute(rusqlite::params_from_iter(&row))? as u64)
+            })
             .collect()
     }
 

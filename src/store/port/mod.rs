@@ -74,26 +74,28 @@ impl Port<'_> {
         }
     }
 
-    /// Runs `sql` once for each row of `args` (`width` values each, [`Arg`]s borrowed from
-    /// the caller: on a file each is bound as it is, prepared once); answers the rows each run
-    /// changed.
-    pub(crate) async fn execute_each(
+    /// Runs `sql` once for each of `items`, bound to the values `args` gives it ([`Arg`]s
+    /// borrowed from the item: on a file each is bound as it is, the statement prepared once);
+    /// answers the rows each run changed.
+    pub(crate) async fn execute_each<'r, T>(
         &self,
         sql: &str,
-        width: usize,
-        args: &[Arg<'_>],
+        items: &'r [T],
+        args: impl Fn(&'r T, &mut Vec<Arg<'r>>),
     ) -> Result<Vec<u64>> {
-        let rows = args.chunks(width.max(1));
         match self {
             Port::Pool(t) => {
-                let mut out = Vec::new();
-                for row in rows {
+                let mut out = Vec::with_capacity(items.len());
+                let mut row = Vec::new();
+                for item in items {
+                    row.clear();
+                    args(item, &mut row);
                     let values: Vec<Value> = row.iter().map(|a| a.value()).collect();
                     out.push(t.execute(statement(t.backend(), sql, &values)).await?);
                 }
                 Ok(out)
             }
-            Port::File(c) => c.execute_each(sql, rows),
+            Port::File(c) => c.execute_each(sql, items, args),
         }
     }
 

@@ -29,7 +29,7 @@ pub(super) trait Conn {
     /// child jobs once it committed.
     fn write(
         &mut self,
-        rows: &[Row],
+        rows: &Rows,
         children: &mut Children,
     ) -> impl Future<Output = Result<Vec<FinishedRun>>>;
     /// Whether `e` is the database refusing a row's data (splitting the batch finds it).
@@ -51,22 +51,18 @@ pub(super) trait Conn {
 /// results ([`run_rows::write`]); answers the finished runs with child jobs.
 pub(super) async fn write_rows(
     p: &Port<'_>,
-    rows: &[Row],
+    rows: &Rows,
     children: &mut Children,
     journal: Option<(&Journal, &mut JobCache)>,
 ) -> Result<(Vec<FinishedRun>, Vec<i64>)> {
-    let (mut audits, mut outcomes, mut results) = (Vec::new(), Vec::new(), Vec::new());
-    for r in rows {
-        match r {
-            Row::Audit(e) => audits.push(e.clone()),
-            Row::Outcome(o) => {
-                children.note(o.job_id, o.children.clone());
-                outcomes.push(o);
-            }
-            Row::Result(h, t) => results.push((h, *t)),
-        }
+    let mut outcomes = Vec::with_capacity(rows.outcomes.len());
+    for o in &rows.outcomes {
+        children.note(o.job_id, o.children.clone());
+        outcomes.push(o);
     }
-    crate::store::audit::record_in(p, &audits).await?;
+    let mut results: Vec<(&HandleResult, i64)> =
+        rows.results.iter().map(|(h, at)| (h, *at)).collect();
+    crate::store::audit::record_in(p, &rows.audits).await?;
     let (mut written, inserted, journal) = match journal {
         Some((j, jobs)) => {
             let (w, i) = journal::insert_rows(p, j, jobs, &mut outcomes, &mut results).await?;
@@ -117,8 +113,9 @@ pub(super) async fn run(
         let now = std::time::Instant::now();
         let mut b = held.prepare(ops, now, flush, &activity);
         b.audits.extend(conn.listed());
-        let rows = rows_of(&mut b);
-        let written = write_all(&mut conn, rows, &mut children).await;
+        let mut rows = Rows::of(&mut b);
+        let written = write_all(&mut conn, &mut rows, &mut children).await;
+        held.recycle(rows);
         if !written.finished.is_empty() {
             sink(RunsFinished(written.finished));
         }
@@ -158,25 +155,30 @@ struct Wrote {
 
 /// Writes `rows`, one transaction each try: retried whole on failures that are not about the
 /// data; a batch whose data the database refuses is split in halves, and a row refused alone
-/// is written reduced, with the database's reason in place of its texts.
-async fn write_all(conn: &mut impl Conn, rows: Vec<Row>, children: &mut Children) -> Wrote {
+/// is written reduced, with the database's reason in place of its texts. Leaves `rows` empty
+/// (with its buffers when the batch went whole, for the next one).
+async fn write_all(conn: &mut impl Conn, rows: &mut Rows, children: &mut Children) -> Wrote {
     let mut out = Wrote::default();
     // (rows, whether they are already reduced), the next to write last
-    let mut todo = vec![(rows, false)];
-    while let Some((mut rows, reduced)) = todo.pop() {
-        if rows.is_empty() {
+    let mut todo = vec![(std::mem::take(rows), false)];
+    while let Some((mut piece, reduced)) = todo.pop() {
+        if piece.is_empty() {
             continue;
         }
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let tried = std::panic::AssertUnwindSafe(conn.write(&rows, children))
+            let tried = std::panic::AssertUnwindSafe(conn.write(&piece, children))
                 .catch_unwind()
                 .await
                 .unwrap_or(Err(Error::Stopped("a run-row batch panicked")));
             let e = match tried {
                 Ok(f) => {
                     out.finished.extend(f);
+                    piece.clear();
+                    if rows.outcomes.capacity() < piece.outcomes.capacity() {
+                        *rows = std::mem::take(&mut piece);
+                    }
                     break;
                 }
                 Err(e) => e,
@@ -187,21 +189,21 @@ async fn write_all(conn: &mut impl Conn, rows: Vec<Row>, children: &mut Children
                 out.closed = true;
                 return out;
             }
-            if refused && !reduced && rows.len() > 1 {
-                let second = rows.split_off(rows.len() / 2);
+            if refused && !reduced && piece.len() > 1 {
+                let second = piece.split_off(piece.len() / 2);
                 todo.push((second, false));
-                todo.push((rows, false));
+                todo.push((piece, false));
                 break;
             }
             if refused && !reduced {
                 let why = e.to_string();
-                match rows[0].reduced(&why) {
+                match piece.reduced(&why) {
                     Some(r) => {
-                        tracing::error!(row = ?short(&rows[0]), error = %why, "a run row was refused; stored reduced");
-                        todo.push((vec![r], true));
+                        tracing::error!(row = ?piece.short(), error = %why, "a run row was refused; stored reduced");
+                        todo.push((r, true));
                     }
                     None => {
-                        tracing::error!(row = ?short(&rows[0]), error = %why, "a run row was refused; given up");
+                        tracing::error!(row = ?piece.short(), error = %why, "a run row was refused; given up");
                         out.lost_any = true;
                     }
                 }
@@ -212,7 +214,7 @@ async fn write_all(conn: &mut impl Conn, rows: Vec<Row>, children: &mut Children
                 tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                 continue;
             }
-            tracing::error!(rows = rows.len(), error = %e, "run-row batch given up");
+            tracing::error!(rows = piece.len(), error = %e, "run-row batch given up");
             out.lost_any = true;
             break;
         }
@@ -220,28 +222,65 @@ async fn write_all(conn: &mut impl Conn, rows: Vec<Row>, children: &mut Children
     out
 }
 
-/// What a log line says of a row: its kind and run (never its texts).
-fn short(row: &Row) -> (&'static str, i64) {
-    match row {
-        Row::Outcome(r) => ("outcome", r.log_id),
-        Row::Result(h, _) => ("result", h.log_id),
-        Row::Audit(_) => ("audit entry", 0),
+/// The rows a batch writes, owned: audit entries, outcomes, results (received at, epoch ms),
+/// in that order when it is split.
+#[derive(Default, Debug)]
+pub(super) struct Rows {
+    pub audits: Vec<Entry>,
+    pub outcomes: Vec<TriggerRecord>,
+    pub results: Vec<(HandleResult, i64)>,
+}
+
+impl Rows {
+    /// The rows of `b` (moved out of it, nothing copied).
+    fn of(b: &mut Batch) -> Rows {
+        Rows {
+            audits: std::mem::take(&mut b.audits),
+            outcomes: std::mem::take(&mut b.outcomes),
+            results: std::mem::take(&mut b.results),
+        }
     }
-}
 
-/// One row a batch writes.
-#[derive(Clone, Debug)]
-pub(super) enum Row {
-    Outcome(TriggerRecord),
-    /// A result, received at (epoch ms).
-    Result(HandleResult, i64),
-    Audit(Entry),
-}
+    fn len(&self) -> usize {
+        self.audits.len() + self.outcomes.len() + self.results.len()
+    }
 
-impl Row {
-    /// This row cut down to what any database stores (the texts that may carry what a column
-    /// refused replaced by the reason), or `None` when it is already reduced.
-    fn reduced(&self, why: &str) -> Option<Row> {
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.audits.clear();
+        self.outcomes.clear();
+        self.results.clear();
+    }
+
+    /// The rows from `at` on (in the order above), taken out of these.
+    fn split_off(&mut self, at: usize) -> Rows {
+        let a = at.min(self.audits.len());
+        let o = (at - a).min(self.outcomes.len());
+        let r = (at - a - o).min(self.results.len());
+        Rows {
+            audits: self.audits.split_off(a),
+            outcomes: self.outcomes.split_off(o),
+            results: self.results.split_off(r),
+        }
+    }
+
+    /// What a log line says of the first row: its kind and run (never its texts).
+    fn short(&self) -> (&'static str, i64) {
+        if let Some(r) = self.outcomes.first().filter(|_| self.audits.is_empty()) {
+            ("outcome", r.log_id)
+        } else if let Some((h, _)) = self.results.first().filter(|_| self.audits.is_empty()) {
+            ("result", h.log_id)
+        } else {
+            ("audit entry", 0)
+        }
+    }
+
+    /// The first row cut down to what any database stores (the texts that may carry what a
+    /// column refused replaced by the reason), or `None` when it is already reduced.
+    fn reduced(&self, why: &str) -> Option<Rows> {
         let note = |what: &str| {
             crate::bounded::cut_bytes(
                 &format!("[xjob] {what} could not be stored as it was: {why}"),
@@ -249,62 +288,49 @@ impl Row {
             )
             .into_owned()
         };
-        match self {
-            Row::Outcome(r) => {
-                let reduced = TriggerRecord {
-                    executor_address: r
-                        .executor_address
-                        .clone()
-                        .filter(|a| a.is_ascii() && a.len() <= 255),
-                    executor_handler: None,
-                    executor_param: None,
-                    executor_sharding_param: None,
-                    trigger_msg: note("the trigger outcome"),
-                    ..r.clone()
-                };
-                (reduced.trigger_msg != r.trigger_msg).then_some(Row::Outcome(reduced))
+        let mut out = Rows::default();
+        if let Some(e) = self.audits.first() {
+            let detail = note("the entry");
+            if e.detail == detail {
+                return None;
             }
-            Row::Result(h, at) => {
-                let msg = Some(note("the result message"));
-                (h.msg != msg).then(|| Row::Result(HandleResult { msg, ..h.clone() }, *at))
+            out.audits.push(Entry {
+                username: e
+                    .username
+                    .chars()
+                    .filter(char::is_ascii_alphanumeric)
+                    .collect(),
+                client_ip: String::new(),
+                target_id: String::new(),
+                detail,
+                ..e.clone()
+            });
+        } else if let Some(r) = self.outcomes.first() {
+            let reduced = TriggerRecord {
+                executor_address: r
+                    .executor_address
+                    .clone()
+                    .filter(|a| a.is_ascii() && a.len() <= 255),
+                executor_handler: None,
+                executor_param: None,
+                executor_sharding_param: None,
+                trigger_msg: note("the trigger outcome"),
+                ..r.clone()
+            };
+            if reduced.trigger_msg == r.trigger_msg {
+                return None;
             }
-            Row::Audit(e) => {
-                let detail = note("the entry");
-                (e.detail != detail).then(|| {
-                    Row::Audit(Entry {
-                        username: e
-                            .username
-                            .chars()
-                            .filter(char::is_ascii_alphanumeric)
-                            .collect(),
-                        client_ip: String::new(),
-                        target_id: String::new(),
-                        detail,
-                        ..e.clone()
-                    })
-                })
+            out.outcomes.push(reduced);
+        } else {
+            let (h, at) = self.results.first()?;
+            let msg = Some(note("the result message"));
+            if h.msg == msg {
+                return None;
             }
+            out.results.push((HandleResult { msg, ..h.clone() }, *at));
         }
+        Some(out)
     }
-}
-
-/// The rows of a batch: its audit entries, outcomes and results (moved out of it).
-fn rows_of(b: &mut Batch) -> Vec<Row> {
-    let mut rows: Vec<Row> = std::mem::take(&mut b.audits)
-        .into_iter()
-        .map(Row::Audit)
-        .collect();
-    rows.extend(
-        std::mem::take(&mut b.outcomes)
-            .into_iter()
-            .map(Row::Outcome),
-    );
-    rows.extend(
-        std::mem::take(&mut b.results)
-            .into_iter()
-            .map(|(i, at)| Row::Result(i, at)),
-    );
-    rows
 }
 
 /// Wakes the writer at real-time deadlines from a thread of its own (the runtime's clock may be
@@ -392,4 +418,74 @@ async fn linger(mut ops: Vec<Queued>, rx: &mut mpsc::Receiver<Queued>) -> (Vec<Q
         }
     }
     (ops, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(audits: usize, outcomes: usize, results: usize) -> Rows {
+        let entry = |i: usize| Entry {
+            detail: format!("a{i}"),
+            ..Entry::default()
+        };
+        Rows {
+            audits: (0..audits).map(entry).collect(),
+            outcomes: (0..outcomes as i64)
+                .map(|log_id| TriggerRecord {
+                    log_id,
+                    ..Default::default()
+                })
+                .collect(),
+            results: (0..results as i64)
+                .map(|log_id| {
+                    (
+                        HandleResult {
+                            log_id,
+                            code: 200,
+                            msg: None,
+                        },
+                        log_id,
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The rows as one list: what a split must keep in order.
+    fn listed(r: &Rows) -> Vec<String> {
+        let a = r.audits.iter().map(|e| e.detail.clone());
+        let o = r.outcomes.iter().map(|o| format!("o{}", o.log_id));
+        let h = r.results.iter().map(|(h, _)| format!("r{}", h.log_id));
+        a.chain(o).chain(h).collect()
+    }
+
+    proptest::proptest! {
+        /// Splitting a batch anywhere keeps every row once and in order: the first part holds
+        /// the first `at` rows of the list audit entries, outcomes, results, the second the rest.
+        #[test]
+        fn a_split_keeps_every_row_in_order(
+            a in 0usize..4, o in 0usize..6, r in 0usize..6, at in 0usize..20,
+        ) {
+            let mut first = rows(a, o, r);
+            let whole = listed(&first);
+            let at = at.min(whole.len());
+            let second = first.split_off(at);
+            proptest::prop_assert_eq!(first.len(), at);
+            let mut joined = listed(&first);
+            joined.extend(listed(&second));
+            proptest::prop_assert_eq!(joined, whole);
+        }
+    }
+
+    /// A row refused alone is written reduced once; reduced again it is given up.
+    #[test]
+    fn a_refused_row_is_reduced_once() {
+        for one in [rows(1, 0, 0), rows(0, 1, 0), rows(0, 0, 1)] {
+            let reduced = one.reduced("too long").expect("reduced once");
+            assert_eq!(reduced.len(), 1);
+            assert_eq!(reduced.short(), one.short());
+            assert!(reduced.reduced("too long").is_none());
+        }
+    }
 }

@@ -497,19 +497,19 @@ impl JobCache {
 /// row (the result then updates it). A job deleted since its fire was journalled gets no row.
 /// Answers the runs whose result it stored, and the journalled runs it wrote (each once: for
 /// [`Journal::delete_emptied`], and [`Journal::settle`] after the commit).
-pub(crate) async fn insert_rows(
+pub(crate) async fn insert_rows<'a>(
     p: &Port<'_>,
-    journal: &Journal,
+    journal: &'a Journal,
     jobs: &mut JobCache,
-    outcomes: &mut Vec<&TriggerRecord>,
-    results: &mut Vec<(&HandleResult, i64)>,
+    outcomes: &mut Vec<&'a TriggerRecord>,
+    results: &mut Vec<(&'a HandleResult, i64)>,
 ) -> Result<(Vec<Written>, Vec<i64>)> {
     jobs.check(p).await?;
     let mut by_run: HashMap<i64, (&HandleResult, i64)> =
         results.iter().map(|&(i, at)| (i.log_id, (i, at))).collect();
     let mut inserted = Vec::new();
     let mut taken = foldhash::HashSet::default();
-    let (mut with_result, mut alone, mut paired) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut with_result, mut alone) = (Vec::new(), Vec::new());
     let mut rest = Vec::with_capacity(outcomes.len());
     // in id order: the rows go at the end of the table's b-tree (an append) instead of
     // splitting pages in its last few (the order outcomes come in)
@@ -524,38 +524,41 @@ pub(crate) async fn insert_rows(
         if !jobs.exists(p, e.job_id).await? {
             continue; // the job was deleted (with its runs) since the fire was journalled
         }
-        let args = if result.is_some() {
-            &mut with_result
-        } else {
-            &mut alone
-        };
-        run_rows::outcome_args(r, args);
-        if let Some((item, at)) = result {
-            run_rows::result_args(item, at, args);
-            paired.push(Written {
-                id: r.log_id,
-                job_id: r.job_id,
-                chain_depth: r.chain_depth,
-                code: item.code,
-            });
+        match result {
+            Some(res) => with_result.push((r, res, e)),
+            None => alone.push((r, e)),
         }
+    }
+    *outcomes = rest;
+    // the run's identity columns (from the journal), after its outcome's and result's
+    fn identity(r: &TriggerRecord, e: &Entry, args: &mut Vec<Arg<'_>>) {
         args.extend([
             Arg::Int(e.job_group.into()),
             Arg::Int(e.job_id.into()),
             Arg::Int(e.fire_time),
             Arg::Int(r.chain_depth.into()),
-        ]);
+        ])
     }
-    *outcomes = rest;
     let changed = p
-        .execute_each(&INSERTS.with_result, 17, &with_result)
+        .execute_each(
+            &INSERTS.with_result,
+            &with_result,
+            |(r, (item, at), e), args| {
+                run_rows::outcome_args(r, args);
+                run_rows::result_args(item, *at, args);
+                identity(r, e, args);
+            },
+        )
         .await?;
-    let written: Vec<Written> = paired
-        .into_iter()
-        .zip(changed)
-        .filter_map(|(w, n)| (n == 1).then_some(w))
+    let written = (with_result.iter().zip(changed))
+        .filter(|(_, n)| *n == 1)
+        .map(|((r, (item, _), _), _)| Written::of(r, item.code))
         .collect();
-    p.execute_each(&INSERTS.outcome, 14, &alone).await?;
+    p.execute_each(&INSERTS.outcome, &alone, |(r, e), args| {
+        run_rows::outcome_args(r, args);
+        identity(r, e, args);
+    })
+    .await?;
     // a result without its outcome: the run's pending row first
     for (item, _) in by_run.values() {
         let id = item.log_id;

@@ -2,7 +2,7 @@
 //! each batch one sea-orm transaction on the store port ([`batches::write_rows`]), written by
 //! a task of the engine's runtime.
 
-use super::batches::{self, Row};
+use super::batches::{self, Rows};
 use super::*;
 use crate::store::port::Port;
 use crate::store::run_rows::Children;
@@ -24,7 +24,7 @@ impl PoolConn {
 }
 
 impl batches::Conn for PoolConn {
-    async fn write(&mut self, rows: &[Row], children: &mut Children) -> Result<Vec<FinishedRun>> {
+    async fn write(&mut self, rows: &Rows, children: &mut Children) -> Result<Vec<FinishedRun>> {
         let txn = self.db.begin().await?;
         let (finished, _) = batches::write_rows(&Port::tx(&txn), rows, children, None).await?;
         txn.commit().await?;

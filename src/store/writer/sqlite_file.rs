@@ -134,23 +134,17 @@ struct FileConn {
 impl batches::Conn for FileConn {
     async fn write(
         &mut self,
-        rows: &[batches::Row],
+        rows: &batches::Rows,
         children: &mut Children,
     ) -> Result<Vec<FinishedRun>> {
-        let FileConn {
-            shared,
-            journal,
-            jobs,
-            tail,
-            ..
-        } = self;
-        let mut slot = shared.lock();
+        let mut slot = self.shared.lock();
         let conn = slot.as_mut().ok_or(Error::Stopped(GONE))?;
+        let journal = Some((&self.journal, &mut self.jobs));
         let (finished, inserted) = port::file_tx(conn, async |p| {
-            batches::write_rows(p, rows, children, Some((journal, jobs))).await
+            batches::write_rows(p, rows, children, journal).await
         })?;
-        journal.settle(&inserted);
-        tail.rows += inserted.len();
+        self.journal.settle(&inserted);
+        self.tail.rows += inserted.len();
         Ok(finished)
     }
 
