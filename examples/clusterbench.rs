@@ -214,8 +214,10 @@ fn main() -> anyhow::Result<()> {
         WARMUP_S + TAIL_S + 2
     );
     let xjob = xjob_binary(&args)?.canonicalize()?;
+    // logs on stderr: stdout carries the summary line alone (other programs read it)
     tracing_subscriber::fmt()
         .with_env_filter("warn,sqlx=error")
+        .with_writer(std::io::stderr)
         .init();
     actix_rt::System::new().block_on(run(
         url, nodes, jobs, seconds, executors, db_pid, kill, stop, xjob,

@@ -97,8 +97,10 @@ fn main() -> anyhow::Result<()> {
         eprintln!("loadbench: --mode must be inprocess or remote, not {mode}");
         std::process::exit(2);
     }
+    // logs on stderr: stdout carries the summary line alone (other programs read it)
     tracing_subscriber::fmt()
         .with_env_filter("warn,sqlx=error")
+        .with_writer(std::io::stderr)
         .init();
     let dir = tempfile::tempdir()?;
     let url = arg(&args, "--database").unwrap_or_else(|| {

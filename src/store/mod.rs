@@ -7,12 +7,14 @@
 //! connection (rusqlite, cached statements, no thread hop): workflow transitions
 //! ([`workflow_runs`]), job creation and start, the single-node scan page, claims. Where a
 //! transaction runs is chosen where each store is built ([`scan::ScanStore`],
-//! [`workflow_runs::Runs`]). What is still written per connection: the run-row writer's
-//! batches ([`writer`]: cached single-row statements on a file, set-based JSON statements on
-//! PostgreSQL and MySQL ([`run_rows`]), both rendering [`rules`]), the fire journal of a file
-//! against pending rows on a pool, and the cluster scan's takeover and fencing ([`scan`]'s
-//! `pool`). `.ci/store-lines.sh` counts those lines. Fires that may have been sent are settled
-//! over the pool on every backend ([`in_doubt`]). DATETIME columns hold UTC.
+//! [`workflow_runs::Runs`]). The run-row writer's loop and its batch are written once too
+//! (`writer::batches`, with [`run_rows`] rendering [`rules`]: how rows travel differs by
+//! database, single-row statements on SQLite, JSON rows on PostgreSQL, upserts on MySQL, not
+//! by connection). What is still written per connection: the writer's two small connection
+//! types (a file's thread, a pool's transactions), the fire journal of a file against pending
+//! rows on a pool, and the cluster scan's takeover and fencing ([`scan`]'s `pool`).
+//! `.ci/store-lines.sh` counts those lines. Fires that may have been sent are settled over the
+//! pool on every backend ([`in_doubt`]). DATETIME columns hold UTC.
 
 pub(crate) mod api_keys;
 pub(crate) mod audit;

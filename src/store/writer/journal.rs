@@ -491,6 +491,23 @@ impl JobCache {
     }
 }
 
+/// A journalled run's row as [`INSERTS`] binds it: the outcome's values, the result's when
+/// it came along, then the run's identity (from the journal).
+type JournalRow<'a> = (
+    &'a TriggerRecord,
+    Option<(&'a HandleResult, i64)>,
+    &'a Entry,
+);
+
+fn bind<'a>(&(r, result, e): &JournalRow<'a>, args: &mut Vec<Arg<'a>>) {
+    run_rows::outcome_args(r, args);
+    if let Some((item, at)) = result {
+        run_rows::result_args(item, at, args);
+    }
+    let (group, job) = (e.job_group.into(), e.job_id.into());
+    args.extend([group, job, e.fire_time, r.chain_depth.into()].map(Arg::Int));
+}
+
 /// Inserts the rows of the journalled runs (no row yet) among a batch's `outcomes`, each with
 /// its result when `results` has it, and takes those outcomes and results out (what is left
 /// goes to [`run_rows::write`]); a journalled run with a result but no outcome gets its pending
@@ -525,40 +542,19 @@ pub(crate) async fn insert_rows<'a>(
             continue; // the job was deleted (with its runs) since the fire was journalled
         }
         match result {
-            Some(res) => with_result.push((r, res, e)),
-            None => alone.push((r, e)),
+            Some(_) => with_result.push((r, result, e)),
+            None => alone.push((r, result, e)),
         }
     }
     *outcomes = rest;
-    // the run's identity columns (from the journal), after its outcome's and result's
-    fn identity(r: &TriggerRecord, e: &Entry, args: &mut Vec<Arg<'_>>) {
-        args.extend([
-            Arg::Int(e.job_group.into()),
-            Arg::Int(e.job_id.into()),
-            Arg::Int(e.fire_time),
-            Arg::Int(r.chain_depth.into()),
-        ])
-    }
     let changed = p
-        .execute_each(
-            &INSERTS.with_result,
-            &with_result,
-            |(r, (item, at), e), args| {
-                run_rows::outcome_args(r, args);
-                run_rows::result_args(item, *at, args);
-                identity(r, e, args);
-            },
-        )
+        .execute_each(&INSERTS.with_result, &with_result, |r, a| bind(r, a))
         .await?;
     let written = (with_result.iter().zip(changed))
-        .filter(|(_, n)| *n == 1)
-        .map(|((r, (item, _), _), _)| Written::of(r, item.code))
+        .filter_map(|((r, res, _), n)| Some(Written::of(r, res.filter(|_| n == 1)?.0.code)))
         .collect();
-    p.execute_each(&INSERTS.outcome, &alone, |(r, e), args| {
-        run_rows::outcome_args(r, args);
-        identity(r, e, args);
-    })
-    .await?;
+    p.execute_each(&INSERTS.outcome, &alone, |r, a| bind(r, a))
+        .await?;
     // a result without its outcome: the run's pending row first
     for (item, _) in by_run.values() {
         let id = item.log_id;
