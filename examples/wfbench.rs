@@ -4,7 +4,8 @@
 //! Run: `cargo run --release --example wfbench -- --shape wide --nodes 1000 --fanout 100` or
 //! `-- --shape many --runs 2000 --nodes 5`; `--repeat K` runs the shape K times one after
 //! another and measures them together; `--database URL` uses that (empty) database instead of
-//! a temporary SQLite file.
+//! a temporary SQLite file; `--clients C` starts the runs from C callers at once (default one,
+//! each start awaited before the next).
 //! - `wide`: one workflow of N nodes: a start node, then stages of F nodes in parallel each
 //!   joined by one node (fan-out F then fan-in), until N nodes.
 //! - `many`: R runs of a small workflow of N nodes (a start, N-2 in parallel, a join) started
@@ -65,6 +66,8 @@ fn main() -> anyhow::Result<()> {
     let fanout: usize = arg(&args, "--fanout").map_or(Ok(100), |v| v.parse())?;
     let runs: usize = arg(&args, "--runs").map_or(Ok(2000), |v| v.parse())?;
     let repeat: usize = arg(&args, "--repeat").map_or(Ok(1), |v| v.parse())?;
+    let clients: usize = arg(&args, "--clients").map_or(Ok(1), |v| v.parse())?;
+    anyhow::ensure!(clients >= 1, "--clients is at least 1");
     let database = arg(&args, "--database");
     let baseline = args.iter().any(|a| a == "--baseline");
     let dir = tempfile::tempdir()?;
@@ -147,13 +150,29 @@ fn main() -> anyhow::Result<()> {
         // `--repeat`: the same runs again once they ended, measured together
         for _ in 0..repeat {
             let ended_before = metrics.workflow_counts();
-            for _ in 0..count {
-                ids.push(
-                    engine
-                        .trigger_workflow(w.id, TriggerType::Api, None)
-                        .await?,
-                );
+            // `--clients C`: C callers start the runs at once, each its share in turn
+            let starts = (0..clients).map(|c| {
+                let engine = engine.clone();
+                let n = count / clients + usize::from(c < count % clients);
+                async move {
+                    let mut ids = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        ids.push(
+                            engine
+                                .trigger_workflow(w.id, TriggerType::Api, None)
+                                .await?,
+                        );
+                    }
+                    Ok::<_, anyhow::Error>(ids)
+                }
+            });
+            for started in futures::future::try_join_all(starts).await? {
+                ids.extend(started);
             }
+            eprintln!(
+                "{count} runs started in {:.3} s",
+                t0.elapsed().as_secs_f64()
+            );
             let deadline = Instant::now() + Duration::from_secs(600);
             loop {
                 let (_, ok, failed) = metrics.workflow_counts();
@@ -181,6 +200,7 @@ fn main() -> anyhow::Result<()> {
             "{}",
             json!({
                 "bench": "workflow", "shape": shape, "runs": ids.len(), "nodes_per_run": n_nodes,
+                "clients": clients,
                 "node_runs": node_runs, "wall_s": (wall * 1000.0).round() / 1000.0,
                 "node_runs_per_sec": (node_runs as f64 / wall).round(),
                 "cpu_us_per_node_run": cpu_us.round(),

@@ -16,6 +16,7 @@
 //! leaves nothing, and after it a pending row that [`Runs::stale_pending`] hands to whichever
 //! node recovers it (the claim makes it one): no node run twice, none forgotten.
 
+mod pass;
 mod tx;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +33,7 @@ use sea_orm::{
 };
 use serde_json::Value;
 
+use self::pass::{Ids, Pass};
 use self::tx::{NodeUpdate, PendingRow, RUN_COLUMNS, Tx, workflow_of};
 use crate::error::{Error, Result};
 use crate::model::wire::SUCCESS_CODE;
@@ -509,6 +511,8 @@ pub struct Runs {
     compiled: Arc<Mutex<Versions>>,
     /// The writer of a SQLite file this node holds.
     file: Option<LogWriter>,
+    /// Ids reserved for the rows passes insert (PostgreSQL).
+    ids: Arc<Ids>,
 }
 
 /// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
@@ -611,6 +615,7 @@ impl Runs {
         Runs {
             compiled: Arc::default(),
             file: writer.single_node().then(|| writer.clone()),
+            ids: Arc::default(),
         }
     }
 
@@ -638,6 +643,23 @@ impl Runs {
         let out = f(&Port::tx(&txn)).await?;
         txn.commit().await?;
         Ok(out)
+    }
+
+    /// [`Runs::transact`] with the rules' reads and writes kept by a [`Pass`] and written at
+    /// its end: on a database server a pass costs a handful of round trips whatever its size.
+    async fn pass<R: Answer>(
+        &self,
+        db: &DatabaseConnection,
+        f: impl AsyncFnOnce(&Pass<'_, '_>) -> Result<R> + Send + Sync + 'static,
+    ) -> Result<R> {
+        let ids = self.ids.clone();
+        self.transact(db, async move |port| {
+            let pass = Pass::new(port, &ids);
+            let out = f(&pass).await?;
+            pass.flush().await?;
+            Ok(out)
+        })
+        .await
     }
 
     async fn compiled(
@@ -691,7 +713,7 @@ impl Runs {
     ) -> Result<(i64, Changes)> {
         let ctx = initial_context(params.as_deref())?;
         let me = self.clone();
-        self.transact(db, async move |tx| {
+        self.pass(db, async move |tx| {
             me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
                 .await
         })
@@ -1321,7 +1343,7 @@ impl Runs {
         now: i64,
     ) -> Result<Changes> {
         let me = self.clone();
-        self.transact(db, async move |tx| me.apply_in(tx, items, now).await)
+        self.pass(db, async move |tx| me.apply_in(tx, items, now).await)
             .await
     }
 
@@ -1343,6 +1365,9 @@ impl Runs {
         for f in items {
             by_run.entry(f.run_id).or_default().push(f);
         }
+        let run_ids: Vec<i64> = by_run.keys().copied().collect();
+        let log_ids: Vec<i64> = by_run.values().flatten().map(|f| f.log_id).collect();
+        tx.prepare(&run_ids, &log_ids).await?;
         let mut ch = Changes::default();
         for (run_id, items) in by_run {
             let ids: Vec<i64> = items.iter().map(|f| f.log_id).collect();

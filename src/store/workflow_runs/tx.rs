@@ -49,6 +49,13 @@ pub(crate) struct PendingRow<'a> {
 /// The reads and writes of a workflow transaction (see the module docs). Every method runs in
 /// the transaction the implementation holds; none commits.
 pub(crate) trait Tx: Sync {
+    /// Readies a pass over results of `runs`' rows `log_ids`: an implementation that keeps
+    /// rows ([`super::pass::Pass`]) takes the runs' locks, closes the rows' links and reads the
+    /// runs' node rows here, for the whole pass at once. The others do each as it comes.
+    fn prepare(&self, runs: &[i64], log_ids: &[i64]) -> impl Future<Output = Result<()>> + Send {
+        let _ = (runs, log_ids);
+        async { Ok(()) }
+    }
     /// A workflow.
     fn workflow(&self, id: i32) -> impl Future<Output = Result<Option<wf::Model>>> + Send;
     /// A workflow version's definition (its JSON).
@@ -150,7 +157,7 @@ impl FromRow for runs::Model {
     }
 }
 
-const NODE_COLUMNS: &str = "id, run_id, node_key, attempt, max_attempts, state, decision, \
+pub(crate) const NODE_COLUMNS: &str = "id, run_id, node_key, attempt, max_attempts, state, decision, \
     shards_total, shards_done, shards_failed, child_run, start_time, end_time, message, cleared";
 
 impl FromRow for nodes::Model {
@@ -553,7 +560,10 @@ mod tests {
     /// key, attempt, state, decision, shards and message, and each run row's param.
     async fn recorded(db: &sea_orm::DatabaseConnection, run: i64) -> String {
         let r = crate::store::workflow_runs::get(db, run).await.unwrap();
-        let mut out = format!("{} {} {:?}\n", r.status, r.context, r.message);
+        let mut out = format!(
+            "{} {} {:?} @{}-{:?}\n",
+            r.status, r.context, r.message, r.start_time, r.end_time
+        );
         let mut nodes = crate::store::workflow_runs::node_runs(db, run)
             .await
             .unwrap();
@@ -576,7 +586,12 @@ mod tests {
                 let l = crate::store::logs::get(db, id).await.unwrap();
                 out.push_str(&format!(" [{:?} {}]", l.executor_param, l.fire_state));
             }
-            out.push('\n');
+            out.push_str(&format!(
+                " @{}-{:?} {:?}\n",
+                n.start_time,
+                n.end_time,
+                n.child_run.is_some()
+            ));
         }
         out
     }
@@ -718,6 +733,199 @@ mod tests {
             "gone 1/1 FAILED None 0/0/0 Some(\"job 999 not found\")",
         ] {
             assert!(sea.contains(line), "{line} in {sea}");
+        }
+    }
+    /// The top-level run `run` belongs to (itself, or the run of its parent node's run, up).
+    async fn top_of(db: &sea_orm::DatabaseConnection, mut run: i64) -> i64 {
+        loop {
+            let r = crate::store::workflow_runs::get(db, run).await.unwrap();
+            let Some(node) = r.parent_node_run else {
+                return run;
+            };
+            let n: Option<i64> = Port::db(db)
+                .row(
+                    "SELECT run_id FROM xjob_workflow_node_run WHERE id = ?",
+                    &[node.into()],
+                )
+                .await
+                .unwrap();
+            run = n.unwrap();
+        }
+    }
+
+    /// A run moved on row by row and one moved on by a [`super::super::pass::Pass`] (rows kept,
+    /// written at the end; on PostgreSQL new rows take reserved ids), given the same results,
+    /// record the same rows on every backend: decisions, values passed downstream, a failed
+    /// node's next attempt, a nested run, a missing job, the runs' ends.
+    #[tokio::test]
+    async fn kept_rows_record_what_row_by_row_records() {
+        use crate::store::workflow_runs::pass::{Ids, Pass};
+        for db in crate::store::tests::every_backend().await {
+            let backend = db.get_database_backend();
+            let t0 = 1_800_000_000_000;
+            let now = crate::clock::ms_to_naive(t0);
+            let addresses = Some("http://a:1/,http://b:1/".to_string());
+            let g = crate::store::groups::insert(&db, "app", "App", 1, addresses, now)
+                .await
+                .unwrap();
+            let spec = |name: &str, retries: i32| {
+                let mut s = crate::JobSpec::cron(g, name, "0 0 3 * * ?", "h");
+                s.executor_fail_retry_count = retries;
+                s
+            };
+            let valid = |s: crate::JobSpec| s.validate(chrono_tz::UTC, now).unwrap();
+            let job = crate::store::jobs::insert(&db, valid(spec("j", 0)))
+                .await
+                .unwrap();
+            let again = crate::store::jobs::insert(&db, valid(spec("r", 1)))
+                .await
+                .unwrap();
+            let mut wide = spec("w", 0);
+            wide.executor_route_strategy = "SHARDING_BROADCAST".into();
+            let wide = crate::store::jobs::insert(&db, valid(wide)).await.unwrap();
+            let workflow = |name: &str, def: serde_json::Value| entity::xjob_workflow::Model {
+                id: 0,
+                job_group: g,
+                name: name.into(),
+                description: None,
+                author: "t".into(),
+                version: 1,
+                definition: def.to_string(),
+                created_at: t0,
+                updated_at: t0,
+                schedule_type: "NONE".into(),
+                schedule_conf: None,
+                misfire_strategy: "DO_NOTHING".into(),
+                trigger_status: 0,
+                trigger_next_time: 0,
+                concurrency: "PARALLEL".into(),
+                max_queued: 0,
+            };
+            let child = serde_json::json!({
+                "nodes": [
+                    { "key": "x", "type": "JOB", "jobId": job, "param": "p=${p}" },
+                    { "key": "y", "type": "JOB", "jobId": job }
+                ],
+                "edges": [{ "from": "x", "to": "y" }]
+            });
+            let child = crate::store::workflows::insert(&db, workflow("child", child))
+                .await
+                .unwrap();
+            let def = serde_json::json!({
+                "nodes": [
+                    { "key": "a", "type": "JOB", "jobId": job },
+                    { "key": "b", "type": "JOB", "jobId": job, "param": "k=${k}" },
+                    { "key": "d", "type": "DECISION", "expression": "k == 1" },
+                    { "key": "c", "type": "JOB", "jobId": job },
+                    { "key": "bad", "type": "JOB", "jobId": again },
+                    { "key": "after", "type": "JOB", "jobId": job },
+                    { "key": "gone", "type": "JOB", "jobId": 999 },
+                    { "key": "sub", "type": "WORKFLOW", "workflowId": child.id },
+                    { "key": "end", "type": "JOB", "jobId": job, "allowFailure": true },
+                    { "key": "wide", "type": "JOB", "jobId": wide, "param": "k=${k}" }
+                ],
+                "edges": [
+                    { "from": "a", "to": "b" },
+                    { "from": "a", "to": "d" },
+                    { "from": "d", "to": "c", "condition": "TRUE" },
+                    { "from": "a", "to": "bad" },
+                    { "from": "bad", "to": "after" },
+                    { "from": "c", "to": "gone" },
+                    { "from": "b", "to": "sub" },
+                    { "from": "sub", "to": "end" },
+                    { "from": "a", "to": "wide" },
+                    { "from": "wide", "to": "end" }
+                ]
+            });
+            let w = crate::store::workflows::insert(&db, workflow("w", def))
+                .await
+                .unwrap();
+            let runs = Runs::default();
+            let ids = Ids::default();
+            let ctx = || crate::store::workflow_runs::initial_context(Some(r#"{"p":1}"#)).unwrap();
+            let mut top = Vec::new();
+            for kept in [false, true] {
+                let txn = db.begin().await.unwrap();
+                let port = Port::tx(&txn);
+                let (run, _) = if kept {
+                    let pass = Pass::new(&port, &ids);
+                    let out = runs
+                        .start_tx(&pass, w.id, TriggerType::Api, None, ctx(), t0)
+                        .await
+                        .unwrap();
+                    pass.flush().await.unwrap();
+                    out
+                } else {
+                    runs.start_tx(&port, w.id, TriggerType::Api, None, ctx(), t0)
+                        .await
+                        .unwrap()
+                };
+                txn.commit().await.unwrap();
+                top.push(run);
+            }
+            // results as an executor would send them: `a` puts k=1, `bad` fails (twice)
+            for step in 1..20 {
+                let open = open_rows(&db).await;
+                if open.is_empty() {
+                    break;
+                }
+                for (log_id, _, key) in &open {
+                    let (code, msg) = match key.as_str() {
+                        "a" => (200, "xjob.context={\"k\":1}\nfine"),
+                        "bad" => (500, "broken"),
+                        _ => (200, "fine"),
+                    };
+                    db.execute_raw(Statement::from_sql_and_values(
+                        backend,
+                        crate::store::port::placeholders(
+                            backend,
+                            "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, \
+                             fire_state = 0 WHERE id = ?",
+                        )
+                        .into_owned(),
+                        [code.into(), msg.into(), (*log_id).into()],
+                    ))
+                    .await
+                    .unwrap();
+                }
+                let done = runs.finished(&db, 1000).await.unwrap();
+                let (mut plain, mut kept) = (Vec::new(), Vec::new());
+                for f in done {
+                    if top_of(&db, f.run_id).await == top[0] {
+                        plain.push(f);
+                    } else {
+                        kept.push(f);
+                    }
+                }
+                let now = t0 + step * 1000;
+                let txn = db.begin().await.unwrap();
+                runs.apply_in(&Port::tx(&txn), plain, now).await.unwrap();
+                txn.commit().await.unwrap();
+                let txn = db.begin().await.unwrap();
+                let port = Port::tx(&txn);
+                let pass = Pass::new(&port, &ids);
+                runs.apply_in(&pass, kept, now).await.unwrap();
+                pass.flush().await.unwrap();
+                txn.commit().await.unwrap();
+            }
+            let (plain, kept) = (recorded(&db, top[0]).await, recorded(&db, top[1]).await);
+            assert_eq!(plain, kept, "{backend:?}");
+            assert!(
+                plain.starts_with("FAILED {\"k\":1,\"p\":1}"),
+                "{backend:?} {plain}"
+            );
+            for line in [
+                "b 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"k=1\") 0]",
+                "bad 1/2 FAILED None 1/1/1 Some(\"broken\") 0",
+                "bad 2/2 FAILED None 1/1/1 Some(\"broken\") 0",
+                "after 1/1 SKIPPED",
+                "gone 1/1 FAILED None 0/0/0 Some(\"job 999 not found\")",
+                "sub 1/1 SUCCEEDED",
+                "end 1/1 SUCCEEDED None 1/1/0",
+                "wide 1/1 SUCCEEDED None 2/2/0 None 0 [Some(\"k=1\") 0] [Some(\"k=1\") 0]",
+            ] {
+                assert!(plain.contains(line), "{backend:?}: {line} in {plain}");
+            }
         }
     }
 }

@@ -1,0 +1,778 @@
+//! A workflow transaction on a database server in a fixed handful of round trips, whatever
+//! its size ([`Pass`]).
+//!
+//! The rules ([`super::Runs`]) read and write through [`Tx`] one row at a time; on a server
+//! each of those would be a round trip. A [`Pass`] keeps the rows of the runs it holds (their
+//! row lock taken) and answers the rules from them:
+//! - [`Tx::prepare`] locks a result pass's runs, closes their rows' links and reads their node
+//!   rows, each in one statement for the whole pass;
+//! - writes to held runs and their node rows change the kept rows and are written at the end
+//!   ([`Pass::flush`]): on PostgreSQL one statement for every kind (node rows inserted or
+//!   updated, runs updated, pending run rows and their links inserted, each kind a JSON
+//!   parameter), elsewhere one multi-row statement per kind;
+//! - new rows take ids reserved ahead from the tables' sequences ([`Ids`], PostgreSQL), so a
+//!   new node run or run row costs no round trip of its own; on MySQL/MariaDB and SQLite a
+//!   new row is inserted when it is made (its id answered by the insert);
+//! - everything else (a run it does not hold, a read that could see a kept write) goes to the
+//!   port after the kept writes are written, so every statement sees what the rules wrote
+//!   before it, in order.
+//!
+//! On the run-row writer's SQLite file nothing is kept: every call goes to the port, where a
+//! statement costs no round trip.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use entity::xjob_workflow as wf;
+use entity::xjob_workflow_node_run as nodes;
+use entity::xjob_workflow_run as runs;
+use parking_lot::Mutex;
+use sea_orm::DbBackend;
+use serde_json::{Map, Value as Json};
+use std::sync::LazyLock;
+
+use super::status;
+use super::tx::{Job, NODE_COLUMNS, NodeUpdate, PendingRow, RUN_COLUMNS, Tx};
+use crate::error::Result;
+use crate::model::{AlarmStatus, TriggerType, fire_state};
+use crate::store::port::{IN_CHUNK, Port, Value, in_list};
+
+/// How many ids one reservation takes from a sequence.
+const RESERVE: i64 = 256;
+
+/// Ids reserved from the PostgreSQL sequences of node runs and run rows, shared by a node's
+/// passes: a new row takes the next one instead of answering its id from its own insert.
+/// Reserved ids a process does not use are gaps, as a rolled-back insert leaves.
+#[derive(Default)]
+pub(crate) struct Ids {
+    nodes: Mutex<Vec<i64>>,
+    logs: Mutex<Vec<i64>>,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Node,
+    Log,
+}
+
+impl Ids {
+    fn list(&self, kind: Kind) -> &Mutex<Vec<i64>> {
+        match kind {
+            Kind::Node => &self.nodes,
+            Kind::Log => &self.logs,
+        }
+    }
+
+    /// The next id of `kind`, reserving more in `port` when none is left.
+    async fn next(&self, port: &Port<'_>, kind: Kind) -> Result<i64> {
+        if let Some(id) = self.list(kind).lock().pop() {
+            return Ok(id);
+        }
+        let table = match kind {
+            Kind::Node => "xjob_workflow_node_run",
+            Kind::Log => "xxl_job_log",
+        };
+        let sql = format!(
+            "SELECT nextval(pg_get_serial_sequence('{table}', 'id')) \
+             FROM generate_series(1, {RESERVE}) ORDER BY 1 DESC"
+        );
+        let mut got: Vec<i64> = port.rows(&sql, &[]).await?;
+        let id = got.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
+        let mut list = self.list(kind).lock();
+        // (another pass may have reserved meanwhile: both lists are kept, each in order)
+        got.append(&mut list);
+        got.sort_unstable_by(|a, b| b.cmp(a));
+        *list = got;
+        Ok(id)
+    }
+}
+
+/// A run this pass holds (its row lock taken in this transaction), as the rules last wrote it.
+struct Held {
+    run: runs::Model,
+    /// Its node rows, once read (or `Some` empty for a run this pass inserted).
+    nodes: Option<Vec<nodes::Model>>,
+}
+
+/// A kept pending run row and its link.
+struct Pending {
+    id: i64,
+    group: i32,
+    job_id: i32,
+    now: i64,
+    param: Option<String>,
+    sharding: Option<String>,
+    node_run_id: i64,
+    run_id: i64,
+    shard: i32,
+}
+
+#[derive(Default)]
+struct State {
+    held: HashMap<i64, Held>,
+    /// The run of each kept node row.
+    node_run: HashMap<i64, i64>,
+    /// Run-row ids whose links [`Tx::prepare`] closed, and those of them that were open.
+    closed: HashSet<i64>,
+    open: HashSet<i64>,
+    /// Kept writes not yet written: runs and node rows (new or changed) by id, pending rows.
+    dirty_runs: BTreeSet<i64>,
+    dirty_nodes: BTreeSet<i64>,
+    pending: Vec<Pending>,
+    /// Workflows this pass found with no queued run.
+    none_queued: HashSet<i32>,
+}
+
+impl State {
+    fn is_clean(&self) -> bool {
+        self.dirty_runs.is_empty() && self.dirty_nodes.is_empty() && self.pending.is_empty()
+    }
+
+    /// Held run `id`'s node rows, if read.
+    fn nodes_of(&mut self, run_id: i64) -> Option<&mut Vec<nodes::Model>> {
+        self.held.get_mut(&run_id)?.nodes.as_mut()
+    }
+
+    /// Kept node row `id`.
+    fn node(&mut self, id: i64) -> Option<&mut nodes::Model> {
+        let run = *self.node_run.get(&id)?;
+        self.nodes_of(run)?.iter_mut().find(|n| n.id == id)
+    }
+
+    fn keep_nodes(&mut self, run_id: i64, rows: Vec<nodes::Model>) {
+        for n in &rows {
+            self.node_run.insert(n.id, run_id);
+        }
+        if let Some(h) = self.held.get_mut(&run_id) {
+            h.nodes = Some(rows);
+        }
+    }
+}
+
+/// A workflow transaction that keeps the rows of the runs it holds (see the module docs).
+pub(crate) struct Pass<'a, 'p> {
+    port: &'a Port<'p>,
+    /// Whether rows are kept at all (not on the writer's file).
+    keeps: bool,
+    /// Where new rows' ids come from, when they are reserved ahead (PostgreSQL).
+    ids: Option<&'a Ids>,
+    st: Mutex<State>,
+}
+
+impl<'a, 'p> Pass<'a, 'p> {
+    /// A pass in `port`'s transaction, taking reserved ids from `ids` on PostgreSQL.
+    pub(crate) fn new(port: &'a Port<'p>, ids: &'a Ids) -> Self {
+        let keeps = matches!(port, Port::Pool(_));
+        Pass {
+            port,
+            keeps,
+            ids: (keeps && port.backend() == DbBackend::Postgres).then_some(ids),
+            st: Mutex::default(),
+        }
+    }
+
+    /// The port, every kept write written first.
+    pub(crate) async fn port(&self) -> Result<&'a Port<'p>> {
+        self.flush().await?;
+        Ok(self.port)
+    }
+
+    fn backend(&self) -> DbBackend {
+        self.port.backend()
+    }
+
+    /// Writes what the rules wrote to held rows and did not write yet.
+    pub(crate) async fn flush(&self) -> Result<()> {
+        let (node_rows, run_rows, pending) = {
+            let mut st = self.st.lock();
+            if st.is_clean() {
+                return Ok(());
+            }
+            let dirty_nodes = std::mem::take(&mut st.dirty_nodes);
+            let dirty_runs = std::mem::take(&mut st.dirty_runs);
+            let pending = std::mem::take(&mut st.pending);
+            let node_rows: Vec<nodes::Model> = dirty_nodes
+                .iter()
+                .filter_map(|id| st.node(*id).cloned())
+                .collect();
+            let run_rows: Vec<runs::Model> = dirty_runs
+                .iter()
+                .filter_map(|id| st.held.get(id).map(|h| h.run.clone()))
+                .collect();
+            (node_rows, run_rows, pending)
+        };
+        if self.backend() == DbBackend::Postgres {
+            let args = [
+                json_rows(node_rows.iter().map(node_json)),
+                json_rows(run_rows.iter().map(run_json)),
+                json_rows(pending.iter().map(pending_json)),
+            ];
+            self.port.execute(&PG_FLUSH, &args).await?;
+            return Ok(());
+        }
+        // MySQL/MariaDB and SQLite: one multi-row upsert per kind (every row exists: new
+        // rows were inserted when made)
+        debug_assert!(pending.is_empty());
+        for chunk in node_rows.chunks(500) {
+            let mut args = Vec::with_capacity(chunk.len() * 15);
+            for n in chunk {
+                node_values(n, &mut args);
+            }
+            let sql = upsert_sql(
+                self.backend(),
+                "xjob_workflow_node_run",
+                NODE_COLUMNS,
+                chunk.len(),
+                NODE_SET,
+            );
+            self.port.execute(&sql, &args).await?;
+        }
+        for chunk in run_rows.chunks(500) {
+            let mut args = Vec::with_capacity(chunk.len() * 14);
+            for r in chunk {
+                run_values(r, &mut args);
+            }
+            let sql = upsert_sql(
+                self.backend(),
+                "xjob_workflow_run",
+                RUN_COLUMNS,
+                chunk.len(),
+                RUN_SET,
+            );
+            self.port.execute(&sql, &args).await?;
+        }
+        Ok(())
+    }
+
+    /// Holds `run` (its lock taken by this transaction), its node rows not read yet.
+    fn hold(&self, run: &runs::Model, nodes: Option<Vec<nodes::Model>>) {
+        if !self.keeps {
+            return;
+        }
+        let mut st = self.st.lock();
+        st.held.insert(
+            run.id,
+            Held {
+                run: run.clone(),
+                nodes: None,
+            },
+        );
+        if let Some(rows) = nodes {
+            st.keep_nodes(run.id, rows);
+        }
+    }
+
+    /// Whether held run `run_id`'s node rows are kept, reading them if it is held.
+    async fn nodes_kept(&self, run_id: i64) -> Result<bool> {
+        match self.st.lock().held.get(&run_id) {
+            None => return Ok(false),
+            Some(h) if h.nodes.is_some() => return Ok(true),
+            Some(_) => {}
+        }
+        let sql = node_rows_sql();
+        let rows: Vec<nodes::Model> = self.port.rows(sql, &[run_id.into()]).await?;
+        self.st.lock().keep_nodes(run_id, rows);
+        Ok(true)
+    }
+}
+
+fn node_rows_sql() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE run_id = ?")
+    });
+    &SQL
+}
+
+impl Tx for Pass<'_, '_> {
+    async fn prepare(&self, run_ids: &[i64], log_ids: &[i64]) -> Result<()> {
+        if !self.keeps {
+            return Ok(());
+        }
+        // the runs' locks, in id order (as one at a time would take them)
+        let mut ids: Vec<i64> = run_ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut locked: Vec<runs::Model> = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(IN_CHUNK) {
+            locked.extend(lock_runs(self.port, chunk).await?);
+        }
+        // every row's link closed under those locks; which were open
+        let open = self.port.close_links(log_ids).await?;
+        // the held runs' node rows
+        let held: Vec<i64> = locked.iter().map(|r| r.id).collect();
+        let mut rows: HashMap<i64, Vec<nodes::Model>> =
+            held.iter().map(|id| (*id, Vec::new())).collect();
+        for chunk in held.chunks(IN_CHUNK) {
+            let (marks, args) = in_list(chunk);
+            let sql = format!(
+                "SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE run_id IN ({marks})"
+            );
+            for n in self.port.rows::<nodes::Model>(&sql, &args).await? {
+                if let Some(list) = rows.get_mut(&n.run_id) {
+                    list.push(n);
+                }
+            }
+        }
+        let mut st = self.st.lock();
+        for r in locked {
+            let id = r.id;
+            st.held.insert(
+                id,
+                Held {
+                    run: r,
+                    nodes: None,
+                },
+            );
+            st.keep_nodes(id, rows.remove(&id).unwrap_or_default());
+        }
+        st.closed.extend(log_ids.iter().copied());
+        st.open.extend(open);
+        Ok(())
+    }
+
+    async fn workflow(&self, id: i32) -> Result<Option<wf::Model>> {
+        // (no kept write is to a workflow)
+        self.port.workflow(id).await
+    }
+
+    async fn definition(&self, workflow_id: i32, version: i32) -> Result<Option<String>> {
+        self.port.definition(workflow_id, version).await
+    }
+
+    async fn job(&self, id: i32) -> Result<Option<Job>> {
+        self.port.job(id).await
+    }
+
+    async fn group_addresses(&self, group: i32) -> Result<Option<Option<String>>> {
+        self.port.group_addresses(group).await
+    }
+
+    async fn lock_workflow(&self, id: i32) -> Result<()> {
+        self.port().await?.lock_workflow(id).await
+    }
+
+    async fn count_top_runs(&self, workflow_id: i32, st: &'static str) -> Result<u64> {
+        self.port().await?.count_top_runs(workflow_id, st).await
+    }
+
+    async fn oldest_queued(&self, workflow_id: i32) -> Result<Option<runs::Model>> {
+        // no kept write makes or changes a queued run (those go to the port at once), so this
+        // read needs none written; a workflow found with none queued is not asked again
+        if self.st.lock().none_queued.contains(&workflow_id) {
+            return Ok(None);
+        }
+        let run = self.port.oldest_queued(workflow_id).await?;
+        if run.is_none() && self.keeps {
+            self.st.lock().none_queued.insert(workflow_id);
+        }
+        Ok(run)
+    }
+
+    async fn promote_run(&self, id: i64, now: i64) -> Result<bool> {
+        self.port().await?.promote_run(id, now).await
+    }
+
+    async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
+        if r.status == status::QUEUED {
+            self.st.lock().none_queued.remove(&r.workflow_id);
+        }
+        let id = self.port().await?.insert_run(r).await?;
+        // a run just inserted is this transaction's, and has no node rows yet
+        self.hold(&runs::Model { id, ..r.clone() }, Some(Vec::new()));
+        Ok(id)
+    }
+
+    async fn run_context(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
+        if let Some(h) = self.st.lock().held.get(&id) {
+            return Ok(Some((h.run.context.clone(), h.run.parent_node_run)));
+        }
+        self.port().await?.run_context(id).await
+    }
+
+    async fn lock_run(&self, id: i64) -> Result<Option<runs::Model>> {
+        if let Some(h) = self.st.lock().held.get(&id) {
+            return Ok((h.run.status == status::RUNNING).then(|| h.run.clone()));
+        }
+        let run = self.port().await?.lock_run(id).await?;
+        if let Some(r) = &run {
+            self.hold(r, None);
+        }
+        Ok(run)
+    }
+
+    async fn end_run(
+        &self,
+        id: i64,
+        st: &'static str,
+        now: i64,
+        message: Option<String>,
+    ) -> Result<()> {
+        {
+            let mut s = self.st.lock();
+            if let Some(h) = s.held.get_mut(&id) {
+                if h.run.status == status::RUNNING {
+                    h.run.status = st.into();
+                    h.run.end_time = Some(now);
+                    h.run.message = message;
+                    s.dirty_runs.insert(id);
+                }
+                return Ok(());
+            }
+        }
+        self.port().await?.end_run(id, st, now, message).await
+    }
+
+    async fn set_context(&self, id: i64, context: &str) -> Result<()> {
+        {
+            let mut s = self.st.lock();
+            if let Some(h) = s.held.get_mut(&id) {
+                h.run.context = context.into();
+                s.dirty_runs.insert(id);
+                return Ok(());
+            }
+        }
+        self.port().await?.set_context(id, context).await
+    }
+
+    async fn node_rows(&self, run_id: i64) -> Result<Vec<nodes::Model>> {
+        if self.nodes_kept(run_id).await? {
+            let mut st = self.st.lock();
+            return Ok(st.nodes_of(run_id).cloned().unwrap_or_default());
+        }
+        self.port().await?.node_rows(run_id).await
+    }
+
+    async fn node(&self, id: i64) -> Result<Option<nodes::Model>> {
+        if let Some(n) = self.st.lock().node(id) {
+            return Ok(Some(n.clone()));
+        }
+        self.port().await?.node(id).await
+    }
+
+    async fn insert_node(&self, n: &nodes::Model) -> Result<i64> {
+        if let Some(ids) = self.ids
+            && self.nodes_kept(n.run_id).await?
+        {
+            let id = ids.next(self.port, Kind::Node).await?;
+            let mut st = self.st.lock();
+            st.node_run.insert(id, n.run_id);
+            st.dirty_nodes.insert(id);
+            if let Some(rows) = st.nodes_of(n.run_id) {
+                rows.push(nodes::Model { id, ..n.clone() });
+            }
+            return Ok(id);
+        }
+        let id = self.port().await?.insert_node(n).await?;
+        let mut st = self.st.lock();
+        if let Some(rows) = st.nodes_of(n.run_id) {
+            rows.push(nodes::Model { id, ..n.clone() });
+            st.node_run.insert(id, n.run_id);
+        }
+        Ok(id)
+    }
+
+    async fn update_node(&self, id: i64, u: &NodeUpdate) -> Result<()> {
+        {
+            let mut st = self.st.lock();
+            if let Some(n) = st.node(id) {
+                n.shards_done = u.shards_done;
+                n.shards_failed = u.shards_failed;
+                n.message = u.message.clone();
+                if let Some((state, end)) = u.end {
+                    n.state = state.into();
+                    n.end_time = Some(end);
+                }
+                st.dirty_nodes.insert(id);
+                return Ok(());
+            }
+        }
+        self.port().await?.update_node(id, u).await
+    }
+
+    async fn set_child(&self, id: i64, child: i64, end: Option<(&'static str, i64)>) -> Result<()> {
+        {
+            let mut st = self.st.lock();
+            if let Some(n) = st.node(id) {
+                n.child_run = Some(child);
+                if let Some((state, t)) = end {
+                    n.state = state.into();
+                    n.end_time = Some(t);
+                }
+                st.dirty_nodes.insert(id);
+                return Ok(());
+            }
+        }
+        self.port().await?.set_child(id, child, end).await
+    }
+
+    async fn end_node_if_running(&self, id: i64, state: &'static str, now: i64) -> Result<bool> {
+        {
+            let mut st = self.st.lock();
+            if let Some(n) = st.node(id) {
+                if n.state != status::RUNNING {
+                    return Ok(false);
+                }
+                n.state = state.into();
+                n.end_time = Some(now);
+                st.dirty_nodes.insert(id);
+                return Ok(true);
+            }
+        }
+        self.port().await?.end_node_if_running(id, state, now).await
+    }
+
+    async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
+        let kept = self.st.lock().held.contains_key(&row.run_id);
+        if let Some(ids) = self.ids
+            && kept
+        {
+            let id = ids.next(self.port, Kind::Log).await?;
+            self.st.lock().pending.push(Pending {
+                id,
+                group: row.job.job_group,
+                job_id: row.job.id,
+                now: row.now,
+                param: row.param.map(str::to_string),
+                sharding: row.sharding.map(str::to_string),
+                node_run_id: row.node_run_id,
+                run_id: row.run_id,
+                shard: row.shard,
+            });
+            return Ok(id);
+        }
+        self.port().await?.insert_pending(row).await
+    }
+
+    async fn close_links(&self, log_ids: &[i64]) -> Result<HashSet<i64>> {
+        let (mut open, rest) = {
+            let st = self.st.lock();
+            let open: HashSet<i64> = log_ids
+                .iter()
+                .filter(|id| st.open.contains(id))
+                .copied()
+                .collect();
+            let rest: Vec<i64> = log_ids
+                .iter()
+                .filter(|id| !st.closed.contains(id))
+                .copied()
+                .collect();
+            (open, rest)
+        };
+        if !rest.is_empty() {
+            open.extend(self.port().await?.close_links(&rest).await?);
+        }
+        Ok(open)
+    }
+}
+
+/// Takes the row locks of the running runs among `ids` (sorted) in id order, bumping each
+/// one's `seq`; answers them.
+async fn lock_runs(port: &Port<'_>, ids: &[i64]) -> Result<Vec<runs::Model>> {
+    let (marks, args) = in_list(ids);
+    let running = status::RUNNING;
+    match port.backend() {
+        DbBackend::Postgres => {
+            let cols: Vec<String> = RUN_COLUMNS
+                .split(',')
+                .map(|c| format!("w.{}", c.trim()))
+                .collect();
+            let sql = format!(
+                "WITH l AS (SELECT id FROM xjob_workflow_run WHERE id IN ({marks}) \
+                 AND status = '{running}' ORDER BY id FOR UPDATE) \
+                 UPDATE xjob_workflow_run AS w SET seq = w.seq + 1 FROM l WHERE w.id = l.id \
+                 RETURNING {}",
+                cols.join(", ")
+            );
+            port.rows(&sql, &args).await
+        }
+        DbBackend::MySql => {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM xjob_workflow_run WHERE id IN ({marks}) \
+                 AND status = '{running}' ORDER BY id FOR UPDATE"
+            );
+            let mut rows: Vec<runs::Model> = port.rows(&sql, &args).await?;
+            if rows.is_empty() {
+                return Ok(rows);
+            }
+            let locked: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let (marks, args) = in_list(&locked);
+            let sql = format!("UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id IN ({marks})");
+            port.execute(&sql, &args).await?;
+            for r in &mut rows {
+                r.seq += 1;
+            }
+            Ok(rows)
+        }
+        _ => {
+            // a write transaction on SQLite holds the database's write lock already
+            let sql = format!(
+                "UPDATE xjob_workflow_run SET seq = seq + 1 WHERE id IN ({marks}) \
+                 AND status = '{running}' RETURNING {RUN_COLUMNS}"
+            );
+            port.rows(&sql, &args).await
+        }
+    }
+}
+
+/// Node-row columns an upsert writes over (every one the rules change).
+const NODE_SET: &[&str] = &[
+    "state",
+    "decision",
+    "shards_done",
+    "shards_failed",
+    "child_run",
+    "end_time",
+    "message",
+    "cleared",
+];
+
+/// Run columns an upsert writes over.
+const RUN_SET: &[&str] = &["status", "end_time", "message", "context"];
+
+/// `INSERT INTO table (columns) VALUES (…), … <on conflict update set>` of `n` rows.
+fn upsert_sql(backend: DbBackend, table: &str, columns: &str, n: usize, set: &[&str]) -> String {
+    let one = format!("({})", vec!["?"; columns.split(',').count()].join(", "));
+    let values = vec![one.as_str(); n].join(", ");
+    let set: Vec<String> = set
+        .iter()
+        .map(|c| match backend {
+            DbBackend::MySql => format!("{c} = VALUES({c})"),
+            _ => format!("{c} = excluded.{c}"),
+        })
+        .collect();
+    let conflict = match backend {
+        DbBackend::MySql => "ON DUPLICATE KEY UPDATE",
+        _ => "ON CONFLICT (id) DO UPDATE SET",
+    };
+    format!(
+        "INSERT INTO {table} ({columns}) VALUES {values} {conflict} {}",
+        set.join(", ")
+    )
+}
+
+fn node_values(n: &nodes::Model, v: &mut Vec<Value>) {
+    v.extend([
+        n.id.into(),
+        n.run_id.into(),
+        n.node_key.clone().into(),
+        n.attempt.into(),
+        n.max_attempts.into(),
+        n.state.clone().into(),
+        n.decision.into(),
+        n.shards_total.into(),
+        n.shards_done.into(),
+        n.shards_failed.into(),
+        n.child_run.into(),
+        n.start_time.into(),
+        n.end_time.into(),
+        n.message.clone().into(),
+        n.cleared.into(),
+    ]);
+}
+
+fn run_values(r: &runs::Model, v: &mut Vec<Value>) {
+    v.extend([
+        r.id.into(),
+        r.workflow_id.into(),
+        r.version.into(),
+        r.job_group.into(),
+        r.status.clone().into(),
+        r.trigger_type.clone().into(),
+        r.params.clone().into(),
+        r.context.clone().into(),
+        r.parent_node_run.into(),
+        r.depth.into(),
+        r.seq.into(),
+        r.start_time.into(),
+        r.end_time.into(),
+        r.message.clone().into(),
+    ]);
+}
+
+fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
+    Json::Array(rows.collect()).to_string().into()
+}
+
+fn node_json(n: &nodes::Model) -> Json {
+    let mut m = Map::new();
+    m.insert("id".into(), n.id.into());
+    m.insert("run_id".into(), n.run_id.into());
+    m.insert("node_key".into(), n.node_key.clone().into());
+    m.insert("attempt".into(), n.attempt.into());
+    m.insert("max_attempts".into(), n.max_attempts.into());
+    m.insert("state".into(), n.state.clone().into());
+    m.insert("decision".into(), n.decision.into());
+    m.insert("shards_total".into(), n.shards_total.into());
+    m.insert("shards_done".into(), n.shards_done.into());
+    m.insert("shards_failed".into(), n.shards_failed.into());
+    m.insert("child_run".into(), n.child_run.into());
+    m.insert("start_time".into(), n.start_time.into());
+    m.insert("end_time".into(), n.end_time.into());
+    m.insert("message".into(), n.message.clone().into());
+    m.insert("cleared".into(), n.cleared.into());
+    Json::Object(m)
+}
+
+fn run_json(r: &runs::Model) -> Json {
+    let mut m = Map::new();
+    m.insert("id".into(), r.id.into());
+    m.insert("status".into(), r.status.clone().into());
+    m.insert("end_time".into(), r.end_time.into());
+    m.insert("message".into(), r.message.clone().into());
+    m.insert("context".into(), r.context.clone().into());
+    Json::Object(m)
+}
+
+fn pending_json(p: &Pending) -> Json {
+    let mut m = Map::new();
+    m.insert("id".into(), p.id.into());
+    m.insert("g".into(), p.group.into());
+    m.insert("j".into(), p.job_id.into());
+    m.insert(
+        "tt".into(),
+        crate::clock::ms_to_naive(p.now)
+            .format("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string()
+            .into(),
+    );
+    m.insert("p".into(), p.param.clone().into());
+    m.insert("s".into(), p.sharding.clone().into());
+    m.insert("n".into(), p.node_run_id.into());
+    m.insert("r".into(), p.run_id.into());
+    m.insert("k".into(), p.shard.into());
+    Json::Object(m)
+}
+
+/// One PostgreSQL statement writing every kind a pass keeps, each a JSON parameter: node rows
+/// (inserted, or updated when they exist), runs, pending run rows with their links.
+static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
+    let node_set: Vec<String> = NODE_SET
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "WITH n AS (INSERT INTO xjob_workflow_node_run ({NODE_COLUMNS}) SELECT {NODE_COLUMNS} \
+         FROM json_to_recordset(?::json) AS v(id bigint, run_id bigint, node_key text, \
+         attempt int, max_attempts int, state text, decision smallint, shards_total int, \
+         shards_done int, shards_failed int, child_run bigint, start_time bigint, \
+         end_time bigint, message text, cleared smallint) \
+         ON CONFLICT (id) DO UPDATE SET {} RETURNING 1), \
+         r AS (UPDATE xjob_workflow_run AS w SET status = v.status, end_time = v.end_time, \
+         message = v.message, context = v.context FROM json_to_recordset(?::json) \
+         AS v(id bigint, status text, end_time bigint, message text, context text) \
+         WHERE w.id = v.id RETURNING 1), \
+         p AS (SELECT * FROM json_to_recordset(?::json) AS v(id bigint, g int, j int, \
+         tt timestamp, p text, s text, n bigint, r bigint, k int)), \
+         l AS (INSERT INTO xxl_job_log (id, job_group, job_id, trigger_time, trigger_code, \
+         handle_code, executor_param, executor_sharding_param, executor_fail_retry_count, \
+         alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
+         SELECT id, g, j, tt, 0, 0, p, s, 0, {}, NULL, {}, '{}', 0 FROM p RETURNING 1), \
+         k AS (INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
+         SELECT id, n, r, k, 0 FROM p RETURNING 1) \
+         SELECT (SELECT count(*) FROM n) + (SELECT count(*) FROM r) \
+         + (SELECT count(*) FROM l) + (SELECT count(*) FROM k)",
+        node_set.join(", "),
+        AlarmStatus::Unchecked.code(),
+        fire_state::PENDING,
+        TriggerType::Workflow.as_str()
+    )
+});
