@@ -146,6 +146,7 @@ fn main() -> anyhow::Result<()> {
         }
 
         let (c0, t0) = (cpu_s(), Instant::now());
+        let window_from = std::time::SystemTime::now();
         let mut ids = Vec::with_capacity(count * repeat);
         // `--repeat`: the same runs again once they ended, measured together
         for _ in 0..repeat {
@@ -184,6 +185,16 @@ fn main() -> anyhow::Result<()> {
             }
         }
         let wall = t0.elapsed().as_secs_f64();
+        // the measured window in epoch ms, for a tool sampling the database's CPU meanwhile
+        let epoch_ms = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis())
+        };
+        eprintln!(
+            "window {} {}",
+            epoch_ms(window_from),
+            epoch_ms(std::time::SystemTime::now())
+        );
         let cpu = cpu_s() - c0 - idle_per_s * wall;
         // every node of every run ran exactly once, and every run succeeded
         let mut node_runs = 0;

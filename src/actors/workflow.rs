@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
-use crate::store::workflow_runs::{Changes, Dispatch, Runs};
+use crate::store::workflow_runs::{Changes, Dispatch, Finished, Runs, StartOne};
 use crate::trigger::TriggerRequest;
 
 /// How often results are looked for.
@@ -35,6 +35,9 @@ const FOLLOW_UP: Duration = Duration::from_millis(20);
 const RECOVER_MS: i64 = 5_000;
 /// Most run-row results one transaction applies.
 const BATCH: u64 = 1000;
+
+/// Most starts recorded in one transaction.
+const MAX_STARTS: usize = 256;
 
 /// Starts a run of a workflow; answers the run's id.
 #[derive(Message, Debug)]
@@ -89,6 +92,10 @@ pub(crate) struct WorkflowActor {
     recovered_ms: i64,
     busy: bool,
     stopped: bool,
+    /// Starts asked while a batch of them was being recorded: the next batch.
+    starts: Vec<(StartOne, tokio::sync::oneshot::Sender<Result<i64>>)>,
+    /// A batch of starts is being recorded.
+    starting: bool,
 }
 
 /// What a [`WorkflowActor`] is built from.
@@ -133,6 +140,8 @@ impl WorkflowActor {
             recovered_ms: 0,
             busy: false,
             stopped: false,
+            starts: Vec::new(),
+            starting: false,
         }
     }
 
@@ -193,9 +202,12 @@ impl WorkflowActor {
                     break;
                 }
                 worked = true;
-                let ch = runs.apply(&db, items, clock.now_ms()).await?;
+                let (ch, failed) = apply_in_lanes(&db, &runs, items, clock.now_ms()).await;
                 out.done(&ch);
                 dispatch(&db, &runs, &pool, ch).await;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
                 if n < BATCH {
                     break;
                 }
@@ -264,6 +276,39 @@ impl Outlet {
             }
         }
     }
+}
+
+/// Applies `items` in [`Runs::lanes`] transactions at once, each over the results of its own
+/// runs (by run id): a large pass on a database server uses more than one of its cores.
+/// Answers what the lanes that committed changed, and the error of one that did not (its
+/// results stay unapplied for the next pass).
+async fn apply_in_lanes(
+    db: &DatabaseConnection,
+    runs: &Runs,
+    items: Vec<Finished>,
+    now: i64,
+) -> (Changes, Option<crate::Error>) {
+    let lanes = runs.lanes(db);
+    let mut parts: Vec<Vec<Finished>> = (0..lanes).map(|_| Vec::new()).collect();
+    for f in items {
+        parts[f.run_id.rem_euclid(lanes as i64) as usize].push(f);
+    }
+    let applied = futures::future::join_all(
+        parts
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| runs.apply(db, p, now)),
+    )
+    .await;
+    let mut ch = Changes::default();
+    let mut failed = None;
+    for r in applied {
+        match r {
+            Ok(c) => ch.absorb(c),
+            Err(e) => failed = Some(e),
+        }
+    }
+    (ch, failed)
 }
 
 async fn recover_pass(
@@ -360,7 +405,34 @@ impl Actor for WorkflowActor {
 impl Handler<StartRun> for WorkflowActor {
     type Result = ResponseFuture<Result<i64>>;
 
-    fn handle(&mut self, msg: StartRun, _ctx: &mut Self::Context) -> Self::Result {
+    /// Starts asked at once are recorded together: one transaction (and one claim) for all
+    /// of them, so callers starting many runs cost the database a few statements per batch.
+    fn handle(&mut self, msg: StartRun, ctx: &mut Self::Context) -> Self::Result {
+        let (answer, rx) = tokio::sync::oneshot::channel();
+        let one = StartOne {
+            workflow_id: msg.workflow_id,
+            trigger_type: msg.trigger_type,
+            params: msg.params,
+        };
+        self.starts.push((one, answer));
+        self.start_batch(ctx);
+        Box::pin(async move {
+            rx.await
+                .map_err(|_| crate::Error::Stopped("workflow starts"))?
+        })
+    }
+}
+
+impl WorkflowActor {
+    /// Records the starts asked so far, unless a batch is being recorded (the next one takes
+    /// what came meanwhile).
+    fn start_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.starting || self.starts.is_empty() {
+            return;
+        }
+        self.starting = true;
+        let n = self.starts.len().min(MAX_STARTS);
+        let batch: Vec<_> = self.starts.drain(..n).collect();
         let (db, runs, pool, clock, out) = (
             self.db.clone(),
             self.runs.clone(),
@@ -369,21 +441,31 @@ impl Handler<StartRun> for WorkflowActor {
             self.outlet(),
         );
         let guard = self.activity.enter();
-        Box::pin(async move {
-            let (id, ch) = runs
-                .start(
-                    &db,
-                    msg.workflow_id,
-                    msg.trigger_type,
-                    msg.params,
-                    clock.now_ms(),
-                )
-                .await?;
-            out.done(&ch);
-            dispatch(&db, &runs, &pool, ch).await;
+        let fut = async move {
+            let (starts, answers): (Vec<StartOne>, Vec<_>) = batch.into_iter().unzip();
+            match runs.start_many(&db, starts, clock.now_ms()).await {
+                Ok((ids, ch)) => {
+                    out.done(&ch);
+                    dispatch(&db, &runs, &pool, ch).await;
+                    for (id, answer) in ids.into_iter().zip(answers) {
+                        let _ = answer.send(id);
+                    }
+                }
+                Err(e) => {
+                    // (a batch of more than one start fails start by start, in `start_many`)
+                    let mut e = Some(e);
+                    for answer in answers {
+                        let err = e.take().unwrap_or(crate::Error::Stopped("workflow start"));
+                        let _ = answer.send(Err(err));
+                    }
+                }
+            }
             drop(guard);
-            Ok(id)
-        })
+        };
+        ctx.spawn(fut.into_actor(self).map(|_, act, ctx| {
+            act.starting = false;
+            act.start_batch(ctx);
+        }));
     }
 }
 

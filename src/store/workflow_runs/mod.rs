@@ -46,6 +46,9 @@ use crate::workflow::{Definition, Graph, MAX_RUN_NODES, NodeKind, expr};
 
 /// Largest context a run may hold (its JSON text), bytes.
 pub(crate) const MAX_CONTEXT: usize = 64 * 1024;
+/// Transactions a pass of results is applied in at once on a database server (each over its
+/// own runs).
+const APPLY_LANES: usize = 2;
 /// Deepest nesting of workflow nodes a run follows (a deeper one fails its node).
 pub(crate) const MAX_DEPTH: i16 = 8;
 /// Most attempts of one node (its job's fail retries + 1, capped).
@@ -515,6 +518,17 @@ pub struct Runs {
     ids: Arc<Ids>,
 }
 
+/// One start of [`Runs::start_many`].
+#[derive(Clone, Debug)]
+pub(crate) struct StartOne {
+    /// The workflow.
+    pub(crate) workflow_id: i32,
+    /// Why it runs.
+    pub(crate) trigger_type: TriggerType,
+    /// The trigger's params (the run's first context).
+    pub(crate) params: Option<String>,
+}
+
 /// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
 #[derive(Debug, Default)]
 pub struct Changes {
@@ -538,7 +552,7 @@ pub struct Changes {
 
 impl Changes {
     /// Adds what another transaction changed.
-    fn absorb(&mut self, o: Changes) {
+    pub(crate) fn absorb(&mut self, o: Changes) {
         self.claimed = o.claimed && (self.claimed || self.dispatch.is_empty());
         self.dispatch.extend(o.dispatch);
         self.ended.extend(o.ended);
@@ -600,6 +614,12 @@ impl Answer for (i64, Changes) {
     }
 }
 
+impl Answer for (Vec<Result<i64>>, Changes) {
+    fn changes(&mut self) -> Option<&mut Changes> {
+        Some(&mut self.1)
+    }
+}
+
 impl Answer for Option<Vec<i64>> {
     fn changes(&mut self) -> Option<&mut Changes> {
         None
@@ -643,6 +663,16 @@ impl Runs {
         let out = f(&Port::tx(&txn)).await?;
         txn.commit().await?;
         Ok(out)
+    }
+
+    /// How many transactions a pass of results is applied in at once: one on SQLite (one
+    /// writer), [`APPLY_LANES`] on a database server.
+    pub(crate) fn lanes(&self, db: &DatabaseConnection) -> usize {
+        if self.file.is_some() || db.get_database_backend() == sea_orm::DbBackend::Sqlite {
+            1
+        } else {
+            APPLY_LANES
+        }
     }
 
     /// [`Runs::transact`] with the rules' reads and writes kept by a [`Pass`] and written at
@@ -711,16 +741,106 @@ impl Runs {
         params: Option<String>,
         now: i64,
     ) -> Result<(i64, Changes)> {
-        let ctx = initial_context(params.as_deref())?;
-        let me = self.clone();
-        self.pass(db, async move |tx| {
-            me.start_tx(tx, workflow_id, trigger_type, params, ctx, now)
-                .await
-        })
-        .await
+        let one = StartOne {
+            workflow_id,
+            trigger_type,
+            params,
+        };
+        let (mut ids, ch) = self.start_many(db, vec![one], now).await?;
+        let id = ids.pop().ok_or(Error::Stopped("no start answered"))??;
+        Ok((id, ch))
     }
 
-    /// [`Runs::start`] in `tx`.
+    /// Starts `starts` in one transaction (what callers asked at once): answers each one's run
+    /// id, or why it did not start (its workflow is missing, its concurrency refuses it, its
+    /// params are not a JSON object), and what the starts changed. When the transaction fails
+    /// each start runs in one of its own, so one start's failure is its own.
+    pub(crate) async fn start_many(
+        &self,
+        db: &DatabaseConnection,
+        starts: Vec<StartOne>,
+        now: i64,
+    ) -> Result<(Vec<Result<i64>>, Changes)> {
+        let me = self.clone();
+        let all = starts.clone();
+        let out = self
+            .pass(db, async move |tx| me.start_all(tx, all, now).await)
+            .await;
+        match out {
+            Err(e) if starts.len() > 1 => {
+                tracing::debug!(error = %e, starts = starts.len(), "starts taken one at a time");
+                let mut ids = Vec::with_capacity(starts.len());
+                let mut ch = Changes::default();
+                for one in starts {
+                    let me = self.clone();
+                    let alone = self
+                        .pass(db, async move |tx| me.start_all(tx, vec![one], now).await)
+                        .await;
+                    match alone {
+                        Ok((mut id, c)) => {
+                            ids.push(id.pop().ok_or(Error::Stopped("no start answered"))?);
+                            ch.absorb(c);
+                        }
+                        Err(e) => ids.push(Err(e)),
+                    }
+                }
+                Ok((ids, ch))
+            }
+            out => out,
+        }
+    }
+
+    /// [`Runs::start_many`] in `tx`.
+    async fn start_all(
+        &self,
+        tx: &impl Tx,
+        starts: Vec<StartOne>,
+        now: i64,
+    ) -> Result<(Vec<Result<i64>>, Changes)> {
+        let mut ch = Changes::default();
+        let mut ids = Vec::with_capacity(starts.len());
+        for s in starts {
+            let id = match initial_context(s.params.as_deref()) {
+                Ok(ctx) => self.start_one(tx, s, ctx, now, &mut ch).await?,
+                Err(e) => Err(e),
+            };
+            ids.push(id);
+        }
+        Ok((ids, ch))
+    }
+
+    /// One start in `tx` with its first context `ctx`: answers the run's id, or why it did not
+    /// start (the outer error fails the transaction). A start that is refused wrote nothing.
+    async fn start_one(
+        &self,
+        tx: &impl Tx,
+        s: StartOne,
+        ctx: Value,
+        now: i64,
+        ch: &mut Changes,
+    ) -> Result<Result<i64>> {
+        let Some(w) = tx.workflow(s.workflow_id).await? else {
+            return Ok(Err(Error::NotFound {
+                what: "workflow",
+                id: s.workflow_id.into(),
+            }));
+        };
+        // its version compiles (read now, so an unreadable one is refused before a write)
+        if let Err(e) = self.compiled(tx, w.id, w.version).await {
+            return Ok(Err(e));
+        }
+        Ok(match self.admit(tx, &w).await? {
+            Admit::Run => {
+                let start = RunStart::top(s.trigger_type, s.params, ctx);
+                Ok(self.start_in(tx, &w, start, now, ch).await?.0)
+            }
+            Admit::Queue => Ok(queue(tx, &w, s.trigger_type, s.params, ctx, now).await?),
+            Admit::Refuse(reason) => Err(Error::Conflict { reason }),
+        })
+    }
+
+    /// [`Runs::start`] in `tx`, with first context `ctx`.
+    #[cfg(test)]
     async fn start_tx(
         &self,
         tx: &impl Tx,
@@ -730,16 +850,13 @@ impl Runs {
         ctx: Value,
         now: i64,
     ) -> Result<(i64, Changes)> {
-        let w = workflow_of(tx, workflow_id).await?;
-        let mut ch = Changes::default();
-        let id = match self.admit(tx, &w).await? {
-            Admit::Run => {
-                let start = RunStart::top(trigger_type, params, ctx);
-                self.start_in(tx, &w, start, now, &mut ch).await?.0
-            }
-            Admit::Queue => queue(tx, &w, trigger_type, params, ctx, now).await?,
-            Admit::Refuse(reason) => return Err(Error::Conflict { reason }),
+        let one = StartOne {
+            workflow_id,
+            trigger_type,
+            params,
         };
+        let mut ch = Changes::default();
+        let id = self.start_one(tx, one, ctx, now, &mut ch).await??;
         Ok((id, ch))
     }
 

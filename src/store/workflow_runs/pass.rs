@@ -36,20 +36,24 @@ use crate::error::Result;
 use crate::model::{AlarmStatus, TriggerType, fire_state};
 use crate::store::port::{IN_CHUNK, Port, Value, in_list};
 
-/// How many ids one reservation takes from a sequence.
+/// How many ids one reservation takes from a sequence at least, and at most (a pass of many
+/// results asks for about as many as it may start).
 const RESERVE: i64 = 256;
+const MAX_RESERVE: i64 = 8192;
 
 /// Ids reserved from the PostgreSQL sequences of node runs and run rows, shared by a node's
 /// passes: a new row takes the next one instead of answering its id from its own insert.
 /// Reserved ids a process does not use are gaps, as a rolled-back insert leaves.
 #[derive(Default)]
 pub(crate) struct Ids {
+    runs: Mutex<Vec<i64>>,
     nodes: Mutex<Vec<i64>>,
     logs: Mutex<Vec<i64>>,
 }
 
 #[derive(Clone, Copy)]
 enum Kind {
+    Run,
     Node,
     Log,
 }
@@ -57,25 +61,30 @@ enum Kind {
 impl Ids {
     fn list(&self, kind: Kind) -> &Mutex<Vec<i64>> {
         match kind {
+            Kind::Run => &self.runs,
             Kind::Node => &self.nodes,
             Kind::Log => &self.logs,
         }
     }
 
-    /// The next id of `kind`, reserving more in `port` when none is left.
-    async fn next(&self, port: &Port<'_>, kind: Kind) -> Result<i64> {
+    /// The next id of `kind`, reserving more in `port` when none is left (about `want`).
+    async fn next(&self, port: &Port<'_>, kind: Kind, want: i64) -> Result<i64> {
         if let Some(id) = self.list(kind).lock().pop() {
             return Ok(id);
         }
         let table = match kind {
+            Kind::Run => "xjob_workflow_run",
             Kind::Node => "xjob_workflow_node_run",
             Kind::Log => "xxl_job_log",
         };
+        // (the sequence's name looked up once, not for each id)
         let sql = format!(
-            "SELECT nextval(pg_get_serial_sequence('{table}', 'id')) \
-             FROM generate_series(1, {RESERVE}) ORDER BY 1 DESC"
+            "SELECT nextval(q.s) FROM (SELECT pg_get_serial_sequence('{table}', 'id')::regclass \
+             AS s) AS q CROSS JOIN generate_series(1, ?)"
         );
-        let mut got: Vec<i64> = port.rows(&sql, &[]).await?;
+        let mut got: Vec<i64> = port
+            .rows(&sql, &[want.clamp(RESERVE, MAX_RESERVE).into()])
+            .await?;
         let id = got.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
         let mut list = self.list(kind).lock();
         // (another pass may have reserved meanwhile: both lists are kept, each in order)
@@ -120,6 +129,8 @@ struct State {
     pending: Vec<Pending>,
     /// Workflows this pass found with no queued run.
     none_queued: HashSet<i32>,
+    /// Workflows read in this pass (no kept write is to a workflow).
+    workflows: HashMap<i32, Option<wf::Model>>,
 }
 
 impl State {
@@ -178,6 +189,11 @@ impl<'a, 'p> Pass<'a, 'p> {
 
     fn backend(&self) -> DbBackend {
         self.port.backend()
+    }
+
+    /// About how many new rows of a kind this pass may make: a few per result it applies.
+    fn want(&self) -> i64 {
+        4 * self.st.lock().closed.len() as i64
     }
 
     /// Writes what the rules wrote to held rows and did not write yet.
@@ -330,8 +346,14 @@ impl Tx for Pass<'_, '_> {
     }
 
     async fn workflow(&self, id: i32) -> Result<Option<wf::Model>> {
-        // (no kept write is to a workflow)
-        self.port.workflow(id).await
+        if let Some(w) = self.st.lock().workflows.get(&id) {
+            return Ok(w.clone());
+        }
+        let w = self.port.workflow(id).await?;
+        if self.keeps {
+            self.st.lock().workflows.insert(id, w.clone());
+        }
+        Ok(w)
     }
 
     async fn definition(&self, workflow_id: i32, version: i32) -> Result<Option<String>> {
@@ -374,6 +396,12 @@ impl Tx for Pass<'_, '_> {
     async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
         if r.status == status::QUEUED {
             self.st.lock().none_queued.remove(&r.workflow_id);
+        }
+        if let Some(ids) = self.ids {
+            let id = ids.next(self.port, Kind::Run, self.want()).await?;
+            self.hold(&runs::Model { id, ..r.clone() }, Some(Vec::new()));
+            self.st.lock().dirty_runs.insert(id);
+            return Ok(id);
         }
         let id = self.port().await?.insert_run(r).await?;
         // a run just inserted is this transaction's, and has no node rows yet
@@ -452,7 +480,7 @@ impl Tx for Pass<'_, '_> {
         if let Some(ids) = self.ids
             && self.nodes_kept(n.run_id).await?
         {
-            let id = ids.next(self.port, Kind::Node).await?;
+            let id = ids.next(self.port, Kind::Node, self.want()).await?;
             let mut st = self.st.lock();
             st.node_run.insert(id, n.run_id);
             st.dirty_nodes.insert(id);
@@ -525,7 +553,7 @@ impl Tx for Pass<'_, '_> {
         if let Some(ids) = self.ids
             && kept
         {
-            let id = ids.next(self.port, Kind::Log).await?;
+            let id = ids.next(self.port, Kind::Log, self.want()).await?;
             self.st.lock().pending.push(Pending {
                 id,
                 group: row.job.job_group,
@@ -715,10 +743,19 @@ fn node_json(n: &nodes::Model) -> Json {
 fn run_json(r: &runs::Model) -> Json {
     let mut m = Map::new();
     m.insert("id".into(), r.id.into());
+    m.insert("workflow_id".into(), r.workflow_id.into());
+    m.insert("version".into(), r.version.into());
+    m.insert("job_group".into(), r.job_group.into());
     m.insert("status".into(), r.status.clone().into());
+    m.insert("trigger_type".into(), r.trigger_type.clone().into());
+    m.insert("params".into(), r.params.clone().into());
+    m.insert("context".into(), r.context.clone().into());
+    m.insert("parent_node_run".into(), r.parent_node_run.into());
+    m.insert("depth".into(), r.depth.into());
+    m.insert("seq".into(), r.seq.into());
+    m.insert("start_time".into(), r.start_time.into());
     m.insert("end_time".into(), r.end_time.into());
     m.insert("message".into(), r.message.clone().into());
-    m.insert("context".into(), r.context.clone().into());
     Json::Object(m)
 }
 
@@ -745,10 +782,12 @@ fn pending_json(p: &Pending) -> Json {
 /// One PostgreSQL statement writing every kind a pass keeps, each a JSON parameter: node rows
 /// (inserted, or updated when they exist), runs, pending run rows with their links.
 static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
-    let node_set: Vec<String> = NODE_SET
-        .iter()
-        .map(|c| format!("{c} = excluded.{c}"))
-        .collect();
+    let set = |cols: &[&str]| {
+        cols.iter()
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
         "WITH n AS (INSERT INTO xjob_workflow_node_run ({NODE_COLUMNS}) SELECT {NODE_COLUMNS} \
          FROM json_to_recordset(?::json) AS v(id bigint, run_id bigint, node_key text, \
@@ -756,10 +795,12 @@ static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
          shards_done int, shards_failed int, child_run bigint, start_time bigint, \
          end_time bigint, message text, cleared smallint) \
          ON CONFLICT (id) DO UPDATE SET {} RETURNING 1), \
-         r AS (UPDATE xjob_workflow_run AS w SET status = v.status, end_time = v.end_time, \
-         message = v.message, context = v.context FROM json_to_recordset(?::json) \
-         AS v(id bigint, status text, end_time bigint, message text, context text) \
-         WHERE w.id = v.id RETURNING 1), \
+          r AS (INSERT INTO xjob_workflow_run ({RUN_COLUMNS}) SELECT {RUN_COLUMNS} \
+         FROM json_to_recordset(?::json) AS v(id bigint, workflow_id int, version int, \
+         job_group int, status text, trigger_type text, params text, context text, \
+         parent_node_run bigint, depth smallint, seq bigint, start_time bigint, \
+         end_time bigint, message text) \
+         ON CONFLICT (id) DO UPDATE SET {} RETURNING 1), \
          p AS (SELECT * FROM json_to_recordset(?::json) AS v(id bigint, g int, j int, \
          tt timestamp, p text, s text, n bigint, r bigint, k int)), \
          l AS (INSERT INTO xxl_job_log (id, job_group, job_id, trigger_time, trigger_code, \
@@ -770,7 +811,8 @@ static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
          SELECT id, n, r, k, 0 FROM p RETURNING 1) \
          SELECT (SELECT count(*) FROM n) + (SELECT count(*) FROM r) \
          + (SELECT count(*) FROM l) + (SELECT count(*) FROM k)",
-        node_set.join(", "),
+        set(NODE_SET),
+        set(RUN_SET),
         AlarmStatus::Unchecked.code(),
         fire_state::PENDING,
         TriggerType::Workflow.as_str()

@@ -928,4 +928,100 @@ mod tests {
             }
         }
     }
+    /// Starts asked together are recorded in one transaction, each answered on its own: a
+    /// missing workflow, params larger than a context may be and a start its workflow's concurrency
+    /// refuses (SKIP, a run is running) fail alone and write nothing; the others run.
+    #[tokio::test]
+    async fn starts_together_are_answered_each_on_its_own() {
+        use crate::store::workflow_runs::StartOne;
+        for db in crate::store::tests::every_backend().await {
+            let backend = db.get_database_backend();
+            let t0 = 1_800_000_000_000;
+            let now = crate::clock::ms_to_naive(t0);
+            let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+                .await
+                .unwrap();
+            let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
+                .validate(chrono_tz::UTC, now)
+                .unwrap();
+            let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+            let def = serde_json::json!({
+                "nodes": [{ "key": "a", "type": "JOB", "jobId": job }],
+                "edges": []
+            });
+            let workflow = |name: &str, concurrency: &str| entity::xjob_workflow::Model {
+                id: 0,
+                job_group: g,
+                name: name.into(),
+                description: None,
+                author: "t".into(),
+                version: 1,
+                definition: def.to_string(),
+                created_at: t0,
+                updated_at: t0,
+                schedule_type: "NONE".into(),
+                schedule_conf: None,
+                misfire_strategy: "DO_NOTHING".into(),
+                trigger_status: 0,
+                trigger_next_time: 0,
+                concurrency: concurrency.into(),
+                max_queued: 0,
+            };
+            let par = crate::store::workflows::insert(&db, workflow("p", "PARALLEL"))
+                .await
+                .unwrap();
+            let skip = crate::store::workflows::insert(&db, workflow("s", "SKIP"))
+                .await
+                .unwrap();
+            use crate::store::workflow_runs::MAX_CONTEXT;
+            let one = |workflow_id: i32, params: Option<&str>| StartOne {
+                workflow_id,
+                trigger_type: TriggerType::Api,
+                params: params.map(str::to_string),
+            };
+            let runs = Runs::default();
+            let (ids, ch) = runs
+                .start_many(
+                    &db,
+                    vec![
+                        one(par.id, Some(r#"{"x":1}"#)),
+                        one(999, None),
+                        one(par.id, Some(&"x".repeat(MAX_CONTEXT + 1))),
+                        one(skip.id, None),
+                        one(skip.id, None),
+                        one(par.id, None),
+                    ],
+                    t0,
+                )
+                .await
+                .unwrap();
+            let kinds: Vec<&str> = ids
+                .iter()
+                .map(|r| match r {
+                    Ok(_) => "run",
+                    Err(Error::NotFound { .. }) => "missing",
+                    Err(Error::Invalid { .. }) => "invalid",
+                    Err(Error::Conflict { .. }) => "refused",
+                    Err(_) => "other",
+                })
+                .collect();
+            assert_eq!(
+                kinds,
+                ["run", "missing", "invalid", "run", "refused", "run"],
+                "{backend:?} {ids:?}"
+            );
+            assert_eq!(ch.started, 3, "{backend:?}");
+            assert_eq!(ch.dispatch.len(), 3, "{backend:?}: one node run each");
+            let stored: Option<i64> = Port::db(&db)
+                .row("SELECT COUNT(*) FROM xjob_workflow_run", &[])
+                .await
+                .unwrap();
+            assert_eq!(stored, Some(3), "{backend:?}: the refused wrote nothing");
+            let first = crate::store::workflow_runs::get(&db, *ids[0].as_ref().unwrap())
+                .await
+                .unwrap();
+            assert_eq!(first.context, r#"{"x":1}"#, "{backend:?}");
+            assert_eq!(open_rows(&db).await.len(), 3, "{backend:?}");
+        }
+    }
 }
