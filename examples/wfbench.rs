@@ -77,7 +77,9 @@ fn main() -> anyhow::Result<()> {
     cfg.executor.app_name = xjob::demo::DEMO_APP.into();
     cfg.executor.address = "http://127.0.0.1:1/".into();
     cfg.executor.queue_capacity = 1_000_000;
-    actix_rt::System::new().block_on(async move {
+    // the runner outlives the answer, so an error is told before what is in flight is dropped
+    let system = actix_rt::System::new();
+    let answer = system.block_on(async move {
         let engine = Engine::builder(cfg)
             .handlers(xjob::demo::handlers()?)
             .start()
@@ -223,5 +225,9 @@ fn main() -> anyhow::Result<()> {
         engine.stop(Duration::from_secs(5)).await?;
         engine.db().clone().close().await?;
         Ok(())
-    })
+    });
+    if let Err(e) = &answer {
+        eprintln!("wfbench: {e:#}");
+    }
+    answer
 }

@@ -146,6 +146,22 @@ pub(crate) async fn begin_writing(
     Ok(txn)
 }
 
+/// Whether `e` is the database ending a transaction for losing a race with another (a
+/// deadlock, a serialization failure: SQLSTATE 40001 or 40P01), so the same work run again
+/// can succeed.
+pub(crate) fn lost_race(e: &Error) -> bool {
+    use sea_orm::{DbErr, RuntimeErr, sqlx};
+    match e {
+        Error::Db(
+            DbErr::Exec(RuntimeErr::SqlxError(s)) | DbErr::Query(RuntimeErr::SqlxError(s)),
+        ) => match &**s {
+            sqlx::Error::Database(d) => matches!(d.code().as_deref(), Some("40001" | "40P01")),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Takes the cluster's lock row (`xxl_job_lock`, `schedule_lock`) for the rest of `txn`, for
 /// one-off work that several nodes starting at once must not each do (the first admin user,
 /// the demo group). Never taken by the scheduling itself: nodes scan their own buckets.
@@ -250,6 +266,48 @@ pub(crate) mod tests {
             out.push(db);
         }
         out
+    }
+
+    /// Two transactions taking two rows' locks in opposite orders: the database ends one of
+    /// them, and that error is a lost race (run again); a unique key refusing a row is not.
+    #[tokio::test]
+    async fn a_deadlock_is_a_lost_race_and_a_refused_row_is_not() {
+        use sea_orm::TransactionTrait;
+        for db in every_backend().await {
+            let backend = db.get_database_backend();
+            if backend == DbBackend::Sqlite {
+                continue;
+            }
+            let now = crate::clock::ms_to_naive(1_800_000_000_000);
+            let a = groups::insert(&db, "a", "A", 0, None, now).await.unwrap();
+            let b = groups::insert(&db, "b", "B", 0, None, now).await.unwrap();
+            let touch = |id: i32| {
+                Statement::from_sql_and_values(
+                    backend,
+                    port::placeholders(
+                        backend,
+                        "UPDATE xxl_job_group SET title = title WHERE id = ?",
+                    )
+                    .into_owned(),
+                    [id.into()],
+                )
+            };
+            let (t1, t2) = (db.begin().await.unwrap(), db.begin().await.unwrap());
+            t1.execute_raw(touch(a)).await.unwrap();
+            t2.execute_raw(touch(b)).await.unwrap();
+            let (r1, r2) = tokio::join!(t1.execute_raw(touch(b)), t2.execute_raw(touch(a)));
+            let lost: Vec<Error> = [r1, r2]
+                .into_iter()
+                .filter_map(|r| r.err().map(Error::from))
+                .collect();
+            assert_eq!(lost.len(), 1, "{backend:?}: one of them is ended");
+            assert!(lost_race(&lost[0]), "{backend:?}: {}", lost[0]);
+            let _ = (t1.rollback().await, t2.rollback().await);
+            let dup = groups::insert(&db, "a", "A", 0, None, now).await;
+            if let Err(e) = dup {
+                assert!(!lost_race(&e), "{backend:?}: {e}");
+            }
+        }
     }
 
     /// SQLite's plan for `stmt`, its steps joined by "; ".

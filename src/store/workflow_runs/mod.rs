@@ -46,6 +46,9 @@ use crate::workflow::{Definition, Graph, MAX_RUN_NODES, NodeKind, expr};
 
 /// Largest context a run may hold (its JSON text), bytes.
 pub(crate) const MAX_CONTEXT: usize = 64 * 1024;
+/// How many times a transaction the database ended for losing a race (a deadlock) is run
+/// again before its error is answered.
+const RACES: u32 = 3;
 /// Transactions a pass of results is applied in at once on a database server (each over its
 /// own runs).
 const APPLY_LANES: usize = 2;
@@ -761,22 +764,13 @@ impl Runs {
         starts: Vec<StartOne>,
         now: i64,
     ) -> Result<(Vec<Result<i64>>, Changes)> {
-        let me = self.clone();
-        let all = starts.clone();
-        let out = self
-            .pass(db, async move |tx| me.start_all(tx, all, now).await)
-            .await;
-        match out {
+        match self.start_all_again(db, starts.clone(), now).await {
             Err(e) if starts.len() > 1 => {
                 tracing::debug!(error = %e, starts = starts.len(), "starts taken one at a time");
                 let mut ids = Vec::with_capacity(starts.len());
                 let mut ch = Changes::default();
                 for one in starts {
-                    let me = self.clone();
-                    let alone = self
-                        .pass(db, async move |tx| me.start_all(tx, vec![one], now).await)
-                        .await;
-                    match alone {
+                    match self.start_all_again(db, vec![one], now).await {
                         Ok((mut id, c)) => {
                             ids.push(id.pop().ok_or(Error::Stopped("no start answered"))?);
                             ch.absorb(c);
@@ -787,6 +781,30 @@ impl Runs {
                 Ok((ids, ch))
             }
             out => out,
+        }
+    }
+
+    /// [`Runs::start_all`] in a transaction of its own, run again (a few times) when the
+    /// database ended it for losing a race with another (a deadlock).
+    async fn start_all_again(
+        &self,
+        db: &DatabaseConnection,
+        starts: Vec<StartOne>,
+        now: i64,
+    ) -> Result<(Vec<Result<i64>>, Changes)> {
+        let mut tries = 0;
+        loop {
+            let (me, all) = (self.clone(), starts.clone());
+            match self
+                .pass(db, async move |tx| me.start_all(tx, all, now).await)
+                .await
+            {
+                Err(e) if crate::store::lost_race(&e) && tries < RACES => {
+                    tries += 1;
+                    tracing::debug!(error = %e, tries, "workflow starts run again");
+                }
+                out => return out,
+            }
         }
     }
 

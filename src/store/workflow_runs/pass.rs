@@ -225,35 +225,20 @@ impl<'a, 'p> Pass<'a, 'p> {
             self.port.execute(&PG_FLUSH, &args).await?;
             return Ok(());
         }
-        // MySQL/MariaDB and SQLite: one multi-row upsert per kind (every row exists: new
-        // rows were inserted when made)
+        // MySQL/MariaDB and SQLite: one `UPDATE … CASE id …` per kind (every row exists: new
+        // rows were inserted when made). Not an upsert: on InnoDB that takes next-key locks on
+        // the rows it finds, which deadlock with other transactions' inserts.
         debug_assert!(pending.is_empty());
-        for chunk in node_rows.chunks(500) {
-            let mut args = Vec::with_capacity(chunk.len() * 15);
-            for n in chunk {
-                node_values(n, &mut args);
-            }
-            let sql = upsert_sql(
-                self.backend(),
-                "xjob_workflow_node_run",
-                NODE_COLUMNS,
-                chunk.len(),
-                NODE_SET,
-            );
+        for chunk in node_rows.chunks(CASE_ROWS) {
+            let rows: Vec<(i64, Vec<Value>)> =
+                chunk.iter().map(|n| (n.id, node_set_values(n))).collect();
+            let (sql, args) = update_by_case("xjob_workflow_node_run", NODE_SET, &rows);
             self.port.execute(&sql, &args).await?;
         }
-        for chunk in run_rows.chunks(500) {
-            let mut args = Vec::with_capacity(chunk.len() * 14);
-            for r in chunk {
-                run_values(r, &mut args);
-            }
-            let sql = upsert_sql(
-                self.backend(),
-                "xjob_workflow_run",
-                RUN_COLUMNS,
-                chunk.len(),
-                RUN_SET,
-            );
+        for chunk in run_rows.chunks(CASE_ROWS) {
+            let rows: Vec<(i64, Vec<Value>)> =
+                chunk.iter().map(|r| (r.id, run_set_values(r))).collect();
+            let (sql, args) = update_by_case("xjob_workflow_run", RUN_SET, &rows);
             self.port.execute(&sql, &args).await?;
         }
         Ok(())
@@ -656,64 +641,57 @@ const NODE_SET: &[&str] = &[
 /// Run columns an upsert writes over.
 const RUN_SET: &[&str] = &["status", "end_time", "message", "context"];
 
-/// `INSERT INTO table (columns) VALUES (…), … <on conflict update set>` of `n` rows.
-fn upsert_sql(backend: DbBackend, table: &str, columns: &str, n: usize, set: &[&str]) -> String {
-    let one = format!("({})", vec!["?"; columns.split(',').count()].join(", "));
-    let values = vec![one.as_str(); n].join(", ");
-    let set: Vec<String> = set
-        .iter()
-        .map(|c| match backend {
-            DbBackend::MySql => format!("{c} = VALUES({c})"),
-            _ => format!("{c} = excluded.{c}"),
-        })
-        .collect();
-    let conflict = match backend {
-        DbBackend::MySql => "ON DUPLICATE KEY UPDATE",
-        _ => "ON CONFLICT (id) DO UPDATE SET",
-    };
-    format!(
-        "INSERT INTO {table} ({columns}) VALUES {values} {conflict} {}",
+/// Rows one `UPDATE … CASE` writes at most.
+const CASE_ROWS: usize = 200;
+
+/// `UPDATE table SET c = CASE id WHEN ? THEN ? … END, … WHERE id IN (…)` of `rows` (id, the
+/// values of `columns`), with its arguments.
+fn update_by_case(
+    table: &str,
+    columns: &[&str],
+    rows: &[(i64, Vec<Value>)],
+) -> (String, Vec<Value>) {
+    let mut args: Vec<Value> = Vec::with_capacity(rows.len() * (2 * columns.len() + 1));
+    let whens = vec!["WHEN ? THEN ?"; rows.len()].join(" ");
+    let mut set = Vec::with_capacity(columns.len());
+    for (i, c) in columns.iter().enumerate() {
+        set.push(format!("{c} = CASE id {whens} END"));
+        for (id, values) in rows {
+            args.push((*id).into());
+            args.push(values[i].clone());
+        }
+    }
+    args.extend(rows.iter().map(|(id, _)| Value::from(*id)));
+    let marks = vec!["?"; rows.len()].join(", ");
+    let sql = format!(
+        "UPDATE {table} SET {} WHERE id IN ({marks})",
         set.join(", ")
-    )
+    );
+    (sql, args)
 }
 
-fn node_values(n: &nodes::Model, v: &mut Vec<Value>) {
-    v.extend([
-        n.id.into(),
-        n.run_id.into(),
-        n.node_key.clone().into(),
-        n.attempt.into(),
-        n.max_attempts.into(),
+/// A node row's values of [`NODE_SET`].
+fn node_set_values(n: &nodes::Model) -> Vec<Value> {
+    vec![
         n.state.clone().into(),
         n.decision.into(),
-        n.shards_total.into(),
         n.shards_done.into(),
         n.shards_failed.into(),
         n.child_run.into(),
-        n.start_time.into(),
         n.end_time.into(),
         n.message.clone().into(),
         n.cleared.into(),
-    ]);
+    ]
 }
 
-fn run_values(r: &runs::Model, v: &mut Vec<Value>) {
-    v.extend([
-        r.id.into(),
-        r.workflow_id.into(),
-        r.version.into(),
-        r.job_group.into(),
+/// A run's values of [`RUN_SET`].
+fn run_set_values(r: &runs::Model) -> Vec<Value> {
+    vec![
         r.status.clone().into(),
-        r.trigger_type.clone().into(),
-        r.params.clone().into(),
-        r.context.clone().into(),
-        r.parent_node_run.into(),
-        r.depth.into(),
-        r.seq.into(),
-        r.start_time.into(),
         r.end_time.into(),
         r.message.clone().into(),
-    ]);
+        r.context.clone().into(),
+    ]
 }
 
 fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
