@@ -279,9 +279,10 @@ impl Outlet {
 }
 
 /// Applies `items` in [`Runs::lanes`] transactions at once, each over the results of its own
-/// runs (by run id): a large pass on a database server uses more than one of its cores.
-/// Answers what the lanes that committed changed, and the error of one that did not (its
-/// results stay unapplied for the next pass).
+/// runs (by run id): a large pass on a database server uses more than one of its cores. A lane
+/// the database ended for losing a race (two lanes locking one parent run of nested runs) is
+/// applied again alone. Answers what the lanes that committed changed, and the error of one
+/// that did not (its results stay unapplied for the next pass).
 async fn apply_in_lanes(
     db: &DatabaseConnection,
     runs: &Runs,
@@ -293,16 +294,16 @@ async fn apply_in_lanes(
     for f in items {
         parts[f.run_id.rem_euclid(lanes as i64) as usize].push(f);
     }
-    let applied = futures::future::join_all(
-        parts
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| runs.apply(db, p, now)),
-    )
-    .await;
+    parts.retain(|p| !p.is_empty());
+    let applied =
+        futures::future::join_all(parts.iter().map(|p| runs.apply(db, p.clone(), now))).await;
     let mut ch = Changes::default();
     let mut failed = None;
-    for r in applied {
+    for (r, part) in applied.into_iter().zip(parts) {
+        let r = match r {
+            Err(e) if crate::store::lost_race(&e) => runs.apply(db, part, now).await,
+            r => r,
+        };
         match r {
             Ok(c) => ch.absorb(c),
             Err(e) => failed = Some(e),

@@ -218,8 +218,8 @@ impl<'a, 'p> Pass<'a, 'p> {
         };
         if self.backend() == DbBackend::Postgres {
             let args = [
-                json_rows(node_rows.iter().map(node_json)),
-                json_rows(run_rows.iter().map(run_json)),
+                json_rows(node_rows.iter().map(model_json)),
+                json_rows(run_rows.iter().map(model_json)),
                 json_rows(pending.iter().map(pending_json)),
             ];
             self.port.execute(&PG_FLUSH, &args).await?;
@@ -698,43 +698,9 @@ fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
     Json::Array(rows.collect()).to_string().into()
 }
 
-fn node_json(n: &nodes::Model) -> Json {
-    let mut m = Map::new();
-    m.insert("id".into(), n.id.into());
-    m.insert("run_id".into(), n.run_id.into());
-    m.insert("node_key".into(), n.node_key.clone().into());
-    m.insert("attempt".into(), n.attempt.into());
-    m.insert("max_attempts".into(), n.max_attempts.into());
-    m.insert("state".into(), n.state.clone().into());
-    m.insert("decision".into(), n.decision.into());
-    m.insert("shards_total".into(), n.shards_total.into());
-    m.insert("shards_done".into(), n.shards_done.into());
-    m.insert("shards_failed".into(), n.shards_failed.into());
-    m.insert("child_run".into(), n.child_run.into());
-    m.insert("start_time".into(), n.start_time.into());
-    m.insert("end_time".into(), n.end_time.into());
-    m.insert("message".into(), n.message.clone().into());
-    m.insert("cleared".into(), n.cleared.into());
-    Json::Object(m)
-}
-
-fn run_json(r: &runs::Model) -> Json {
-    let mut m = Map::new();
-    m.insert("id".into(), r.id.into());
-    m.insert("workflow_id".into(), r.workflow_id.into());
-    m.insert("version".into(), r.version.into());
-    m.insert("job_group".into(), r.job_group.into());
-    m.insert("status".into(), r.status.clone().into());
-    m.insert("trigger_type".into(), r.trigger_type.clone().into());
-    m.insert("params".into(), r.params.clone().into());
-    m.insert("context".into(), r.context.clone().into());
-    m.insert("parent_node_run".into(), r.parent_node_run.into());
-    m.insert("depth".into(), r.depth.into());
-    m.insert("seq".into(), r.seq.into());
-    m.insert("start_time".into(), r.start_time.into());
-    m.insert("end_time".into(), r.end_time.into());
-    m.insert("message".into(), r.message.clone().into());
-    Json::Object(m)
+/// A model as a JSON row: its fields are named as their columns.
+fn model_json(m: &impl serde::Serialize) -> Json {
+    serde_json::to_value(m).unwrap_or(Json::Null)
 }
 
 fn pending_json(p: &Pending) -> Json {

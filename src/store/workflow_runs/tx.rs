@@ -596,6 +596,34 @@ mod tests {
         out
     }
 
+    /// A workflow of group `g` with definition `def` and `concurrency`, made at `at` (ms).
+    fn workflow_row(
+        g: i32,
+        name: &str,
+        def: &serde_json::Value,
+        concurrency: &str,
+        at: i64,
+    ) -> wf::Model {
+        wf::Model {
+            id: 0,
+            job_group: g,
+            name: name.into(),
+            description: None,
+            author: "t".into(),
+            version: 1,
+            definition: def.to_string(),
+            created_at: at,
+            updated_at: at,
+            schedule_type: "NONE".into(),
+            schedule_conf: None,
+            misfire_strategy: "DO_NOTHING".into(),
+            trigger_status: 0,
+            trigger_next_time: 0,
+            concurrency: concurrency.into(),
+            max_queued: 0,
+        }
+    }
+
     /// The models' column lists are the entities' own order, so a row sea-query selects reads
     /// as one the rules' statements select.
     #[test]
@@ -655,29 +683,9 @@ mod tests {
                 { "from": "c", "to": "gone" }
             ]
         });
-        let w = crate::store::workflows::insert(
-            &db,
-            entity::xjob_workflow::Model {
-                id: 0,
-                job_group: g,
-                name: "w".into(),
-                description: None,
-                author: "t".into(),
-                version: 1,
-                definition: def.to_string(),
-                created_at: t0,
-                updated_at: t0,
-                schedule_type: "NONE".into(),
-                schedule_conf: None,
-                misfire_strategy: "DO_NOTHING".into(),
-                trigger_status: 0,
-                trigger_next_time: 0,
-                concurrency: "PARALLEL".into(),
-                max_queued: 0,
-            },
-        )
-        .await
-        .unwrap();
+        let w = crate::store::workflows::insert(&db, workflow_row(g, "w", &def, "PARALLEL", t0))
+            .await
+            .unwrap();
         let runs = Runs::default();
         let mut conn = rusqlite::Connection::open(&path).unwrap();
         let ctx = || crate::store::workflow_runs::initial_context(Some(r#"{"p":1}"#)).unwrap();
@@ -783,24 +791,8 @@ mod tests {
             let mut wide = spec("w", 0);
             wide.executor_route_strategy = "SHARDING_BROADCAST".into();
             let wide = crate::store::jobs::insert(&db, valid(wide)).await.unwrap();
-            let workflow = |name: &str, def: serde_json::Value| entity::xjob_workflow::Model {
-                id: 0,
-                job_group: g,
-                name: name.into(),
-                description: None,
-                author: "t".into(),
-                version: 1,
-                definition: def.to_string(),
-                created_at: t0,
-                updated_at: t0,
-                schedule_type: "NONE".into(),
-                schedule_conf: None,
-                misfire_strategy: "DO_NOTHING".into(),
-                trigger_status: 0,
-                trigger_next_time: 0,
-                concurrency: "PARALLEL".into(),
-                max_queued: 0,
-            };
+            let workflow =
+                |name: &str, def: serde_json::Value| workflow_row(g, name, &def, "PARALLEL", t0);
             let child = serde_json::json!({
                 "nodes": [
                     { "key": "x", "type": "JOB", "jobId": job, "param": "p=${p}" },
@@ -949,24 +941,8 @@ mod tests {
                 "nodes": [{ "key": "a", "type": "JOB", "jobId": job }],
                 "edges": []
             });
-            let workflow = |name: &str, concurrency: &str| entity::xjob_workflow::Model {
-                id: 0,
-                job_group: g,
-                name: name.into(),
-                description: None,
-                author: "t".into(),
-                version: 1,
-                definition: def.to_string(),
-                created_at: t0,
-                updated_at: t0,
-                schedule_type: "NONE".into(),
-                schedule_conf: None,
-                misfire_strategy: "DO_NOTHING".into(),
-                trigger_status: 0,
-                trigger_next_time: 0,
-                concurrency: concurrency.into(),
-                max_queued: 0,
-            };
+            let workflow =
+                |name: &str, concurrency: &str| workflow_row(g, name, &def, concurrency, t0);
             let par = crate::store::workflows::insert(&db, workflow("p", "PARALLEL"))
                 .await
                 .unwrap();
