@@ -556,6 +556,26 @@ mod tests {
             .collect()
     }
 
+    /// Writes a result for every open run row, as an executor would send it: `a` puts k=1
+    /// into the context, `bad` fails, the others succeed. Answers whether there was one.
+    async fn answer_open_rows(db: &sea_orm::DatabaseConnection) -> bool {
+        let open = open_rows(db).await;
+        for (log_id, _, key) in &open {
+            let (code, msg) = match key.as_str() {
+                "a" => (200, "xjob.context={\"k\":1}\nfine"),
+                "bad" => (500, "broken"),
+                _ => (200, "fine"),
+            };
+            let sql = "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, fire_state = 0 \
+                       WHERE id = ?";
+            Port::db(db)
+                .execute(sql, &[code.into(), msg.into(), (*log_id).into()])
+                .await
+                .unwrap();
+        }
+        !open.is_empty()
+    }
+
     /// What a run recorded, without ids: its status, context and message, each node run's
     /// key, attempt, state, decision, shards and message, and each run row's param.
     async fn recorded(db: &sea_orm::DatabaseConnection, run: i64) -> String {
@@ -702,24 +722,8 @@ mod tests {
         .unwrap();
         // results as an executor would send them: `a` puts k=1, `bad` fails
         for step in 1..10 {
-            let open = open_rows(&db).await;
-            if open.is_empty() {
+            if !answer_open_rows(&db).await {
                 break;
-            }
-            for (log_id, _, key) in &open {
-                let (code, msg) = match key.as_str() {
-                    "a" => (200, "xjob.context={\"k\":1}\nfine"),
-                    "bad" => (500, "broken"),
-                    _ => (200, "fine"),
-                };
-                db.execute_raw(Statement::from_sql_and_values(
-                    db.get_database_backend(),
-                    "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, fire_state = 0 \
-                     WHERE id = ?",
-                    [code.into(), msg.into(), (*log_id).into()],
-                ))
-                .await
-                .unwrap();
             }
             let done = runs.finished(&db, 1000).await.unwrap();
             let (sea, file): (Vec<Finished>, Vec<Finished>) =
@@ -857,28 +861,8 @@ mod tests {
             }
             // results as an executor would send them: `a` puts k=1, `bad` fails (twice)
             for step in 1..20 {
-                let open = open_rows(&db).await;
-                if open.is_empty() {
+                if !answer_open_rows(&db).await {
                     break;
-                }
-                for (log_id, _, key) in &open {
-                    let (code, msg) = match key.as_str() {
-                        "a" => (200, "xjob.context={\"k\":1}\nfine"),
-                        "bad" => (500, "broken"),
-                        _ => (200, "fine"),
-                    };
-                    db.execute_raw(Statement::from_sql_and_values(
-                        backend,
-                        crate::store::port::placeholders(
-                            backend,
-                            "UPDATE xxl_job_log SET handle_code = ?, handle_msg = ?, \
-                             fire_state = 0 WHERE id = ?",
-                        )
-                        .into_owned(),
-                        [code.into(), msg.into(), (*log_id).into()],
-                    ))
-                    .await
-                    .unwrap();
                 }
                 let done = runs.finished(&db, 1000).await.unwrap();
                 let (mut plain, mut kept) = (Vec::new(), Vec::new());
