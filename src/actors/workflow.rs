@@ -39,6 +39,10 @@ const BATCH: u64 = 1000;
 /// Most starts recorded in one transaction.
 const MAX_STARTS: usize = 256;
 
+/// Most batches of started runs being claimed and sent at once; beyond that the next batch of
+/// starts waits (dispatch is not outrun without bound).
+const DISPATCHES: usize = 4;
+
 /// Starts a run of a workflow; answers the run's id.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<i64>")]
@@ -96,6 +100,8 @@ pub(crate) struct WorkflowActor {
     starts: Vec<(StartOne, tokio::sync::oneshot::Sender<Result<i64>>)>,
     /// A batch of starts is being recorded.
     starting: bool,
+    /// Batches of started runs being claimed and sent (at most [`DISPATCHES`]).
+    dispatching: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// What a [`WorkflowActor`] is built from.
@@ -142,6 +148,7 @@ impl WorkflowActor {
             stopped: false,
             starts: Vec::new(),
             starting: false,
+            dispatching: std::sync::Arc::new(tokio::sync::Semaphore::new(DISPATCHES)),
         }
     }
 
@@ -408,6 +415,7 @@ impl Handler<StartRun> for WorkflowActor {
 
     /// Starts asked at once are recorded together: one transaction (and one claim) for all
     /// of them, so callers starting many runs cost the database a few statements per batch.
+    /// Each is answered once its batch committed; the claim and the sending follow.
     fn handle(&mut self, msg: StartRun, ctx: &mut Self::Context) -> Self::Result {
         let (answer, rx) = tokio::sync::oneshot::channel();
         let one = StartOne {
@@ -441,15 +449,26 @@ impl WorkflowActor {
             self.clock.clone(),
             self.outlet(),
         );
-        let guard = self.activity.enter();
+        let (guard, dispatching) = (self.activity.enter(), self.dispatching.clone());
         let fut = async move {
             let (starts, answers): (Vec<StartOne>, Vec<_>) = batch.into_iter().unzip();
             match runs.start_many(&db, starts, clock.now_ms()).await {
                 Ok((ids, ch)) => {
                     out.done(&ch);
-                    dispatch(&db, &runs, &pool, ch).await;
+                    // a start is answered once committed; its node runs are claimed and sent
+                    // meanwhile (a row left pending by a failed claim is the recovery pass's),
+                    // and the next batch is recorded while at most `DISPATCHES` are sent
                     for (id, answer) in ids.into_iter().zip(answers) {
                         let _ = answer.send(id);
+                    }
+                    if !ch.dispatch.is_empty()
+                        && let Ok(permit) = dispatching.acquire_owned().await
+                    {
+                        actix::spawn(async move {
+                            dispatch(&db, &runs, &pool, ch).await;
+                            drop((permit, guard));
+                        });
+                        return;
                     }
                 }
                 Err(e) => {
