@@ -49,6 +49,8 @@ pub(crate) struct Ids {
     runs: Mutex<Vec<i64>>,
     nodes: Mutex<Vec<i64>>,
     logs: Mutex<Vec<i64>>,
+    /// Each kind's reserving statement, the sequence's name in it (looked up once).
+    reserve: Mutex<[Option<std::sync::Arc<str>>; 3]>,
 }
 
 #[derive(Clone, Copy)]
@@ -72,16 +74,7 @@ impl Ids {
         if let Some(id) = self.list(kind).lock().pop() {
             return Ok(id);
         }
-        let table = match kind {
-            Kind::Run => "xjob_workflow_run",
-            Kind::Node => "xjob_workflow_node_run",
-            Kind::Log => "xxl_job_log",
-        };
-        // (the sequence's name looked up once, not for each id)
-        let sql = format!(
-            "SELECT nextval(q.s) FROM (SELECT pg_get_serial_sequence('{table}', 'id')::regclass \
-             AS s) AS q CROSS JOIN generate_series(1, ?)"
-        );
+        let sql = self.reserving(port, kind).await?;
         let mut got: Vec<i64> = port
             .rows(&sql, &[want.clamp(RESERVE, MAX_RESERVE).into()])
             .await?;
@@ -92,6 +85,37 @@ impl Ids {
         got.sort_unstable_by(|a, b| b.cmp(a));
         *list = got;
         Ok(id)
+    }
+
+    /// The statement reserving ids of `kind`: the sequence named by a constant, which
+    /// PostgreSQL resolves once per statement (named by an expression, it is resolved again for
+    /// every id: measured 3 µs an id against 0.3).
+    async fn reserving(&self, port: &Port<'_>, kind: Kind) -> Result<std::sync::Arc<str>> {
+        if let Some(sql) = &self.reserve.lock()[kind as usize] {
+            return Ok(sql.clone());
+        }
+        let table = match kind {
+            Kind::Run => "xjob_workflow_run",
+            Kind::Node => "xjob_workflow_node_run",
+            Kind::Log => "xxl_job_log",
+        };
+        let seq: Option<String> = port
+            .rows(
+                &format!("SELECT pg_get_serial_sequence('{table}', 'id')"),
+                &[],
+            )
+            .await?
+            .pop();
+        let seq = seq.ok_or(sea_orm::DbErr::RecordNotFound(format!(
+            "{table}'s sequence"
+        )))?;
+        let sql: std::sync::Arc<str> = format!(
+            "SELECT nextval('{}') FROM generate_series(1, ?)",
+            seq.replace('\'', "''")
+        )
+        .into();
+        self.reserve.lock()[kind as usize] = Some(sql.clone());
+        Ok(sql)
     }
 }
 
