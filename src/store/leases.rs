@@ -210,6 +210,8 @@ pub(crate) async fn renew(
         return Ok(Renewal::Renewed);
     }
     let txn = db.begin().await?;
+    // (a scan of this node still fencing under its old lease commits first: `fence`)
+    lock_nodes(&txn, &[node]).await?;
     let older = txn
         .query_all_raw(stmt(
             b,
@@ -354,6 +356,39 @@ pub(crate) async fn acquire(
             .map(|r| r.try_get::<i32>("", "bucket").map_err(Into::into))
             .collect()
     };
+    // On PostgreSQL a lapsed holder's buckets are taken only under its row's lock, which its
+    // own scan holds shared while fencing (`fence`): one still committing is skipped.
+    let lapsed = if b == DbBackend::Postgres {
+        let rows = txn
+            .query_all_raw(stmt(
+                b,
+                format!(
+                    "SELECT id FROM xjob_node WHERE lease_until_ms <= {now} \
+                     FOR UPDATE SKIP LOCKED"
+                ),
+                vec![],
+            ))
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.try_get::<String>("", "id"))
+            .collect::<std::result::Result<Vec<String>, _>>()?;
+        let quoted: Vec<String> = ids
+            .iter()
+            .map(|id| format!("'{}'", id.replace('\'', "''")))
+            .collect();
+        let mut free = "owner IS NULL OR owner NOT IN (SELECT id FROM xjob_node)".to_string();
+        if !quoted.is_empty() {
+            free.push_str(&format!(" OR owner IN ({})", quoted.join(", ")));
+        }
+        Some(format!("({free})"))
+    } else {
+        None
+    };
+    let takeable = |not_live: String| match &lapsed {
+        Some(free) => format!("{not_live} AND {free}"),
+        None => not_live,
+    };
     let mut buckets = if n == 0 {
         Vec::new()
     } else {
@@ -361,9 +396,12 @@ pub(crate) async fn acquire(
             txn.query_all_raw(stmt(
                 b,
                 format!(
-                    "SELECT bucket FROM xjob_lease WHERE owner IS NULL OR owner NOT IN \
-                     (SELECT id FROM xjob_node WHERE lease_until_ms > {now}) \
-                     ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED"
+                    "SELECT bucket FROM xjob_lease WHERE {} \
+                     ORDER BY bucket LIMIT {n} FOR UPDATE SKIP LOCKED",
+                    takeable(format!(
+                        "(owner IS NULL OR owner NOT IN \
+                         (SELECT id FROM xjob_node WHERE lease_until_ms > {now}))"
+                    ))
                 ),
                 vec![],
             ))
@@ -374,10 +412,13 @@ pub(crate) async fn acquire(
         txn.query_all_raw(stmt(
             b,
             format!(
-                "SELECT bucket FROM xjob_lease WHERE owner IS NOT NULL AND owner NOT IN \
-                 (SELECT id FROM xjob_node WHERE lease_until_ms > {now} - {}) \
+                "SELECT bucket FROM xjob_lease WHERE {} \
                  ORDER BY bucket FOR UPDATE SKIP LOCKED",
-                p(b, 1)
+                takeable(format!(
+                    "owner IS NOT NULL AND owner NOT IN \
+                     (SELECT id FROM xjob_node WHERE lease_until_ms > {now} - {})",
+                    p(b, 1)
+                ))
             ),
             vec![rescue_after_ms.into()],
         ))
@@ -432,22 +473,50 @@ pub(crate) async fn acquire(
 
 /// Gives `leases` back (a node handing buckets to one that joined, or stopping): free at once
 /// for any node. Only leases still held at their epoch are released.
-pub(crate) async fn release(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<u64> {
+pub(crate) async fn release(c: &DatabaseConnection, node: &str, leases: &[Lease]) -> Result<u64> {
     if leases.is_empty() {
         return Ok(0);
     }
+    let txn = c.begin().await?;
+    // (a scan of this node fencing these buckets commits first: `fence`)
+    lock_nodes(&txn, &[node]).await?;
+    let b = txn.get_database_backend();
+    let n = txn
+        .execute_raw(stmt(
+            b,
+            format!(
+                "UPDATE xjob_lease SET owner = NULL WHERE owner = {} AND {}",
+                p(b, 1),
+                lease_list(leases)
+            ),
+            vec![node.into()],
+        ))
+        .await?
+        .rows_affected();
+    txn.commit().await?;
+    Ok(n)
+}
+
+/// On PostgreSQL, locks the rows of `nodes` for update in the caller's transaction: every
+/// statement that takes a bucket from its holder does, so none does while the holder's scan
+/// is between its fence and its commit ([`fence`]). Elsewhere nothing (the fence locks the
+/// buckets' own rows there).
+async fn lock_nodes(c: &impl ConnectionTrait, nodes: &[&str]) -> Result<()> {
     let b = c.get_database_backend();
-    Ok(c.execute_raw(stmt(
+    if b != DbBackend::Postgres || nodes.is_empty() {
+        return Ok(());
+    }
+    let marks: Vec<String> = (1..=nodes.len()).map(|i| p(b, i)).collect();
+    c.query_all_raw(stmt(
         b,
         format!(
-            "UPDATE xjob_lease SET owner = NULL WHERE owner = {} AND {}",
-            p(b, 1),
-            lease_list(leases)
+            "SELECT id FROM xjob_node WHERE id IN ({}) FOR UPDATE",
+            marks.join(", ")
         ),
-        vec![node.into()],
+        nodes.iter().map(|n| (*n).into()).collect(),
     ))
-    .await?
-    .rows_affected())
+    .await?;
+    Ok(())
 }
 
 /// Records that `node` is handing the fires of `leases` with nominal times up to `through_ms`
@@ -512,13 +581,50 @@ pub(crate) async fn mark_dispatched(
 }
 
 /// Inside a scan's transaction, just before it commits: whether `node` still holds every one
-/// of `leases` at its epoch, unexpired. The rows stay locked until the commit, so no node takes
-/// them over between this check and the commit (a node taking over skips them until then).
+/// of `leases` at its epoch, unexpired. What is checked stays locked until the commit, so no
+/// node takes a bucket over between this check and the commit (one taking over skips it
+/// until then):
+/// - on PostgreSQL, the node's own row, shared (`FOR KEY SHARE`, which its lease renewals do
+///   not wait for), while its lease is valid; every statement taking a bucket from its holder
+///   locks the holder's row for update first ([`lock_nodes`], `acquire`), so the buckets' rows
+///   are only read (locking 1,024 bucket rows wrote each one's lock to the table and its log:
+///   5.4 µs of statement time per fire at 1,000 fires/s);
+/// - elsewhere, the buckets' rows (`FOR UPDATE`).
 pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<bool> {
     if leases.is_empty() {
         return Ok(true);
     }
     let b = c.get_database_backend();
+    if b == DbBackend::Postgres {
+        let live = c
+            .query_all_raw(stmt(
+                b,
+                format!(
+                    "SELECT id FROM xjob_node WHERE id = $1 AND lease_until_ms > {} \
+                     FOR KEY SHARE",
+                    db_now_ms(b)
+                ),
+                vec![node.into()],
+            ))
+            .await?;
+        if live.is_empty() {
+            return Ok(false);
+        }
+        let held = c
+            .query_one_raw(stmt(
+                b,
+                format!(
+                    "SELECT COUNT(*) AS n FROM xjob_lease WHERE owner = $1 AND {}",
+                    lease_list(leases)
+                ),
+                vec![node.into()],
+            ))
+            .await?
+            .map(|r| r.try_get::<i64>("", "n"))
+            .transpose()?
+            .unwrap_or(0);
+        return Ok(held as usize == leases.len());
+    }
     let rows = c
         .query_all_raw(stmt(
             b,
@@ -536,6 +642,66 @@ pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On PostgreSQL (the fence locks the node's row, not its buckets'), a scan that passed
+    /// its fence keeps its buckets until it commits, even if its node's lease lapses
+    /// meanwhile: another node's acquire skips them; once the scan commits they are taken. A
+    /// fence after that fails. (MySQL's fence locks the buckets' rows, and there the lapse
+    /// written below would wait for the scan: `tests/cluster.rs` covers it.)
+    #[tokio::test]
+    async fn a_fenced_scan_keeps_its_buckets_until_it_commits() {
+        for db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            if b != DbBackend::Postgres {
+                continue;
+            }
+            assert_eq!(
+                renew(&db, "a", "http://a", 60_000).await.unwrap(),
+                Renewal::Rejoined
+            );
+            assert_eq!(
+                renew(&db, "b", "http://b", 60_000).await.unwrap(),
+                Renewal::Rejoined
+            );
+            let mine: Vec<Lease> = acquire(&db, "a", 4, 60_000)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.lease)
+                .collect();
+            assert_eq!(mine.len(), 4, "{b:?}");
+            let lapse = |node: &str| {
+                Statement::from_string(
+                    b,
+                    format!("UPDATE xjob_node SET lease_until_ms = 1 WHERE id = '{node}'"),
+                )
+            };
+            let scan = db.begin().await.unwrap();
+            assert!(fence(&scan, "a", &mine).await.unwrap(), "{b:?}");
+            // a's lease lapses while its scan is between its fence and its commit
+            db.execute_raw(lapse("a")).await.unwrap();
+            let taken = acquire(&db, "b", 1024, 0).await.unwrap();
+            assert!(
+                taken
+                    .iter()
+                    .all(|t| !mine.iter().any(|l| l.bucket == t.lease.bucket)),
+                "{b:?}: a bucket of a fenced scan taken before its commit"
+            );
+            scan.commit().await.unwrap();
+            let taken = acquire(&db, "b", 1024, 0).await.unwrap();
+            assert!(
+                mine.iter().all(|l| taken
+                    .iter()
+                    .any(|t| t.lease.bucket == l.bucket && t.lease.epoch == l.epoch + 1)),
+                "{b:?}: taken at the next epoch once the scan committed"
+            );
+            // a's next scan fails its fence: its buckets moved on
+            let scan = db.begin().await.unwrap();
+            assert!(!fence(&scan, "a", &mine).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            db.close().await.unwrap();
+        }
+    }
 
     /// Buckets are in range, spread consecutive ids, and the SQL computes the same ones on
     /// every backend.
