@@ -23,6 +23,7 @@ mod m20261127_000015_partial_log_indexes_sqlite;
 mod m20261128_000016_log_by_job_sqlite;
 mod m20261202_000017_node_lease;
 mod m20261203_000018_alarm_index_by_id;
+mod m20261203_000019_node_dispatch_mark;
 mod takeover;
 
 /// Runs `statements` on SQLite, in one call so that every one goes to the same connection of
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000016_log_by_job_sqlite::Migration),
             Box::new(m20261202_000017_node_lease::Migration),
             Box::new(m20261203_000018_alarm_index_by_id::Migration),
+            Box::new(m20261203_000019_node_dispatch_mark::Migration),
         ]
     }
 }

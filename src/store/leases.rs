@@ -11,6 +11,12 @@
 //! the statement): a lease's expiry is never compared with a node's clock. Each statement that
 //! depends on holding a lease is conditional on it (owner, epoch, the owner's lease valid), so
 //! a node that lost a bucket changes nothing of it.
+//!
+//! On PostgreSQL a node's row also carries what its scans and dispatches need to hold, so that
+//! the steady state writes no bucket row: a scan fences on the node's row ([`fence`]) and the
+//! dispatch mark is the node's ([`mark_dispatched`]). Every statement taking a bucket from its
+//! holder therefore locks the holder's row first ([`lock_nodes`], [`acquire`]) and folds the
+//! holder's mark into the bucket's row ([`fold_mark`], and [`leave`] for a forgotten row).
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
 
@@ -179,6 +185,20 @@ fn holder(b: DbBackend, n: usize) -> String {
     )
 }
 
+/// On PostgreSQL, `SET` assignments (after a comma) that fold a bucket's holder's dispatch mark
+/// (its `xjob_node` row's, [`mark_dispatched`]) into the bucket's row, for a statement taking
+/// the bucket from its holder: the next holder reads the bucket's row. Empty elsewhere (MySQL
+/// keeps the mark in the buckets' rows).
+fn fold_mark(b: DbBackend) -> &'static str {
+    match b {
+        DbBackend::Postgres => {
+            ", dispatched_through = GREATEST(dispatched_through, COALESCE((SELECT \
+             n.dispatched_through FROM xjob_node n WHERE n.id = xjob_lease.owner), 0))"
+        }
+        _ => "",
+    }
+}
+
 /// Renews node `node`'s lease (and heartbeat) for `lease_ms`: one update of its row while the
 /// lease is valid. A node whose lease lapsed (a stall, the database unreachable) or that has
 /// no row yet rejoins: in one transaction the buckets still in its name are freed (they stopped
@@ -233,7 +253,8 @@ pub(crate) async fn renew(
     txn.execute_raw(stmt(
         b,
         format!(
-            "UPDATE xjob_lease SET owner = NULL WHERE owner = {}",
+            "UPDATE xjob_lease SET owner = NULL{} WHERE owner = {}",
+            fold_mark(b),
             p(b, 1)
         ),
         vec![node.into()],
@@ -299,17 +320,23 @@ pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Res
 /// Removes node `id` (it stopped) and the rows of nodes silent for `forget_after_ms`.
 pub(crate) async fn leave(c: &impl ConnectionTrait, id: &str, forget_after_ms: i64) -> Result<()> {
     let b = c.get_database_backend();
-    c.execute_raw(stmt(
-        b,
-        format!(
-            "DELETE FROM xjob_node WHERE id = {} OR heartbeat_ms < {} - {}",
-            p(b, 1),
-            db_now_ms(b),
-            p(b, 2)
+    let delete = format!(
+        "DELETE FROM xjob_node WHERE id = {} OR heartbeat_ms < {} - {}",
+        p(b, 1),
+        db_now_ms(b),
+        p(b, 2)
+    );
+    // on PostgreSQL the rows' dispatch marks go into the rows of the buckets they still hold
+    let sql = match b {
+        DbBackend::Postgres => format!(
+            "WITH gone AS ({delete} RETURNING id, dispatched_through) UPDATE xjob_lease \
+             SET dispatched_through = GREATEST(xjob_lease.dispatched_through, \
+             gone.dispatched_through) FROM gone WHERE xjob_lease.owner = gone.id"
         ),
-        vec![id.into(), forget_after_ms.into()],
-    ))
-    .await?;
+        _ => delete,
+    };
+    c.execute_raw(stmt(b, sql, vec![id.into(), forget_after_ms.into()]))
+        .await?;
     Ok(())
 }
 
@@ -440,8 +467,9 @@ pub(crate) async fn acquire(
     txn.execute_raw(stmt(
         b,
         format!(
-            "UPDATE xjob_lease SET owner = {}, epoch = epoch + 1 WHERE bucket IN ({list})",
-            holder(b, 1)
+            "UPDATE xjob_lease SET owner = {}, epoch = epoch + 1{} WHERE bucket IN ({list})",
+            holder(b, 1),
+            fold_mark(b)
         ),
         vec![node.into()],
     ))
@@ -485,7 +513,8 @@ pub(crate) async fn release(c: &DatabaseConnection, node: &str, leases: &[Lease]
         .execute_raw(stmt(
             b,
             format!(
-                "UPDATE xjob_lease SET owner = NULL WHERE owner = {} AND {}",
+                "UPDATE xjob_lease SET owner = NULL{} WHERE owner = {} AND {}",
+                fold_mark(b),
                 p(b, 1),
                 lease_list(leases)
             ),
@@ -522,7 +551,9 @@ async fn lock_nodes(c: &impl ConnectionTrait, nodes: &[&str]) -> Result<()> {
 /// Records that `node` is handing the fires of `leases` with nominal times up to `through_ms`
 /// to executors: only for the leases it still holds unexpired at their epoch (the others'
 /// fires are not its to send); answers those. A bucket's next holder treats its fires up to
-/// this time as sent (never sends them again).
+/// this time as sent (never sends them again). On PostgreSQL one update of the node's row
+/// (covering every bucket it holds) and a read of the leases; on MySQL an update of each
+/// bucket's row.
 pub(crate) async fn mark_dispatched(
     db: &DatabaseConnection,
     node: &str,
@@ -534,6 +565,29 @@ pub(crate) async fn mark_dispatched(
     }
     let txn = db.begin().await?;
     let b = txn.get_database_backend();
+    if b == DbBackend::Postgres {
+        // the node's own row (locked until the commit: nothing takes a bucket from it
+        // meanwhile, `lock_nodes`), then which leases it still holds
+        let live = txn
+            .execute_raw(stmt(
+                b,
+                format!(
+                    "UPDATE xjob_node SET dispatched_through = GREATEST(dispatched_through, $1) \
+                     WHERE id = $2 AND lease_until_ms > {}",
+                    db_now_ms(b)
+                ),
+                vec![through_ms.into(), node.into()],
+            ))
+            .await?
+            .rows_affected();
+        let held = if live == 1 {
+            held_of(&txn, node, leases).await?
+        } else {
+            Vec::new()
+        };
+        txn.commit().await?;
+        return Ok(held);
+    }
     let greatest = match b {
         DbBackend::Sqlite => "MAX",
         _ => "GREATEST",
@@ -556,28 +610,34 @@ pub(crate) async fn mark_dispatched(
         leases.to_vec()
     } else {
         // some moved on: which are still this node's (read under the locks just taken)
-        let rows = txn
-            .query_all_raw(stmt(
-                b,
-                format!(
-                    "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND {}",
-                    holder(b, 1),
-                    lease_list(leases)
-                ),
-                vec![node.into()],
-            ))
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Lease {
-                    bucket: r.try_get("", "bucket")?,
-                    epoch: r.try_get("", "epoch")?,
-                })
-            })
-            .collect::<Result<Vec<Lease>>>()?
+        held_of(&txn, node, leases).await?
     };
     txn.commit().await?;
     Ok(ok)
+}
+
+/// Which of `leases` `node` holds now (its lease valid, each at its epoch).
+async fn held_of(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<Vec<Lease>> {
+    let b = c.get_database_backend();
+    let rows = c
+        .query_all_raw(stmt(
+            b,
+            format!(
+                "SELECT bucket, epoch FROM xjob_lease WHERE owner = {} AND {}",
+                holder(b, 1),
+                lease_list(leases)
+            ),
+            vec![node.into()],
+        ))
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Lease {
+                bucket: r.try_get("", "bucket")?,
+                epoch: r.try_get("", "epoch")?,
+            })
+        })
+        .collect()
 }
 
 /// Inside a scan's transaction, just before it commits: whether `node` still holds every one
@@ -642,6 +702,72 @@ pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dispatch mark reaches whichever node takes a bucket next, however the bucket leaves
+    /// its holder: taken after the holder's lease lapsed, released, or its holder's row
+    /// forgotten. On PostgreSQL the mark is the node's row's and is folded into the bucket's
+    /// row then; a later, lower mark never lowers it. A bucket the holder no longer holds is
+    /// not marked (not answered).
+    #[tokio::test]
+    async fn a_dispatch_mark_reaches_the_next_holder_of_each_bucket() {
+        for db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            if b == DbBackend::Sqlite {
+                continue;
+            }
+            let taken_by = |node: &'static str, n: usize| {
+                let db = db.clone();
+                async move {
+                    renew(&db, node, node, 60_000).await.unwrap();
+                    acquire(&db, node, n, 60_000).await.unwrap()
+                }
+            };
+            let leases = |t: &[Taken]| t.iter().map(|t| t.lease).collect::<Vec<_>>();
+            let a = taken_by("a", 4).await;
+            assert!(a.iter().all(|t| t.dispatched_through == 0), "{b:?}");
+            let held = mark_dispatched(&db, "a", &leases(&a), 5_000).await.unwrap();
+            assert_eq!(held, leases(&a), "{b:?}");
+            mark_dispatched(&db, "a", &leases(&a), 4_000).await.unwrap();
+            // a's lease lapses: b takes its buckets with its mark
+            db.execute_unprepared("UPDATE xjob_node SET lease_until_ms = 1 WHERE id = 'a'")
+                .await
+                .unwrap();
+            assert!(
+                mark_dispatched(&db, "a", &leases(&a), 6_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{b:?}: a lapsed lease marks nothing"
+            );
+            let b_got = taken_by("b", 4).await;
+            assert_eq!(leases(&b_got).len(), 4);
+            for t in &b_got {
+                let was_a = a.iter().any(|x| x.lease.bucket == t.lease.bucket);
+                assert_eq!(t.dispatched_through, if was_a { 5_000 } else { 0 }, "{b:?}");
+            }
+            // b marks and releases two: c takes them with b's mark
+            mark_dispatched(&db, "b", &leases(&b_got), 7_000)
+                .await
+                .unwrap();
+            assert_eq!(release(&db, "b", &leases(&b_got)[..2]).await.unwrap(), 2);
+            let c_got = taken_by("c", 2).await;
+            assert!(c_got.iter().all(|t| t.dispatched_through == 7_000), "{b:?}");
+            // c marks and its row is forgotten: d takes them with c's mark
+            mark_dispatched(&db, "c", &leases(&c_got), 9_000)
+                .await
+                .unwrap();
+            leave(&db, "c", 3_600_000).await.unwrap();
+            let d_got = taken_by("d", 1024).await;
+            for t in c_got.iter() {
+                let d = d_got
+                    .iter()
+                    .find(|x| x.lease.bucket == t.lease.bucket)
+                    .unwrap();
+                assert_eq!(d.dispatched_through, 9_000, "{b:?}");
+            }
+            db.close().await.unwrap();
+        }
+    }
 
     /// On PostgreSQL (the fence locks the node's row, not its buckets'), a scan that passed
     /// its fence keeps its buckets until it commits, even if its node's lease lapses
