@@ -6,7 +6,7 @@
 //! the clock, instead of sleeping on real time.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
@@ -14,6 +14,8 @@ use tokio::sync::Notify;
 struct Inner {
     count: AtomicUsize,
     idle: Notify,
+    /// The engine is stopping: periodic upkeep starts no new round.
+    halted: AtomicBool,
 }
 
 /// A shared in-flight counter.
@@ -34,6 +36,18 @@ impl Activity {
     /// Whether no work is in flight.
     pub fn is_idle(&self) -> bool {
         self.0.count.load(Ordering::SeqCst) == 0
+    }
+
+    /// Marks the engine as stopping: the actors' periodic upkeep (registry ticks, lost-run
+    /// sweeps, the fail monitor's passes, log reports and cleanup) starts no new round, so
+    /// nothing reads a database the embedding application may close once the stop returned.
+    pub(crate) fn halt(&self) {
+        self.0.halted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Activity::halt`] was called.
+    pub(crate) fn halted(&self) -> bool {
+        self.0.halted.load(Ordering::SeqCst)
     }
 
     /// Waits until no work is in flight (at once if none is).

@@ -620,3 +620,44 @@ fn a_graceful_stop_dispatches_the_fires_of_the_next_seconds() {
         app.close().await;
     });
 }
+
+/// After a stop, the engine's periodic upkeep starts no new round: a failed run that appears
+/// afterwards is left to the next start (the fail monitor would otherwise retry and alarm it
+/// from an engine that was stopped, reading a database the application may have closed).
+#[test]
+fn a_stopped_engine_starts_no_upkeep_round() {
+    use sea_orm::ConnectionTrait;
+    let dir = tempfile::tempdir().expect("tempdir");
+    run_paused(|| async {
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let db = app.engine.db();
+        let job = never_due(&app, "f").await;
+        let ticker = drive_clock(app.engine.activity().clone());
+        app.engine
+            .stop(std::time::Duration::from_secs(5))
+            .await
+            .expect("stop");
+        ticker.abort();
+        let id = xjob::testing::store::logs::insert_run(
+            db,
+            app.group,
+            job,
+            T0,
+            xjob::model::TriggerType::Manual,
+            0,
+        )
+        .await
+        .expect("row");
+        db.execute_unprepared(&format!(
+            "UPDATE xxl_job_log SET trigger_code = 200, handle_code = 500, fire_state = 0, \
+             alarm_status = 0 WHERE id = {id}"
+        ))
+        .await
+        .expect("a failed run");
+        // three of the fail monitor's passes, and every other upkeep period
+        app.advance(35_000).await;
+        let row = xjob::testing::store::logs::get(db, id).await.expect("row");
+        assert_eq!(row.alarm_status, 0, "the failure is left unchecked");
+        app.close().await;
+    });
+}

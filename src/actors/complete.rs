@@ -234,6 +234,9 @@ impl CompleteActor {
 
 impl CompleteActor {
     fn lost_sweep(&mut self, ctx: &mut Context<Self>) {
+        if self.activity.halted() {
+            return;
+        }
         let (db, clock) = (self.db.clone(), self.clock.clone());
         let guard = self.activity.enter();
         ctx.spawn(

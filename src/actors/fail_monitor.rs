@@ -162,7 +162,7 @@ impl FailMonitor {
 impl FailMonitor {
     /// One pass, unless the previous one is still running.
     fn pass(&mut self, ctx: &mut Context<Self>) {
-        if self.busy {
+        if self.busy || self.activity.halted() {
             return;
         }
         self.busy = true;

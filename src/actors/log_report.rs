@@ -191,6 +191,9 @@ impl LogReport {
 impl LogReport {
     /// One round: the report when due, the retention cleanup once a day.
     fn round(&mut self, ctx: &mut Context<Self>) {
+        if self.activity.halted() {
+            return;
+        }
         let (db, clock, tz, days) = (
             self.db.clone(),
             self.clock.clone(),

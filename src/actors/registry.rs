@@ -158,6 +158,9 @@ impl RegistryActor {
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.activity.halted() {
+            return;
+        }
         let (db, clock, dead, local) = (
             self.db.clone(),
             self.clock.clone(),

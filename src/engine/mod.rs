@@ -650,12 +650,15 @@ impl Engine {
         self.stop(grace).await
     }
 
-    /// Stops scanning, hands the ring's waiting fires back to the database (they stay pending
-    /// and are dispatched by whichever node scans next, this one after a restart), and waits up
-    /// to `grace` for in-flight triggers to finish and for the results already received to be
-    /// written (so a result that arrived is not later reported lost). Returns how many fires
-    /// were handed back.
+    /// Stops scanning and the periodic upkeep (registry ticks, lost-run sweeps, the fail
+    /// monitor, log reports), hands the ring's waiting fires back to the database (they stay
+    /// pending and are dispatched by whichever node scans next, this one after a restart), and
+    /// waits up to `grace` for in-flight triggers to finish and for the results already received
+    /// to be written (so a result that arrived is not later reported lost). Returns how many
+    /// fires were handed back.
     pub async fn stop(&self, grace: Duration) -> Result<usize> {
+        // no new round of periodic upkeep (registry, lost runs, failures, reports)
+        self.activity.halt();
         self.scan.send(StopScan).await?;
         // no more workflow passes: what they would start goes on from the database next time
         self.workflows.send(StopWorkflows).await?;
