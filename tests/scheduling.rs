@@ -416,14 +416,8 @@ fn stop_waits_for_results_already_received() {
         app.engine
             .complete()
             .do_send(xjob::testing::executor::Callback(results));
-        // the stop's grace runs on (paused) time: drive the clock while it waits, only when the
-        // engine is idle, so the grace never runs out while a write is still on its way
-        let ticker = drive_clock(app.engine.activity().clone());
-        app.engine
-            .stop(std::time::Duration::from_secs(5))
-            .await
-            .expect("stop");
-        ticker.abort();
+        // the stop's grace runs on (paused) time: `stop` drives the clock while it waits
+        app.stop().await;
         // a shutdown right after stop must not leave received results unwritten
         for id in ids {
             let row = xjob::testing::store::logs::get(db, id).await.expect("row");
@@ -632,12 +626,7 @@ fn a_stopped_engine_starts_no_upkeep_round() {
         let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
         let db = app.engine.db();
         let job = never_due(&app, "f").await;
-        let ticker = drive_clock(app.engine.activity().clone());
-        app.engine
-            .stop(std::time::Duration::from_secs(5))
-            .await
-            .expect("stop");
-        ticker.abort();
+        app.stop().await;
         let id = xjob::testing::store::logs::insert_run(
             db,
             app.group,

@@ -150,6 +150,17 @@ impl TestApp {
         self.engine.db().clone().close().await.expect("close pool");
     }
 
+    /// Stops the engine with a 5 s grace, driving paused time while it waits (only when the
+    /// engine is idle, so the grace never runs out while a write is still on its way).
+    pub async fn stop(&self) {
+        let ticker = drive_clock(self.engine.activity().clone());
+        self.engine
+            .stop(Duration::from_secs(5))
+            .await
+            .expect("stop");
+        ticker.abort();
+    }
+
     /// Advances paused time by `ms` in 100 ms steps.
     pub async fn advance(&self, ms: i64) {
         advance(self.engine.activity(), ms, 100).await;
