@@ -29,6 +29,9 @@ pub(crate) const REPORT_BUDGET: i64 = 20;
 /// Retention below this many days turns cleanup off.
 pub(crate) const MIN_RETENTION_DAYS: i64 = 7;
 
+/// How often growing tables are looked at for statistics ([`crate::store::table_stats`]).
+pub(crate) const STATS_EVERY: Duration = Duration::from_secs(2);
+
 /// How old today's counts may be when the dashboard is read (budget permitting).
 pub(crate) const FRESH: Duration = Duration::from_secs(1);
 
@@ -57,6 +60,10 @@ pub struct LogReport {
     last_clean_ms: Option<i64>,
     pacing: Pacing,
     activity: Activity,
+    /// The database is PostgreSQL (growing tables are analyzed).
+    postgres: bool,
+    /// A look at growing tables is in progress.
+    analyzing: bool,
 }
 
 /// When count passes may run, shared by the minute's pass and [`FreshReport`]'s.
@@ -120,7 +127,10 @@ impl LogReport {
         retention_days: i64,
         activity: Activity,
     ) -> Self {
+        let postgres = db.get_database_backend() == sea_orm::DbBackend::Postgres;
         LogReport {
+            postgres,
+            analyzing: false,
             db,
             clock,
             tz,
@@ -189,6 +199,25 @@ impl LogReport {
 }
 
 impl LogReport {
+    /// Analyzes the hot tables that outgrew their statistics (PostgreSQL), one look at a time.
+    fn stats(&mut self, ctx: &mut Context<Self>) {
+        if self.activity.halted() || self.analyzing || !self.postgres {
+            return;
+        }
+        self.analyzing = true;
+        let (db, guard) = (self.db.clone(), self.activity.enter());
+        ctx.spawn(
+            async move {
+                if let Err(e) = crate::store::table_stats::analyze_grown(&db).await {
+                    tracing::warn!(error = %e, "growing tables' statistics not refreshed");
+                }
+                drop(guard);
+            }
+            .into_actor(self)
+            .map(|_, act, _| act.analyzing = false),
+        );
+    }
+
     /// One round: the report when due, the retention cleanup once a day.
     fn round(&mut self, ctx: &mut Context<Self>) {
         if self.activity.halted() {
@@ -242,10 +271,12 @@ impl actix::Supervised for LogReport {
 impl Actor for LogReport {
     type Context = Context<Self>;
 
-    /// A round at start (a node restarted daily still cleans), then every [`REPORT_EVERY`].
+    /// A round at start (a node restarted daily still cleans), then every [`REPORT_EVERY`];
+    /// growing tables' statistics every [`STATS_EVERY`].
     fn started(&mut self, ctx: &mut Self::Context) {
         self.round(ctx);
         ctx.run_interval(REPORT_EVERY, |a, ctx| a.round(ctx));
+        ctx.run_interval(STATS_EVERY, |a, ctx| a.stats(ctx));
     }
 }
 

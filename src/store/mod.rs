@@ -33,6 +33,7 @@ pub(crate) mod rules;
 pub(crate) mod run_rows;
 pub(crate) mod scan;
 pub(crate) mod sqlite_text;
+pub(crate) mod table_stats;
 pub(crate) mod users;
 pub(crate) mod workflow_runs;
 pub(crate) mod workflows;
