@@ -261,7 +261,7 @@ impl SettleActor {
             if !resend.is_empty() {
                 let reqs: Vec<TriggerRequest> = resend.into_iter().map(again).collect();
                 // claimed under `token`: the trigger writes each one's outcome
-                if let Err(e) = pool.send(DispatchClaimed(reqs)).await {
+                if let Err(e) = pool.send(DispatchClaimed(reqs, Vec::new())).await {
                     tracing::error!(error = %e, "fires in doubt not handed to the trigger pool");
                 }
             }

@@ -62,10 +62,15 @@ pub struct FireBatch(pub Vec<Fire>);
 pub(crate) struct TriggerJob(pub TriggerRequest);
 
 /// Run rows this node has claimed (a workflow's node runs): dispatched like recorded fires,
-/// in batches with their jobs read in one query; answers once all are on a lane.
+/// in batches with their jobs read in one query — but for the jobs the sender read already
+/// (the second field: a workflow transaction reads each node's job); answers once all are on
+/// a lane.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub(crate) struct DispatchClaimed(pub Vec<TriggerRequest>);
+pub(crate) struct DispatchClaimed(
+    pub Vec<TriggerRequest>,
+    pub Vec<Arc<entity::xxl_job_info::Model>>,
+);
 
 /// A snapshot of the lanes.
 #[derive(Message, Debug)]
@@ -533,22 +538,31 @@ impl Handler<DispatchClaimed> for TriggerPool {
         let guard = shared.activity.enter();
         Box::pin(async move {
             let _guard = guard;
-            let mut ids: Vec<i32> = msg.0.iter().map(|r| r.job_id).collect();
+            let DispatchClaimed(reqs, read) = msg;
+            let mut jobs: HashMap<i32, Arc<crate::jobs::JobDef>> = read
+                .into_iter()
+                .map(|j| (j.id, Arc::new(crate::jobs::JobDef::new((*j).clone()))))
+                .collect();
+            let mut ids: Vec<i32> = reqs
+                .iter()
+                .map(|r| r.job_id)
+                .filter(|id| !jobs.contains_key(id))
+                .collect();
             ids.sort_unstable();
             ids.dedup();
-            let jobs: HashMap<i32, Arc<crate::jobs::JobDef>> =
+            if !ids.is_empty() {
                 match crate::store::jobs::get_many(&db, &ids).await {
-                    Ok(js) => js
-                        .into_iter()
-                        .map(|j| (j.id, Arc::new(crate::jobs::JobDef::new(j))))
-                        .collect(),
+                    Ok(js) => jobs.extend(
+                        js.into_iter()
+                            .map(|j| (j.id, Arc::new(crate::jobs::JobDef::new(j)))),
+                    ),
                     Err(e) => {
                         tracing::warn!(error = %e, "job read failed; triggers read their own jobs");
-                        HashMap::new()
                     }
-                };
+                }
+            }
             let groups = directory.groups();
-            let reqs = msg.0.into_iter().map(|mut req| {
+            let reqs = reqs.into_iter().map(|mut req| {
                 req.preloaded = jobs.get(&req.job_id).map(|job| Preloaded {
                     group: groups.get(&job.job_group).cloned(),
                     job: job.clone(),

@@ -358,6 +358,8 @@ pub(crate) async fn dispatch(
     if list.is_empty() {
         return;
     }
+    // the jobs the transaction read for its node runs: the trigger pool reads no job again
+    let read: Vec<_> = ch.jobs.into_values().flatten().collect();
     let claimed: Option<std::collections::HashSet<i64>> = if ch.claimed {
         None
     } else {
@@ -388,7 +390,7 @@ pub(crate) async fn dispatch(
         })
         .collect();
     let n = reqs.len();
-    if let Err(e) = pool.send(DispatchClaimed(reqs)).await {
+    if let Err(e) = pool.send(DispatchClaimed(reqs, read)).await {
         tracing::error!(rows = n, error = %e, "workflow node runs not handed to the trigger pool");
     }
 }
