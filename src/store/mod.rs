@@ -62,6 +62,9 @@ pub(crate) const IDLE_IN_TRANSACTION_MS: u64 = 2_000;
 /// How long a statement waits for another session's row locks on a shared database.
 pub(crate) const LOCK_WAIT_MS: u64 = 2_000;
 
+/// A pooled connection idle this long is pinged before it is handed out.
+pub(crate) const POOL_PING_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Opens a pool. SQLite files get WAL mode, `synchronous=NORMAL` and a busy timeout, and the
 /// parent directory of the file is created.
 pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
@@ -75,6 +78,10 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
     opts.max_connections(cfg.pool_size())
         .min_connections(1)
         .sqlx_logging(false)
+        // a connection in use is known alive: only one idle for a while is pinged before it
+        // is handed out (a ping on every checkout is a round trip more per transaction and
+        // per statement outside one: on a busy server, the wait for its process each time)
+        .test_before_acquire_if_idle_for(POOL_PING_IDLE)
         .map_sqlx_sqlite_opts(|o| {
             use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
             o.journal_mode(SqliteJournalMode::Wal)
