@@ -3,10 +3,11 @@
 //! Every [`POLL`] (and [`FOLLOW_UP`] after a pass that moved runs on) it starts the runs of
 //! scheduled workflows that are due, applies the results of node runs' run rows (written by the
 //! run-row writer like any run's) in one transaction per batch, which starts the node runs they
-//! make due; it then claims each new pending run row and hands it to the trigger pool, the path of a
-//! scheduled fire. Every [`RECOVER_MS`] (and at start) it recovers what a stopped node
-//! left: pending rows nobody claimed are claimed and dispatched; rows claimed by a node that
-//! died mid-dispatch are in doubt, and the settle actor (`actors::settle`, docs/architecture.md
+//! make due, their run rows recorded claimed by this node; it then hands them to the trigger
+//! pool, the path of a scheduled fire. Every [`RECOVER_MS`] (and at start) it recovers what a
+//! stopped node left: pending rows nobody claimed (recorded by earlier releases) are claimed
+//! and dispatched; rows claimed by a node that died before or while sending them are in doubt,
+//! and the settle actor (`actors::settle`, docs/architecture.md
 //! §6) asks their executors: a run one has is awaited, one none has is sent again under the same
 //! log id, one that cannot be settled in time is recorded as a failed trigger (the node's
 //! attempts then act); rows deleted before their result count as failed. On a shared database
@@ -346,8 +347,8 @@ async fn recover_pass(
     Ok(())
 }
 
-/// Claims `ch`'s pending rows to dispatch (unless it holds claimed ones already) and hands
-/// the ones this node won to the trigger pool.
+/// Claims `ch`'s pending rows to dispatch (unless it holds claimed ones already, as every
+/// workflow transaction answers) and hands the ones this node holds to the trigger pool.
 pub(crate) async fn dispatch(
     db: &DatabaseConnection,
     runs: &Runs,
@@ -415,9 +416,11 @@ impl Actor for WorkflowActor {
 impl Handler<StartRun> for WorkflowActor {
     type Result = ResponseFuture<Result<i64>>;
 
-    /// Starts asked at once are recorded together: one transaction (and one claim) for all
-    /// of them, so callers starting many runs cost the database a few statements per batch.
-    /// Each is answered once its batch committed; the claim and the sending follow.
+    /// Starts asked at once are recorded together: one transaction for all of them (their
+    /// node runs' rows recorded claimed), so callers starting many runs cost the database a
+    /// few statements per batch; on PostgreSQL a batch of starts of `PARALLEL` workflows
+    /// started before is one statement ([`Runs::start_many`]). Each is answered once its
+    /// batch committed; the sending follows.
     fn handle(&mut self, msg: StartRun, ctx: &mut Self::Context) -> Self::Result {
         let (answer, rx) = tokio::sync::oneshot::channel();
         let one = StartOne {

@@ -519,7 +519,20 @@ pub struct Runs {
     file: Option<LogWriter>,
     /// Ids reserved for the rows passes insert (PostgreSQL).
     ids: Arc<Ids>,
+    /// What starts of `PARALLEL` workflows read, by workflow, for starts answered from it
+    /// ([`Runs::start_sealed`]; PostgreSQL).
+    plans: Arc<Mutex<HashMap<i32, Arc<Plan>>>>,
 }
+
+/// What a start of a `PARALLEL` workflow read (its workflow row and the jobs of its first
+/// nodes), kept so the next start of it is one statement that checks they did not change.
+struct Plan {
+    workflow: entity::xjob_workflow::Model,
+    jobs: HashMap<i32, Arc<entity::xxl_job_info::Model>>,
+}
+
+/// Most workflows whose start is kept ([`Plan`]); past it the kept ones are dropped.
+const MAX_PLANS: usize = 4096;
 
 /// One start of [`Runs::start_many`].
 #[derive(Clone, Debug)]
@@ -535,7 +548,7 @@ pub(crate) struct StartOne {
 /// What a change of runs produced: run rows to dispatch, and runs that ended (id, succeeded).
 #[derive(Debug, Default)]
 pub struct Changes {
-    /// Pending run rows to claim and dispatch.
+    /// Run rows to dispatch (claimed already when `claimed`).
     pub dispatch: Vec<Dispatch>,
     /// Runs that ended: (run id, workflow id, succeeded).
     pub ended: Vec<(i64, i32, bool)>,
@@ -545,12 +558,14 @@ pub struct Changes {
     pub started: usize,
     /// Jobs read in this transaction (a job node's job is read once per batch).
     pub(crate) jobs: HashMap<i32, Option<Arc<entity::xxl_job_info::Model>>>,
-    /// `dispatch` holds only the rows this node claimed already (after the commit, in a
-    /// transaction of their own, as [`Runs::claim`]).
+    /// `dispatch` holds only rows this node claimed already (recorded claimed by the
+    /// transaction that made them, see [`Runs::transact`]).
     pub(crate) claimed: bool,
     /// Job and workflow nodes started since the last top-level run started in this change
     /// (bounded by [`MAX_RUN_NODES`]).
     pub(crate) expanded: u64,
+    /// The `PARALLEL` workflows whose runs these starts started, as they read them.
+    pub(crate) parallel: HashMap<i32, entity::xjob_workflow::Model>,
 }
 
 impl Changes {
@@ -562,6 +577,7 @@ impl Changes {
         self.applied += o.applied;
         self.started += o.started;
         self.jobs.extend(o.jobs);
+        self.parallel.extend(o.parallel);
     }
 
     /// Counts one more node started by the current trigger; the reason it may not start when
@@ -574,34 +590,11 @@ impl Changes {
             )
         })
     }
-
-    /// Claims the rows to dispatch on the writer's connection, after the transaction that
-    /// recorded them committed; on an error they are left pending for the recovery pass.
-    fn claim_on(mut self, conn: &mut rusqlite::Connection) -> Changes {
-        if self.dispatch.is_empty() {
-            self.claimed = true;
-            return self;
-        }
-        let ids: Vec<i64> = self.dispatch.iter().map(|d| d.log_id).collect();
-        match port::file_tx(conn, async |p| crate::store::logs::claim_in(p, &ids).await) {
-            Ok(won) => {
-                let won: std::collections::HashSet<i64> = won.into_iter().collect();
-                self.dispatch.retain(|d| won.contains(&d.log_id));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, rows = ids.len(), "cannot claim workflow node runs; recovery sends them");
-                self.dispatch.clear();
-            }
-        }
-        self.claimed = true;
-        self
-    }
 }
 
-/// What a workflow transaction answers: on a SQLite file its node runs' rows are claimed
-/// right after the commit, on the writer's connection ([`Changes::claim_on`]).
+/// What a workflow transaction answers: the changes whose run rows it recorded claimed, if any.
 trait Answer: Send + 'static {
-    /// The changes to claim, if the answer holds some.
+    /// The changes, if the answer holds some.
     fn changes(&mut self) -> Option<&mut Changes>;
 }
 
@@ -639,32 +632,33 @@ impl Runs {
             compiled: Arc::default(),
             file: writer.single_node().then(|| writer.clone()),
             ids: Arc::default(),
+            plans: Arc::default(),
         }
     }
 
     /// Runs `f` in one write transaction on the connection transitions use: the run-row
-    /// writer's on a SQLite file this node holds (claiming the node runs' rows it recorded
-    /// right after the commit), else one through the pool. Where a transaction runs is decided
-    /// here and nowhere else.
+    /// writer's on a SQLite file this node holds, else one through the pool. Where a
+    /// transaction runs is decided here and nowhere else. The node runs' rows it records are
+    /// claimed by this node in the same transaction (no claim of their own follows): if the
+    /// node stops before it sends them, they are in doubt like any claimed fire
+    /// ([`crate::store::in_doubt`]) and settled by asking their executors.
     async fn transact<R: Answer>(
         &self,
         db: &DatabaseConnection,
         f: impl AsyncFnOnce(&Port<'_>) -> Result<R> + Send + Sync + 'static,
     ) -> Result<R> {
-        if let Some(writer) = &self.file {
-            return writer
-                .exec(move |conn| {
-                    let mut out = port::file_tx(conn, f)?;
-                    if let Some(ch) = out.changes() {
-                        *ch = std::mem::take(ch).claim_on(conn);
-                    }
-                    Ok(out)
-                })
-                .await?;
+        let mut out = if let Some(writer) = &self.file {
+            writer.exec(move |conn| port::file_tx(conn, f)).await??
+        } else {
+            let txn = crate::store::begin_writing(db).await?;
+            let out = f(&Port::tx(&txn)).await?;
+            txn.commit().await?;
+            out
+        };
+        // the run rows it recorded are claimed by this node already (`Tx::insert_pending`)
+        if let Some(ch) = out.changes() {
+            ch.claimed = true;
         }
-        let txn = crate::store::begin_writing(db).await?;
-        let out = f(&Port::tx(&txn)).await?;
-        txn.commit().await?;
         Ok(out)
     }
 
@@ -758,7 +752,127 @@ impl Runs {
     /// id, or why it did not start (its workflow is missing, its concurrency refuses it, its
     /// params are not a JSON object), and what the starts changed. When the transaction fails
     /// each start runs in one of its own, so one start's failure is its own.
+    ///
+    /// On PostgreSQL, starts of `PARALLEL` workflows this node started before are one
+    /// statement on the pool that commits alone ([`Runs::start_sealed`]); the others, and
+    /// those whose workflow or jobs changed since, take the transaction.
     pub(crate) async fn start_many(
+        &self,
+        db: &DatabaseConnection,
+        starts: Vec<StartOne>,
+        now: i64,
+    ) -> Result<(Vec<Result<i64>>, Changes)> {
+        let sealed =
+            self.file.is_none() && db.get_database_backend() == sea_orm::DbBackend::Postgres;
+        if sealed && let Some(out) = self.start_sealed(db, &starts, now).await? {
+            return Ok(out);
+        }
+        let out = self.start_each(db, starts.clone(), now).await?;
+        if sealed {
+            self.keep_plans(&starts, &out.1);
+        }
+        Ok(out)
+    }
+
+    /// Keeps what `starts` read (`ch`, their changes) for the next starts of their workflows:
+    /// the `PARALLEL` ones they started; a workflow that started none is forgotten.
+    fn keep_plans(&self, starts: &[StartOne], ch: &Changes) {
+        let jobs: HashMap<i32, Arc<entity::xxl_job_info::Model>> = ch
+            .jobs
+            .iter()
+            .filter_map(|(id, j)| Some((*id, j.clone()?)))
+            .collect();
+        let mut plans = self.plans.lock();
+        for s in starts {
+            match ch.parallel.get(&s.workflow_id) {
+                Some(w) => {
+                    if plans.len() >= MAX_PLANS && !plans.contains_key(&w.id) {
+                        plans.clear();
+                    }
+                    let plan = Plan {
+                        workflow: w.clone(),
+                        jobs: jobs.clone(),
+                    };
+                    plans.insert(w.id, Arc::new(plan));
+                }
+                None => {
+                    plans.remove(&s.workflow_id);
+                }
+            }
+        }
+    }
+
+    /// `starts` answered from what earlier starts of their workflows read ([`Plan`]): the
+    /// rules run on a sealed [`Pass`] (nothing read; a rule that would read gives up) and its
+    /// rows are written by one statement that commits alone, only if the workflows and jobs
+    /// are still as they were read. `None` (nothing written) when a start's workflow is not
+    /// kept, a rule would read, or the database holds something else now: the caller takes
+    /// the transaction.
+    async fn start_sealed(
+        &self,
+        db: &DatabaseConnection,
+        starts: &[StartOne],
+        now: i64,
+    ) -> Result<Option<(Vec<Result<i64>>, Changes)>> {
+        let kept: Option<HashMap<i32, Arc<Plan>>> = {
+            let plans = self.plans.lock();
+            starts
+                .iter()
+                .map(|s| Some((s.workflow_id, plans.get(&s.workflow_id)?.clone())))
+                .collect()
+        };
+        let Some(kept) = kept else {
+            return Ok(None);
+        };
+        let port = Port::db(db);
+        let pass = Pass::sealed(&port, &self.ids, kept.values().map(|p| p.workflow.clone()));
+        let mut ch = Changes::default();
+        for p in kept.values() {
+            for (id, j) in &p.jobs {
+                ch.jobs.insert(*id, Some(j.clone()));
+            }
+        }
+        let mut ids = Vec::with_capacity(starts.len());
+        for s in starts {
+            let ctx = match initial_context(s.params.as_deref()) {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    ids.push(Err(e));
+                    continue;
+                }
+            };
+            match self.start_one(&pass, s.clone(), ctx, now, &mut ch).await {
+                Ok(Ok(id)) => ids.push(Ok(id)),
+                // a rule that would read, or a start the rules refuse: the transaction's
+                _ => return Ok(None),
+            }
+        }
+        let mut guard = pass::Guard {
+            workflows: kept
+                .values()
+                .map(|p| (p.workflow.id, p.workflow.version, p.workflow.job_group))
+                .collect(),
+            jobs: Vec::new(),
+        };
+        let mut used: Vec<i32> = ch.dispatch.iter().map(|d| d.job_id).collect();
+        used.sort_unstable();
+        used.dedup();
+        for id in used {
+            let Some(Some(j)) = ch.jobs.get(&id) else {
+                return Ok(None);
+            };
+            guard.jobs.push((id, j.update_time));
+        }
+        if !pass.flush_guarded(&guard).await? {
+            return Ok(None);
+        }
+        // its run rows were recorded claimed by this node, as a transaction records them
+        ch.claimed = true;
+        Ok(Some((ids, ch)))
+    }
+
+    /// The starts in one transaction (see [`Runs::start_many`]).
+    async fn start_each(
         &self,
         db: &DatabaseConnection,
         starts: Vec<StartOne>,
@@ -850,7 +964,11 @@ impl Runs {
         Ok(match self.admit(tx, &w).await? {
             Admit::Run => {
                 let start = RunStart::top(s.trigger_type, s.params, ctx);
-                Ok(self.start_in(tx, &w, start, now, ch).await?.0)
+                let id = self.start_in(tx, &w, start, now, ch).await?.0;
+                if w.concurrency == "PARALLEL" {
+                    ch.parallel.insert(w.id, w);
+                }
+                Ok(id)
             }
             Admit::Queue => Ok(queue(tx, &w, s.trigger_type, s.params, ctx, now).await?),
             Admit::Refuse(reason) => Err(Error::Conflict { reason }),

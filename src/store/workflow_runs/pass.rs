@@ -15,7 +15,11 @@
 //!   new row is inserted when it is made (its id answered by the insert);
 //! - everything else (a run it does not hold, a read that could see a kept write) goes to the
 //!   port after the kept writes are written, so every statement sees what the rules wrote
-//!   before it, in order.
+//!   before it, in order;
+//! - a *sealed* pass ([`Pass::sealed`], a start answered from what an earlier start read) goes
+//!   to the port for nothing: a rule that would gets an error (the start then takes a
+//!   transaction), and its rows are written by one statement on the pool that checks, as it
+//!   writes, that the workflow and jobs it was answered from did not change ([`Guard`]).
 //!
 //! On the run-row writer's SQLite file nothing is kept: every call goes to the port, where a
 //! statement costs no round trip.
@@ -188,6 +192,9 @@ pub(crate) struct Pass<'a, 'p> {
     port: &'a Port<'p>,
     /// Whether rows are kept at all (not on the writer's file).
     keeps: bool,
+    /// A start answered from what the node knows ([`Pass::sealed`]): nothing is read, and
+    /// nothing written but the kept rows at the end.
+    sealed: bool,
     /// Where new rows' ids come from, when they are reserved ahead (PostgreSQL).
     ids: Option<&'a Ids>,
     st: Mutex<State>,
@@ -200,15 +207,43 @@ impl<'a, 'p> Pass<'a, 'p> {
         Pass {
             port,
             keeps,
+            sealed: false,
             ids: (keeps && port.backend() == DbBackend::Postgres).then_some(ids),
             st: Mutex::default(),
         }
     }
 
+    /// A pass that reads nothing (PostgreSQL, statements on the pool in `port`): `workflows`
+    /// answer the rules' workflow reads, and a rule that would read or write through the port
+    /// gets an error instead; its kept rows are written by [`Pass::flush_guarded`], one
+    /// statement that commits alone. What a start of a `PARALLEL` workflow needs when the
+    /// node knows its workflow, DAG and jobs.
+    pub(crate) fn sealed(
+        port: &'a Port<'p>,
+        ids: &'a Ids,
+        workflows: impl IntoIterator<Item = wf::Model>,
+    ) -> Self {
+        let mut pass = Pass::new(port, ids);
+        pass.sealed = pass.ids.is_some();
+        pass.st.get_mut().workflows = workflows.into_iter().map(|w| (w.id, Some(w))).collect();
+        pass
+    }
+
+    /// The port, unless the pass is sealed.
+    fn direct(&self) -> Result<&'a Port<'p>> {
+        if self.sealed {
+            return Err(crate::Error::Conflict {
+                reason: "a sealed workflow pass does not read".into(),
+            });
+        }
+        Ok(self.port)
+    }
+
     /// The port, every kept write written first.
     pub(crate) async fn port(&self) -> Result<&'a Port<'p>> {
+        let port = self.direct()?;
         self.flush().await?;
-        Ok(self.port)
+        Ok(port)
     }
 
     fn backend(&self) -> DbBackend {
@@ -222,10 +257,23 @@ impl<'a, 'p> Pass<'a, 'p> {
 
     /// Writes what the rules wrote to held rows and did not write yet.
     pub(crate) async fn flush(&self) -> Result<()> {
+        self.write_kept(None).await.map(|_| ())
+    }
+
+    /// Writes the kept rows of a sealed pass in one statement, only if the database still
+    /// holds what the pass was answered from ([`Guard`]); answers whether it did (nothing is
+    /// written when it does not).
+    pub(crate) async fn flush_guarded(&self, guard: &Guard) -> Result<bool> {
+        Ok(self.write_kept(Some(guard)).await? > 0)
+    }
+
+    /// Writes the kept rows (under `guard` on PostgreSQL); answers how many rows it wrote
+    /// (0 when the guard failed; 1 when there was nothing to write).
+    async fn write_kept(&self, guard: Option<&Guard>) -> Result<u64> {
         let (node_rows, run_rows, pending) = {
             let mut st = self.st.lock();
             if st.is_clean() {
-                return Ok(());
+                return Ok(1);
             }
             let dirty_nodes = std::mem::take(&mut st.dirty_nodes);
             let dirty_runs = std::mem::take(&mut st.dirty_runs);
@@ -242,13 +290,16 @@ impl<'a, 'p> Pass<'a, 'p> {
         };
         if self.backend() == DbBackend::Postgres {
             let args = [
+                guard.map_or_else(|| json_rows(std::iter::empty()), Guard::json),
                 json_rows(node_rows.iter().map(model_json)),
                 json_rows(run_rows.iter().map(model_json)),
                 json_rows(pending.iter().map(pending_json)),
+                fire_state::new_claim().into(),
             ];
-            self.port.execute(&PG_FLUSH, &args).await?;
-            return Ok(());
+            let written: Option<i64> = self.port.row(&PG_FLUSH, &args).await?;
+            return Ok(written.unwrap_or(0).max(0) as u64);
         }
+        debug_assert!(guard.is_none(), "a guarded write is PostgreSQL's");
         // MySQL/MariaDB and SQLite: one `UPDATE … CASE id …` per kind (every row exists: new
         // rows were inserted when made). Not an upsert: on InnoDB that takes next-key locks on
         // the rows it finds, which deadlock with other transactions' inserts.
@@ -265,7 +316,7 @@ impl<'a, 'p> Pass<'a, 'p> {
             let (sql, args) = update_by_case("xjob_workflow_run", RUN_SET, &rows);
             self.port.execute(&sql, &args).await?;
         }
-        Ok(())
+        Ok(1)
     }
 
     /// Holds `run` (its lock taken by this transaction), its node rows not read yet.
@@ -294,7 +345,7 @@ impl<'a, 'p> Pass<'a, 'p> {
             Some(_) => {}
         }
         let sql = node_rows_sql();
-        let rows: Vec<nodes::Model> = self.port.rows(sql, &[run_id.into()]).await?;
+        let rows: Vec<nodes::Model> = self.direct()?.rows(sql, &[run_id.into()]).await?;
         self.st.lock().keep_nodes(run_id, rows);
         Ok(true)
     }
@@ -312,16 +363,17 @@ impl Tx for Pass<'_, '_> {
         if !self.keeps {
             return Ok(());
         }
+        let port = self.direct()?;
         // the runs' locks, in id order (as one at a time would take them)
         let mut ids: Vec<i64> = run_ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
         let mut locked: Vec<runs::Model> = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(IN_CHUNK) {
-            locked.extend(lock_runs(self.port, chunk).await?);
+            locked.extend(lock_runs(port, chunk).await?);
         }
         // every row's link closed under those locks; which were open
-        let open = self.port.close_links(log_ids).await?;
+        let open = port.close_links(log_ids).await?;
         // the held runs' node rows
         let held: Vec<i64> = locked.iter().map(|r| r.id).collect();
         let mut rows: HashMap<i64, Vec<nodes::Model>> =
@@ -331,7 +383,7 @@ impl Tx for Pass<'_, '_> {
             let sql = format!(
                 "SELECT {NODE_COLUMNS} FROM xjob_workflow_node_run WHERE run_id IN ({marks})"
             );
-            for n in self.port.rows::<nodes::Model>(&sql, &args).await? {
+            for n in port.rows::<nodes::Model>(&sql, &args).await? {
                 if let Some(list) = rows.get_mut(&n.run_id) {
                     list.push(n);
                 }
@@ -358,7 +410,7 @@ impl Tx for Pass<'_, '_> {
         if let Some(w) = self.st.lock().workflows.get(&id) {
             return Ok(w.clone());
         }
-        let w = self.port.workflow(id).await?;
+        let w = self.direct()?.workflow(id).await?;
         if self.keeps {
             self.st.lock().workflows.insert(id, w.clone());
         }
@@ -366,15 +418,15 @@ impl Tx for Pass<'_, '_> {
     }
 
     async fn definition(&self, workflow_id: i32, version: i32) -> Result<Option<String>> {
-        self.port.definition(workflow_id, version).await
+        self.direct()?.definition(workflow_id, version).await
     }
 
     async fn job(&self, id: i32) -> Result<Option<Job>> {
-        self.port.job(id).await
+        self.direct()?.job(id).await
     }
 
     async fn group_addresses(&self, group: i32) -> Result<Option<Option<String>>> {
-        self.port.group_addresses(group).await
+        self.direct()?.group_addresses(group).await
     }
 
     async fn lock_workflow(&self, id: i32) -> Result<()> {
@@ -391,7 +443,7 @@ impl Tx for Pass<'_, '_> {
         if self.st.lock().none_queued.contains(&workflow_id) {
             return Ok(None);
         }
-        let run = self.port.oldest_queued(workflow_id).await?;
+        let run = self.direct()?.oldest_queued(workflow_id).await?;
         if run.is_none() && self.keeps {
             self.st.lock().none_queued.insert(workflow_id);
         }
@@ -718,6 +770,37 @@ fn run_set_values(r: &runs::Model) -> Vec<Value> {
     ]
 }
 
+/// What a sealed pass was answered from, checked by the statement that writes its rows: each
+/// workflow still at its version and group with `PARALLEL` concurrency, each job still at its
+/// `update_time` (its definition's version, as the scan reads it).
+#[derive(Debug, Default)]
+pub(crate) struct Guard {
+    /// (id, version, job group).
+    pub(crate) workflows: Vec<(i32, i32, i32)>,
+    /// (id, update time).
+    pub(crate) jobs: Vec<(i32, Option<chrono::NaiveDateTime>)>,
+}
+
+impl Guard {
+    fn json(&self) -> Value {
+        let w = self.workflows.iter().map(|(id, v, g)| {
+            let mut m = Map::new();
+            m.insert("w".into(), (*id).into());
+            m.insert("v".into(), (*v).into());
+            m.insert("g".into(), (*g).into());
+            Json::Object(m)
+        });
+        let j = self.jobs.iter().map(|(id, t)| {
+            let mut m = Map::new();
+            m.insert("j".into(), (*id).into());
+            let t = t.map(|t| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
+            m.insert("t".into(), t.into());
+            Json::Object(m)
+        });
+        json_rows(w.chain(j))
+    }
+}
+
 fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
     Json::Array(rows.collect()).to_string().into()
 }
@@ -748,7 +831,8 @@ fn pending_json(p: &Pending) -> Json {
 }
 
 /// One PostgreSQL statement writing every kind a pass keeps, each a JSON parameter: node rows
-/// (inserted, or updated when they exist), runs, pending run rows with their links.
+/// (inserted, or updated when they exist), runs, pending run rows with their links — all of
+/// them only if the [`Guard`] in its first parameter holds (an empty one always does).
 static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
     let set = |cols: &[&str]| {
         cols.iter()
@@ -757,24 +841,30 @@ static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
             .join(", ")
     };
     format!(
-        "WITH n AS (INSERT INTO xjob_workflow_node_run ({NODE_COLUMNS}) SELECT {NODE_COLUMNS} \
+        "WITH gd AS (SELECT NOT EXISTS (SELECT 1 FROM json_to_recordset(?::json) AS c(w int, \
+         v int, g int, j int, t timestamp) WHERE NOT CASE WHEN c.w IS NOT NULL THEN EXISTS \
+         (SELECT 1 FROM xjob_workflow w WHERE w.id = c.w AND w.version = c.v \
+         AND w.job_group = c.g AND w.concurrency = 'PARALLEL') ELSE EXISTS (SELECT 1 \
+         FROM xxl_job_info j WHERE j.id = c.j AND j.update_time IS NOT DISTINCT FROM c.t) \
+         END) AS ok), \
+         n AS (INSERT INTO xjob_workflow_node_run ({NODE_COLUMNS}) SELECT {NODE_COLUMNS} \
          FROM json_to_recordset(?::json) AS v(id bigint, run_id bigint, node_key text, \
          attempt int, max_attempts int, state text, decision smallint, shards_total int, \
          shards_done int, shards_failed int, child_run bigint, start_time bigint, \
-         end_time bigint, message text, cleared smallint) \
+         end_time bigint, message text, cleared smallint) WHERE (SELECT ok FROM gd) \
          ON CONFLICT (id) DO UPDATE SET {} RETURNING 1), \
           r AS (INSERT INTO xjob_workflow_run ({RUN_COLUMNS}) SELECT {RUN_COLUMNS} \
          FROM json_to_recordset(?::json) AS v(id bigint, workflow_id int, version int, \
          job_group int, status text, trigger_type text, params text, context text, \
          parent_node_run bigint, depth smallint, seq bigint, start_time bigint, \
-         end_time bigint, message text) \
+         end_time bigint, message text) WHERE (SELECT ok FROM gd) \
          ON CONFLICT (id) DO UPDATE SET {} RETURNING 1), \
          p AS (SELECT * FROM json_to_recordset(?::json) AS v(id bigint, g int, j int, \
-         tt timestamp, p text, s text, n bigint, r bigint, k int)), \
+         tt timestamp, p text, s text, n bigint, r bigint, k int) WHERE (SELECT ok FROM gd)), \
          l AS (INSERT INTO xxl_job_log (id, job_group, job_id, trigger_time, trigger_code, \
          handle_code, executor_param, executor_sharding_param, executor_fail_retry_count, \
          alarm_status, fire_time, fire_state, trigger_type, chain_depth) \
-         SELECT id, g, j, tt, 0, 0, p, s, 0, {}, NULL, {}, '{}', 0 FROM p RETURNING 1), \
+         SELECT id, g, j, tt, 0, 0, p, s, 0, {}, NULL, ?, '{}', 0 FROM p RETURNING 1), \
          k AS (INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
          SELECT id, n, r, k, 0 FROM p RETURNING 1) \
          SELECT (SELECT count(*) FROM n) + (SELECT count(*) FROM r) \
@@ -782,7 +872,6 @@ static PG_FLUSH: LazyLock<String> = LazyLock::new(|| {
         set(NODE_SET),
         set(RUN_SET),
         AlarmStatus::Unchecked.code(),
-        fire_state::PENDING,
         TriggerType::Workflow.as_str()
     )
 });

@@ -31,7 +31,7 @@ pub(crate) struct NodeUpdate {
     pub(crate) end: Option<(&'static str, i64)>,
 }
 
-/// A pending run row of a job node (trigger type WORKFLOW, no fire time), with its link.
+/// A run row of a job node to dispatch (trigger type WORKFLOW, no fire time), with its link.
 #[derive(Clone, Debug)]
 pub(crate) struct PendingRow<'a> {
     pub(crate) job: &'a Job,
@@ -127,7 +127,8 @@ pub(crate) trait Tx: Sync {
         state: &'static str,
         now: i64,
     ) -> impl Future<Output = Result<bool>> + Send;
-    /// Inserts a pending run row and its link to its node run; answers the row's id.
+    /// Inserts a run row claimed by this node for dispatch and its link to its node run;
+    /// answers the row's id.
     fn insert_pending(&self, row: &PendingRow<'_>) -> impl Future<Output = Result<i64>> + Send;
     /// Closes those of `log_ids`' links still open; answers which were.
     fn close_links(&self, log_ids: &[i64]) -> impl Future<Output = Result<HashSet<i64>>> + Send;
@@ -216,15 +217,15 @@ fn insert_sql(table: &str, columns: &str) -> String {
     format!("INSERT INTO {table} ({cols}) VALUES ({marks})")
 }
 
-/// A job node's pending run row (group, job, trigger time, param, sharding).
+/// A job node's run row, claimed for dispatch (group, job, trigger time, param, sharding,
+/// claim token).
 static PENDING: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
          executor_param, executor_sharding_param, executor_fail_retry_count, alarm_status, \
          fire_time, fire_state, trigger_type, chain_depth) \
-         VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, {}, '{}', 0)",
+         VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, ?, '{}', 0)",
         AlarmStatus::Unchecked.code(),
-        fire_state::PENDING,
         TriggerType::Workflow.as_str()
     )
 });
@@ -474,6 +475,8 @@ impl Tx for Port<'_> {
             ms_to_naive(row.now).into(),
             row.param.map(str::to_string).into(),
             row.sharding.map(str::to_string).into(),
+            // claimed by this node as it is recorded (see `Runs::transact`)
+            fire_state::new_claim().into(),
         ];
         let link = [row.node_run_id.into(), row.run_id.into(), row.shard.into()];
         if self.backend() == DbBackend::Postgres {
@@ -982,6 +985,133 @@ mod tests {
                 .unwrap();
             assert_eq!(first.context, r#"{"x":1}"#, "{backend:?}");
             assert_eq!(open_rows(&db).await.len(), 3, "{backend:?}");
+        }
+    }
+
+    /// On PostgreSQL a start of a `PARALLEL` workflow the node started before is one statement
+    /// answered from what that start read, and records what a transaction records; a changed
+    /// job or workflow makes it write nothing, and the transaction (which reads them again)
+    /// take over; a workflow no longer `PARALLEL` is not kept.
+    #[tokio::test]
+    async fn a_sealed_start_records_what_a_transaction_records() {
+        use crate::store::workflow_runs::StartOne;
+        for db in crate::store::tests::every_backend().await {
+            if db.get_database_backend() != DbBackend::Postgres {
+                continue;
+            }
+            let t0 = 1_800_000_000_000;
+            let now = crate::clock::ms_to_naive(t0);
+            let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+                .await
+                .unwrap();
+            let spec = |name: &str| {
+                crate::JobSpec::cron(g, name, "0 0 3 * * ?", "h")
+                    .validate(chrono_tz::UTC, now)
+                    .unwrap()
+            };
+            let j = crate::store::jobs::insert(&db, spec("j")).await.unwrap();
+            let k = crate::store::jobs::insert(&db, spec("k")).await.unwrap();
+            let def = serde_json::json!({
+                "nodes": [
+                    { "key": "a", "type": "JOB", "jobId": j },
+                    { "key": "c", "type": "JOB", "jobId": k, "param": "p=${p}" },
+                    { "key": "b", "type": "JOB", "jobId": k }
+                ],
+                "edges": [{ "from": "a", "to": "b" }]
+            });
+            let w =
+                crate::store::workflows::insert(&db, workflow_row(g, "w", &def, "PARALLEL", t0))
+                    .await
+                    .unwrap();
+            let runs = Runs::default();
+            let start = || StartOne {
+                workflow_id: w.id,
+                trigger_type: TriggerType::Api,
+                params: Some(r#"{"p":7}"#.into()),
+            };
+            let count = async || {
+                let n: Option<i64> = Port::db(&db)
+                    .row("SELECT count(*) FROM xjob_workflow_run", &[])
+                    .await
+                    .unwrap();
+                n.unwrap()
+            };
+            // nothing kept yet: no statement, nothing written
+            assert!(
+                runs.start_sealed(&db, &[start()], t0)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            let (ids, _) = runs.start_many(&db, vec![start()], t0).await.unwrap();
+            let by_tx = *ids[0].as_ref().unwrap();
+            let (ids, ch) = runs
+                .start_sealed(&db, &[start()], t0)
+                .await
+                .unwrap()
+                .expect("a sealed start");
+            let sealed = *ids[0].as_ref().unwrap();
+            assert_eq!(ch.dispatch.len(), 2, "a and c start");
+            assert_eq!(ch.started, 1);
+            assert!(ch.claimed, "its rows are recorded claimed by this node");
+            for d in &ch.dispatch {
+                let l = crate::store::logs::get(&db, d.log_id).await.unwrap();
+                assert!(
+                    crate::model::fire_state::is_claim(l.fire_state),
+                    "{}",
+                    l.fire_state
+                );
+            }
+            // both run to their end on the same results
+            for step in 1..5 {
+                if !answer_open_rows(&db).await {
+                    break;
+                }
+                let done = runs.finished(&db, 1000).await.unwrap();
+                runs.apply(&db, done, t0 + step * 1000).await.unwrap();
+            }
+            let (a, b) = (recorded(&db, by_tx).await, recorded(&db, sealed).await);
+            assert_eq!(a, b);
+            assert!(a.starts_with("SUCCEEDED"), "{a}");
+            assert!(
+                a.contains("c 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"p=7\") 0]"),
+                "{a}"
+            );
+            // after `change`, a sealed start writes nothing
+            let refused_after = async |change: &str, id: i32| {
+                Port::db(&db).execute(change, &[id.into()]).await.unwrap();
+                let before = count().await;
+                let out = runs.start_sealed(&db, &[start()], t0).await.unwrap();
+                assert!(out.is_none(), "{change}");
+                assert_eq!(
+                    count().await,
+                    before,
+                    "a refused sealed start writes nothing"
+                );
+            };
+            // a job edited since: the transaction reads it again, and is kept
+            refused_after(
+                "UPDATE xxl_job_info SET update_time = update_time + interval '1 second' \
+                 WHERE id = ?",
+                k,
+            )
+            .await;
+            runs.start_many(&db, vec![start()], t0).await.unwrap();
+            let again = runs.start_sealed(&db, &[start()], t0).await.unwrap();
+            assert!(again.is_some());
+            // a workflow whose concurrency changed: refused, then no longer kept
+            refused_after(
+                "UPDATE xjob_workflow SET concurrency = 'SKIP' WHERE id = ?",
+                w.id,
+            )
+            .await;
+            let (ids, _) = runs.start_many(&db, vec![start()], t0).await.unwrap();
+            assert!(
+                matches!(ids[0], Err(crate::Error::Conflict { .. })),
+                "SKIP refuses while runs are running: {:?}",
+                ids[0]
+            );
+            assert!(runs.plans.lock().get(&w.id).is_none());
         }
     }
 }
