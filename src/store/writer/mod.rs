@@ -24,6 +24,10 @@
 //!   sea-orm transaction (on PostgreSQL and MySQL one statement per kind of row, the rows as
 //!   one JSON parameter).
 //!
+//! On both, a small batch waits up to [`LINGER`] for more before it is written, so a trickle of
+//! results is a few transactions a second rather than one per item (on PostgreSQL 10,000
+//! fires/s: 36–38 µs of the server's CPU per fire against 42 without it).
+//!
 //! A failed batch is retried a few times before it is given up (logged as an error; a waiting
 //! `/api/callback` then answers a failure, so the executor sends it again); a batch the
 //! database refuses for its data is split until the bad row is found and stored reduced.
@@ -62,7 +66,8 @@ pub(crate) const OUTCOME_HOLD: Duration = Duration::from_secs(1);
 /// executor calls are still being made (a batch's outcomes come when its last call answered).
 /// A result is not acknowledged (`/api/callback` does not answer) before it is written.
 pub(crate) const RESULT_HOLD: Duration = Duration::from_secs(1);
-/// How long the SQLite writer waits after the first of a small batch of run rows for more.
+/// How long the writer waits after the first of a small batch of run rows for more (on the file
+/// and the pool: on a database server each commit waits for the log's flush).
 pub(crate) const LINGER: Duration = Duration::from_millis(5);
 /// A batch of at least this many items is written without waiting for more.
 pub(crate) const LINGER_BELOW: usize = 256;

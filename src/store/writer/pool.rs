@@ -58,8 +58,10 @@ impl batches::Conn for PoolConn {
         }
     }
 
+    /// A database server's commit waits for its log's flush, and every other commit waits
+    /// behind it: a trickle of results is gathered into fewer transactions here too.
     fn lingers(&self) -> bool {
-        false
+        true
     }
 }
 
