@@ -3,7 +3,7 @@
 
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, QueryResult,
-    Statement,
+    Statement, TransactionTrait,
 };
 
 use super::{FromRow, Row, Value, statement};
@@ -16,26 +16,27 @@ pub(crate) enum Sea<'a> {
     Db(&'a DatabaseConnection),
 }
 
+/// `$e` with `$c` the connection `$sea` stands for (a transaction or the pool).
+macro_rules! on {
+    ($sea:expr, $c:ident => $e:expr) => {
+        match $sea {
+            Sea::Tx($c) => $e,
+            Sea::Db($c) => $e,
+        }
+    };
+}
+
 impl Sea<'_> {
     pub(super) fn backend(self) -> DbBackend {
-        match self {
-            Sea::Tx(t) => t.get_database_backend(),
-            Sea::Db(d) => d.get_database_backend(),
-        }
+        on!(self, c => c.get_database_backend())
     }
 
     async fn exec(self, st: Statement) -> std::result::Result<sea_orm::ExecResult, DbErr> {
-        match self {
-            Sea::Tx(t) => t.execute_raw(st).await,
-            Sea::Db(d) => d.execute_raw(st).await,
-        }
+        on!(self, c => c.execute_raw(st).await)
     }
 
     async fn one(self, st: Statement) -> std::result::Result<Option<QueryResult>, DbErr> {
-        match self {
-            Sea::Tx(t) => t.query_one_raw(st).await,
-            Sea::Db(d) => d.query_one_raw(st).await,
-        }
+        on!(self, c => c.query_one_raw(st).await)
     }
 
     pub(super) async fn execute(self, st: Statement) -> Result<u64> {
@@ -45,10 +46,8 @@ impl Sea<'_> {
     pub(super) async fn insert(self, sql: &str, args: &[Value]) -> Result<i64> {
         let backend = self.backend();
         if backend != DbBackend::Postgres {
-            return Ok(self
-                .exec(statement(backend, sql, args))
-                .await?
-                .last_insert_id() as i64);
+            let st = statement(backend, sql, args);
+            return Ok(self.exec(st).await?.last_insert_id() as i64);
         }
         let sql = format!("{sql} RETURNING id");
         let row = self
@@ -62,11 +61,16 @@ impl Sea<'_> {
         }
     }
 
+    pub(super) async fn insert_undone(self, sql: &str, args: &[Value]) -> Result<i64> {
+        let inner = on!(self, c => c.begin().await?);
+        let st = statement(inner.get_database_backend(), sql, args);
+        let first = inner.execute_raw(st).await?.last_insert_id() as i64;
+        inner.rollback().await?;
+        Ok(first)
+    }
+
     pub(super) async fn rows<T: FromRow>(self, st: Statement) -> Result<Vec<T>> {
-        let rows = match self {
-            Sea::Tx(t) => t.query_all_raw(st).await?,
-            Sea::Db(d) => d.query_all_raw(st).await?,
-        };
+        let rows = on!(self, c => c.query_all_raw(st).await?);
         rows.iter().map(|q| T::from_row(&Row::Pool(q))).collect()
     }
 

@@ -183,6 +183,47 @@ impl FromRow for nodes::Model {
     }
 }
 
+/// A run's values of [`RUN_COLUMNS`], in their order.
+pub(crate) fn run_values(r: &runs::Model) -> [Value; 14] {
+    [
+        r.id.into(),
+        r.workflow_id.into(),
+        r.version.into(),
+        r.job_group.into(),
+        r.status.clone().into(),
+        r.trigger_type.clone().into(),
+        r.params.clone().into(),
+        r.context.clone().into(),
+        r.parent_node_run.into(),
+        r.depth.into(),
+        r.seq.into(),
+        r.start_time.into(),
+        r.end_time.into(),
+        r.message.clone().into(),
+    ]
+}
+
+/// A node row's values of [`NODE_COLUMNS`], in their order.
+pub(crate) fn node_values(n: &nodes::Model) -> [Value; 15] {
+    [
+        n.id.into(),
+        n.run_id.into(),
+        n.node_key.clone().into(),
+        n.attempt.into(),
+        n.max_attempts.into(),
+        n.state.clone().into(),
+        n.decision.into(),
+        n.shards_total.into(),
+        n.shards_done.into(),
+        n.shards_failed.into(),
+        n.child_run.into(),
+        n.start_time.into(),
+        n.end_time.into(),
+        n.message.clone().into(),
+        n.cleared.into(),
+    ]
+}
+
 const WORKFLOW_COLUMNS: &str = "id, job_group, name, description, author, version, definition, \
     created_at, updated_at, schedule_type, schedule_conf, misfire_strategy, trigger_status, \
     trigger_next_time, concurrency, max_queued";
@@ -217,16 +258,50 @@ fn insert_sql(table: &str, columns: &str) -> String {
     format!("INSERT INTO {table} ({cols}) VALUES ({marks})")
 }
 
-/// A job node's run row, claimed for dispatch (group, job, trigger time, param, sharding,
-/// claim token).
-static PENDING: LazyLock<String> = LazyLock::new(|| {
+/// The columns of a job node's run row as a workflow records it ([`pending_row`] gives a
+/// row's values).
+pub(crate) const PENDING_COLUMNS: &str = "job_group, job_id, trigger_time, trigger_code, \
+    handle_code, executor_param, executor_sharding_param, executor_fail_retry_count, \
+    alarm_status, fire_time, fire_state, trigger_type, chain_depth";
+
+/// One row of [`PENDING_COLUMNS`]: group, job, trigger time, param, sharding and claim token
+/// bound ([`pending_args`]), the rest as a pending row starts.
+pub(crate) static PENDING_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, handle_code, \
-         executor_param, executor_sharding_param, executor_fail_retry_count, alarm_status, \
-         fire_time, fire_state, trigger_type, chain_depth) \
-         VALUES (?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, ?, '{}', 0)",
+        "(?, ?, ?, 0, 0, ?, ?, 0, {}, NULL, ?, '{}', 0)",
         AlarmStatus::Unchecked.code(),
         TriggerType::Workflow.as_str()
+    )
+});
+
+/// The bound values of a [`PENDING_ROW`]: claimed by this node (`claim`) as it is recorded
+/// (see `Runs::transact`).
+pub(crate) fn pending_args(
+    group: i32,
+    job_id: i32,
+    now: i64,
+    param: Option<&str>,
+    sharding: Option<&str>,
+    claim: i64,
+) -> [Value; 6] {
+    [
+        group.into(),
+        job_id.into(),
+        ms_to_naive(now).into(),
+        param.map(str::to_string).into(),
+        sharding.map(str::to_string).into(),
+        claim.into(),
+    ]
+}
+
+/// The links' table and the columns a link is inserted with.
+pub(crate) const LINKS: &str = "xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done)";
+
+/// A job node's run row, claimed for dispatch ([`pending_args`]).
+static PENDING: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO xxl_job_log ({PENDING_COLUMNS}) VALUES {}",
+        *PENDING_ROW
     )
 });
 
@@ -321,22 +396,7 @@ impl Tx for Port<'_> {
 
     async fn insert_run(&self, r: &runs::Model) -> Result<i64> {
         let sql = sql!("{}", insert_sql("xjob_workflow_run", RUN_COLUMNS));
-        let args = [
-            r.workflow_id.into(),
-            r.version.into(),
-            r.job_group.into(),
-            r.status.clone().into(),
-            r.trigger_type.clone().into(),
-            r.params.clone().into(),
-            r.context.clone().into(),
-            r.parent_node_run.into(),
-            r.depth.into(),
-            r.seq.into(),
-            r.start_time.into(),
-            r.end_time.into(),
-            r.message.clone().into(),
-        ];
-        self.insert(sql, &args).await
+        self.insert(sql, &run_values(r)[1..]).await
     }
 
     async fn run_context(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
@@ -400,23 +460,7 @@ impl Tx for Port<'_> {
 
     async fn insert_node(&self, n: &nodes::Model) -> Result<i64> {
         let sql = sql!("{}", insert_sql("xjob_workflow_node_run", NODE_COLUMNS));
-        let args = [
-            n.run_id.into(),
-            n.node_key.clone().into(),
-            n.attempt.into(),
-            n.max_attempts.into(),
-            n.state.clone().into(),
-            n.decision.into(),
-            n.shards_total.into(),
-            n.shards_done.into(),
-            n.shards_failed.into(),
-            n.child_run.into(),
-            n.start_time.into(),
-            n.end_time.into(),
-            n.message.clone().into(),
-            n.cleared.into(),
-        ];
-        self.insert(sql, &args).await
+        self.insert(sql, &node_values(n)[1..]).await
     }
 
     async fn update_node(&self, id: i64, u: &NodeUpdate) -> Result<()> {
@@ -469,15 +513,15 @@ impl Tx for Port<'_> {
     }
 
     async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
-        let mut args: Vec<Value> = vec![
-            row.job.job_group.into(),
-            row.job.id.into(),
-            ms_to_naive(row.now).into(),
-            row.param.map(str::to_string).into(),
-            row.sharding.map(str::to_string).into(),
-            // claimed by this node as it is recorded (see `Runs::transact`)
-            fire_state::new_claim().into(),
-        ];
+        let mut args: Vec<Value> = pending_args(
+            row.job.job_group,
+            row.job.id,
+            row.now,
+            row.param,
+            row.sharding,
+            fire_state::new_claim(),
+        )
+        .into();
         let link = [row.node_run_id.into(), row.run_id.into(), row.shard.into()];
         if self.backend() == DbBackend::Postgres {
             // the row and its link in one round trip
@@ -488,8 +532,7 @@ impl Tx for Port<'_> {
                 .ok_or_else(|| sea_orm::DbErr::RecordNotInserted.into());
         }
         let log_id = self.insert(&PENDING, &args).await?;
-        let sql = "INSERT INTO xjob_workflow_node_log (log_id, node_run_id, run_id, shard, done) \
-                   VALUES (?, ?, ?, ?, 0)";
+        let sql = sql!("INSERT INTO {LINKS} VALUES (?, ?, ?, ?, 0)");
         let mut args = vec![log_id.into()];
         args.extend(link);
         self.execute(sql, &args).await?;
@@ -500,12 +543,17 @@ impl Tx for Port<'_> {
         let mut open = HashSet::with_capacity(log_ids.len());
         for chunk in log_ids.chunks(IN_CHUNK) {
             let (marks, args) = in_list(chunk);
+            let mysql = self.backend() == DbBackend::MySql;
+            // on MySQL by the primary key: through `(done, log_id)` InnoDB would lock that
+            // index's gaps too, where starts insert their open links
+            let hint = if mysql { " FORCE INDEX (PRIMARY)" } else { "" };
             let close = format!(
-                "UPDATE xjob_workflow_node_log SET done = 1 WHERE log_id IN ({marks}) AND done = 0"
+                "UPDATE xjob_workflow_node_log{hint} SET done = 1 WHERE log_id IN ({marks}) \
+                 AND done = 0"
             );
             // one statement where UPDATE … RETURNING exists (not MySQL/MariaDB; there the
             // caller's run lock keeps the links as read until the update)
-            if self.backend() != DbBackend::MySql {
+            if !mysql {
                 open.extend(
                     self.rows::<i64>(&format!("{close} RETURNING log_id"), &args)
                         .await?,
