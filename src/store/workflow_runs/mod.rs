@@ -682,8 +682,11 @@ impl Runs {
         let ids = self.ids.clone();
         self.transact(db, async move |port| {
             let pass = Pass::new(port, &ids);
-            let out = f(&pass).await?;
+            let mut out = f(&pass).await?;
             pass.flush().await?;
+            if let Some(ch) = out.changes() {
+                pass.settle(ch);
+            }
             Ok(out)
         })
         .await

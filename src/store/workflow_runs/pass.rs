@@ -13,9 +13,11 @@
 //!   `UPDATE … CASE` per kind of changed row;
 //! - new rows take ids reserved ahead ([`Ids`]: PostgreSQL's sequences, MySQL/MariaDB's
 //!   auto-increment counters where a multi-row insert's ids are consecutive), so a new node
-//!   run or run row costs no round trip of its own; where ids are not reserved (MySQL with
-//!   `innodb_autoinc_lock_mode = 2`) a new row is inserted when it is made (its id answered
-//!   by the insert);
+//!   run or run row costs no round trip of its own; on MySQL/MariaDB a pending run row
+//!   (`xxl_job_log`, whose placeholder rows cost the most) takes its id from the multi-row
+//!   insert that writes it instead, the rules answered a stand-in until then
+//!   ([`Pass::settle`]); where ids are not reserved (MySQL with `innodb_autoinc_lock_mode = 2`)
+//!   a new row is inserted when it is made (its id answered by the insert);
 //! - on MySQL/MariaDB every statement that locks rows by id names the primary key
 //!   (`FORCE INDEX (PRIMARY)`): through a secondary index InnoDB locks that index's gaps too,
 //!   where other transactions insert, and a scanning update locks every row it reads;
@@ -276,6 +278,10 @@ struct State {
     /// Those of the dirty runs and node rows this pass made (not in the database yet).
     made_runs: HashSet<i64>,
     made_nodes: HashSet<i64>,
+    /// MySQL/MariaDB: the last stand-in id given to a pending run row (-1, -2, …) and each
+    /// one's id once its row was inserted ([`Pass::settle`]).
+    stand_in: i64,
+    log_ids: HashMap<i64, i64>,
     /// Workflows this pass found with no queued run.
     none_queued: HashSet<i32>,
     /// Workflows read in this pass (no kept write is to a workflow).
@@ -388,6 +394,17 @@ impl<'a, 'p> Pass<'a, 'p> {
         Ok(self.write_kept(Some(guard)).await? > 0)
     }
 
+    /// Gives the run rows `ch` dispatches their ids where the rules were answered a stand-in
+    /// (MySQL/MariaDB, [`Tx::insert_pending`]); after the last [`Pass::flush`].
+    pub(crate) fn settle(&self, ch: &mut super::Changes) {
+        let st = self.st.lock();
+        for d in &mut ch.dispatch {
+            if let Some(id) = st.log_ids.get(&d.log_id) {
+                d.log_id = *id;
+            }
+        }
+    }
+
     /// Writes the kept rows (under `guard` on PostgreSQL); answers how many rows it wrote
     /// (0 when the guard failed; 1 when there was nothing to write).
     async fn write_kept(&self, guard: Option<&Guard>) -> Result<u64> {
@@ -458,21 +475,43 @@ impl<'a, 'p> Pass<'a, 'p> {
         let into = format!("xjob_workflow_node_run ({NODE_COLUMNS})");
         self.insert_rows(&into, &marks(15), &new_nodes, |n| node_values(n).into())
             .await?;
+        // pending run rows on their own ids (a stand-in's row takes the next of the insert's
+        // consecutive ids), then their links
         let claim = fire_state::new_claim();
-        let into = format!("xxl_job_log (id, {PENDING_COLUMNS})");
-        let row = format!("(?, {}", &PENDING_ROW[1..]);
-        self.insert_rows(&into, &row, pending, |p| {
-            let mut v = vec![p.id.into()];
-            let (param, sharding) = (p.param.as_deref(), p.sharding.as_deref());
-            v.extend(pending_args(
-                p.group, p.job_id, p.now, param, sharding, claim,
-            ));
-            v
-        })
-        .await?;
-        self.insert_rows(LINKS, &marks(5), pending, |p| {
-            let (id, node, run, shard) = (p.id, p.node_run_id, p.run_id, p.shard);
-            vec![id.into(), node.into(), run.into(), shard.into(), 0.into()]
+        let step = match self.ids {
+            Some(ids) if !pending.is_empty() => ids.step(self.port).await?,
+            _ => Some(1),
+        };
+        // (stand-ins are given only where a reservation's step is known)
+        let step = step.ok_or(sea_orm::DbErr::RecordNotInserted)?;
+        let sql = format!("INSERT INTO xxl_job_log ({PENDING_COLUMNS}) VALUES ");
+        let mut links = Vec::with_capacity(pending.len());
+        for chunk in pending.chunks(CASE_ROWS) {
+            let mut args: Vec<Value> = Vec::with_capacity(6 * chunk.len());
+            for p in chunk {
+                let (param, sharding) = (p.param.as_deref(), p.sharding.as_deref());
+                args.extend(pending_args(
+                    p.group, p.job_id, p.now, param, sharding, claim,
+                ));
+            }
+            let rows = vec![PENDING_ROW.as_str(); chunk.len()].join(", ");
+            let first = self.port.insert(&format!("{sql}{rows}"), &args).await?;
+            let mut st = self.st.lock();
+            for (i, p) in chunk.iter().enumerate() {
+                let id = first + i as i64 * step;
+                st.log_ids.insert(p.id, id);
+                links.push((id, p));
+            }
+        }
+        self.insert_rows(LINKS, &marks(5), &links, |(id, p)| {
+            let (node, run, shard) = (p.node_run_id, p.run_id, p.shard);
+            vec![
+                (*id).into(),
+                node.into(),
+                run.into(),
+                shard.into(),
+                0.into(),
+            ]
         })
         .await?;
         // by the primary key on MySQL: with a long `IN` list the optimizer may scan the table,
@@ -812,10 +851,21 @@ impl Tx for Pass<'_, '_> {
 
     async fn insert_pending(&self, row: &PendingRow<'_>) -> Result<i64> {
         let kept = self.st.lock().held.contains_key(&row.run_id);
-        if let Some(ids) = self.ids
-            && kept
-            && let Some(id) = ids.next(self.port, Kind::Log, self.want()).await?
-        {
+        let id = match self.ids {
+            Some(ids) if kept && self.backend() == DbBackend::Postgres => {
+                ids.next(self.port, Kind::Log, self.want()).await?
+            }
+            // MySQL/MariaDB: the row's id is answered by the multi-row insert that writes it
+            // (consecutive ids where reservations are, `Ids::step`); a stand-in until then,
+            // which the pass's changes get replaced (`Pass::settle`)
+            Some(ids) if kept && ids.step(self.port).await?.is_some() => {
+                let mut st = self.st.lock();
+                st.stand_in -= 1;
+                Some(st.stand_in)
+            }
+            _ => None,
+        };
+        if let Some(id) = id {
             self.st.lock().pending.push(Pending {
                 id,
                 group: row.job.job_group,

@@ -1032,7 +1032,12 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(first.context, r#"{"x":1}"#, "{backend:?}");
-            assert_eq!(open_rows(&db).await.len(), 3, "{backend:?}");
+            // what is dispatched is what was recorded (on MySQL the rows' ids come from their
+            // insert at the end of the pass, the rules having had stand-ins)
+            let mut sent: Vec<i64> = ch.dispatch.iter().map(|d| d.log_id).collect();
+            sent.sort_unstable();
+            let open: Vec<i64> = open_rows(&db).await.iter().map(|r| r.0).collect();
+            assert_eq!(sent, open, "{backend:?}");
         }
     }
 
