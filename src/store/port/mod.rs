@@ -107,10 +107,10 @@ impl Port<'_> {
         }
     }
 
-    /// Runs the multi-row `INSERT` `sql` and undoes it at once (a savepoint
-    /// rolled back, or a transaction of its own on the pool); answers the first id it took. On
-    /// MySQL/MariaDB the auto-increment values it took stay taken: InnoDB never hands one out
-    /// again, which is how ids are reserved there (`workflow_runs::pass`). Not on a file.
+    /// Runs the multi-row `INSERT` `sql` and undoes it at once (a savepoint rolled back, or a
+    /// transaction of its own on the pool); answers the first id it took. On MySQL/MariaDB the
+    /// auto-increment values it took stay taken: InnoDB never hands one out again, which is
+    /// how ids are reserved there (`workflow_runs::pass`). Not on a file.
     pub(crate) async fn insert_undone(&self, sql: &str, args: &[Value]) -> Result<i64> {
         match self {
             Port::Pool(t) => t.insert_undone(sql, args).await,

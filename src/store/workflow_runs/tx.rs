@@ -258,8 +258,8 @@ fn insert_sql(table: &str, columns: &str) -> String {
     format!("INSERT INTO {table} ({cols}) VALUES ({marks})")
 }
 
-/// The columns of a job node's run row as a workflow records it ([`pending_row`] gives a
-/// row's values).
+/// The columns of a job node's run row as a workflow records it (one row of them:
+/// [`PENDING_ROW`]).
 pub(crate) const PENDING_COLUMNS: &str = "job_group, job_id, trigger_time, trigger_code, \
     handle_code, executor_param, executor_sharding_param, executor_fail_retry_count, \
     alarm_status, fire_time, fire_state, trigger_type, chain_depth";
