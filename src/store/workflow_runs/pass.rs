@@ -172,12 +172,11 @@ impl Ids {
             drop(taken);
             (0..n).map(|i| first + i * step).collect()
         };
-        got.sort_unstable_by(|a, b| b.cmp(a));
-        let id = got.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
         let mut list = self.list(kind).lock();
-        // (another pass may have reserved meanwhile: both lists are kept, each in order)
+        // (another pass may have reserved meanwhile: both lists are kept, the smallest first)
         got.append(&mut list);
         got.sort_unstable_by(|a, b| b.cmp(a));
+        let id = got.pop().ok_or(sea_orm::DbErr::RecordNotInserted)?;
         *list = got;
         Ok(Some(id))
     }
@@ -521,15 +520,19 @@ impl<'a, 'p> Pass<'a, 'p> {
             _ => "",
         };
         for chunk in node_rows.chunks(CASE_ROWS) {
-            let rows: Vec<(i64, Vec<Value>)> =
-                chunk.iter().map(|n| (n.id, node_set_values(n))).collect();
+            let rows: Vec<(i64, Vec<Value>)> = chunk
+                .iter()
+                .map(|n| (n.id, set_values(&node_values(n), NODE_COLUMNS, NODE_SET)))
+                .collect();
             let table = format!("xjob_workflow_node_run{by_key}");
             let (sql, args) = update_by_case(&table, NODE_SET, &rows);
             self.port.execute(&sql, &args).await?;
         }
         for chunk in run_rows.chunks(CASE_ROWS) {
-            let rows: Vec<(i64, Vec<Value>)> =
-                chunk.iter().map(|r| (r.id, run_set_values(r))).collect();
+            let rows: Vec<(i64, Vec<Value>)> = chunk
+                .iter()
+                .map(|r| (r.id, set_values(&run_values(r), RUN_COLUMNS, RUN_SET)))
+                .collect();
             let table = format!("xjob_workflow_run{by_key}");
             let (sql, args) = update_by_case(&table, RUN_SET, &rows);
             self.port.execute(&sql, &args).await?;
@@ -1008,28 +1011,15 @@ fn update_by_case(
     (sql, args)
 }
 
-/// A node row's values of [`NODE_SET`].
-fn node_set_values(n: &nodes::Model) -> Vec<Value> {
-    vec![
-        n.state.clone().into(),
-        n.decision.into(),
-        n.shards_done.into(),
-        n.shards_failed.into(),
-        n.child_run.into(),
-        n.end_time.into(),
-        n.message.clone().into(),
-        n.cleared.into(),
-    ]
-}
-
-/// A run's values of [`RUN_SET`].
-fn run_set_values(r: &runs::Model) -> Vec<Value> {
-    vec![
-        r.status.clone().into(),
-        r.end_time.into(),
-        r.message.clone().into(),
-        r.context.clone().into(),
-    ]
+/// Of a row's `values` (one per column of `columns`, in order), those of `set`, in its order.
+fn set_values(values: &[Value], columns: &str, set: &[&str]) -> Vec<Value> {
+    let names: Vec<&str> = columns.split(',').map(str::trim).collect();
+    set.iter()
+        .map(|c| {
+            let i = names.iter().position(|n| n == c);
+            i.map_or(Value::Bool(None), |i| values[i].clone())
+        })
+        .collect()
 }
 
 /// What a sealed pass was answered from, checked by the statement that writes its rows: each
@@ -1143,6 +1133,18 @@ mod tests {
     use sea_orm::TransactionTrait;
 
     use super::*;
+
+    /// Every column a pass's `UPDATE … CASE` sets is one of its table's columns (its value is
+    /// taken from the row's by name).
+    #[test]
+    fn set_columns_are_columns() {
+        for (columns, set) in [(NODE_COLUMNS, NODE_SET), (RUN_COLUMNS, RUN_SET)] {
+            let names: Vec<&str> = columns.split(',').map(str::trim).collect();
+            for c in set {
+                assert!(names.contains(c), "{c} in {columns}");
+            }
+        }
+    }
 
     /// On a database server ids are reserved ahead (PostgreSQL: the sequences; MySQL/MariaDB:
     /// the auto-increment counters, by an insert undone at once): consecutive, taken once, and never handed out again, neither by a later
