@@ -526,7 +526,7 @@ impl<'a, 'p> Pass<'a, 'p> {
         for chunk in node_rows.chunks(CASE_ROWS) {
             let rows: Vec<(i64, Vec<Value>)> = chunk
                 .iter()
-                .map(|n| (n.id, set_values(&node_values(n), NODE_COLUMNS, NODE_SET)))
+                .map(|n| (n.id, set_values(&node_values(n), &NODE_SET_AT)))
                 .collect();
             let table = format!("xjob_workflow_node_run{by_key}");
             let (sql, args) = update_by_case(&table, NODE_SET, &rows);
@@ -535,7 +535,7 @@ impl<'a, 'p> Pass<'a, 'p> {
         for chunk in run_rows.chunks(CASE_ROWS) {
             let rows: Vec<(i64, Vec<Value>)> = chunk
                 .iter()
-                .map(|r| (r.id, set_values(&run_values(r), RUN_COLUMNS, RUN_SET)))
+                .map(|r| (r.id, set_values(&run_values(r), &RUN_SET_AT)))
                 .collect();
             let table = format!("xjob_workflow_run{by_key}");
             let (sql, args) = update_by_case(&table, RUN_SET, &rows);
@@ -1015,14 +1015,22 @@ fn update_by_case(
     (sql, args)
 }
 
-/// Of a row's `values` (one per column of `columns`, in order), those of `set`, in its order.
-fn set_values(values: &[Value], columns: &str, set: &[&str]) -> Vec<Value> {
+/// Where each column of `set` is among `columns` (`usize::MAX` where it is not one).
+fn positions(columns: &str, set: &[&str]) -> Vec<usize> {
     let names: Vec<&str> = columns.split(',').map(str::trim).collect();
     set.iter()
-        .map(|c| {
-            let i = names.iter().position(|n| n == c);
-            i.map_or(Value::Bool(None), |i| values[i].clone())
-        })
+        .map(|c| names.iter().position(|n| n == c).unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Where [`NODE_SET`]'s and [`RUN_SET`]'s columns are in a row's values (found once).
+static NODE_SET_AT: LazyLock<Vec<usize>> = LazyLock::new(|| positions(NODE_COLUMNS, NODE_SET));
+static RUN_SET_AT: LazyLock<Vec<usize>> = LazyLock::new(|| positions(RUN_COLUMNS, RUN_SET));
+
+/// Of a row's `values` (one per column, in order), those at `at` (a set's [`positions`]).
+fn set_values(values: &[Value], at: &[usize]) -> Vec<Value> {
+    at.iter()
+        .map(|&i| values.get(i).cloned().unwrap_or(Value::Bool(None)))
         .collect()
 }
 
@@ -1157,17 +1165,22 @@ mod tests {
     /// taken from the row's by name).
     #[test]
     fn set_columns_are_columns() {
-        for (columns, set) in [(NODE_COLUMNS, NODE_SET), (RUN_COLUMNS, RUN_SET)] {
+        for (columns, set, at) in [
+            (NODE_COLUMNS, NODE_SET, &*NODE_SET_AT),
+            (RUN_COLUMNS, RUN_SET, &*RUN_SET_AT),
+        ] {
             let names: Vec<&str> = columns.split(',').map(str::trim).collect();
-            for c in set {
+            for (c, &i) in set.iter().zip(at) {
                 assert!(names.contains(c), "{c} in {columns}");
+                assert_eq!(names.get(i), Some(c), "{c} at {i} in {columns}");
             }
         }
     }
 
     /// On a database server ids are reserved ahead (PostgreSQL: the sequences; MySQL/MariaDB:
-    /// the auto-increment counters, by an insert undone at once): consecutive, taken once, and never handed out again, neither by a later
-    /// reservation nor to a row inserted without an id; a reserved id inserts.
+    /// the auto-increment counters, by an insert undone at once): consecutive, taken once,
+    /// and never handed out again, neither by a later reservation nor to a row inserted
+    /// without an id; a reserved id inserts.
     #[tokio::test]
     async fn reserved_ids_are_never_handed_out_again() {
         for db in crate::store::tests::every_backend().await {
