@@ -1,10 +1,10 @@
-//! Adds `xjob_node.dispatched_through`: on PostgreSQL a node's dispatch mark is its own row's,
+//! Adds `xjob_node.dispatched_through`: a node's dispatch mark is its own row's,
 //! covering every bucket it holds (epoch milliseconds of nominal time), written once before
 //! each batch of fires goes out, instead of the same value into the row of every bucket the
 //! batch touches (up to 1,024 rows each second). Whatever takes a bucket from its holder folds
 //! the holder's mark into the bucket's `xjob_lease.dispatched_through` (never lowering it), so
-//! the next holder reads the bucket's row as before. 0 for a node that never wrote one (and on
-//! MySQL/MariaDB, which keep the mark per bucket).
+//! the next holder reads the bucket's row as before. 0 for a node that never wrote one. (MySQL
+//! and MariaDB kept the mark per bucket until later the same day.)
 
 use sea_orm_migration::prelude::*;
 
