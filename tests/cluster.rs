@@ -334,10 +334,12 @@ fn cluster_run(base_url: &str, backend: &str) {
             "{} node-row updates",
             w.node_updated
         );
-        // bucket rows change when a bucket changes hands and with each second's dispatch
-        // marks, never per renewal (that alone would be 1,024 rows twice a second per node)
+        // bucket rows change only when a bucket changes hands (the first takes, the joins'
+        // handbacks, the kill's takeover and the restart's: about 6,000 rows), never per
+        // renewal or per dispatch mark (those would be hundreds of rows per node per second:
+        // 25,000 or more here)
         assert!(
-            w.lease_updated <= 3 * runs + 4 * 1024,
+            w.lease_updated <= 10 * 1024,
             "{} lease-row updates for {runs} runs",
             w.lease_updated
         );
