@@ -6,9 +6,10 @@
 //! within the misfire threshold. SQLite serves one node: a second node on the same file is
 //! refused.
 //!
-//! On PostgreSQL the run also checks what the database wrote, from its per-table row counts:
-//! one row update per run (its outcome and result paired), and one update of a node's own row
-//! per lease renewal, not one per bucket.
+//! The run also checks what the database wrote, from its per-table row counts (PostgreSQL's
+//! statistics, MariaDB's `userstat`): one row update per run (its outcome and result paired),
+//! one write of a node's own row per lease renewal and per dispatch mark, and bucket rows
+//! written only when buckets change hands.
 //!
 //! Leases live on the database's clock, so these nodes run in real time (about 25 s), each in
 //! its own thread and runtime; the sleeps set the scenario's moments, the assertions read what
@@ -225,65 +226,95 @@ fn check(url: &str, runs: &Runs, until: i64) -> Outcome {
     })
 }
 
-/// Row writes PostgreSQL counted per table (`pg_stat_user_tables`), read once every node's
-/// connections closed (a backend reports its counts as it exits; read until two reads agree).
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+/// Rows the database wrote per table: run rows updated, bucket rows updated, node rows written.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Default)]
 struct Writes {
-    log_inserted: i64,
     log_updated: i64,
     lease_updated: i64,
-    node_updated: i64,
+    node_written: i64,
 }
 
-fn table_writes(url: &str) -> Writes {
+/// What the database counted so far per table, read until two reads agree (a PostgreSQL
+/// backend reports its counts as it exits): PostgreSQL's `pg_stat_user_tables` (updates), or
+/// MariaDB's `TABLE_STATISTICS` (rows changed: inserted, updated or deleted; counted once
+/// `row_counts_on` turned them on, so the run rows' inserts are taken off). `None` where
+/// MariaDB's counts cannot be turned on (no privilege for it).
+fn table_writes(url: &str, backend: &str) -> Option<Writes> {
     actix_rt::System::new().block_on(async {
-        let read = async || {
+        let read = async || -> Option<Writes> {
             let db = Database::connect(url).await.unwrap();
-            let rows = db
-                .query_all_raw(sea_orm::Statement::from_string(
-                    sea_orm::DbBackend::Postgres,
-                    "SELECT relname::text AS t, n_tup_ins AS ins, n_tup_upd AS upd \
-                     FROM pg_stat_user_tables \
-                     WHERE relname IN ('xxl_job_log', 'xjob_lease', 'xjob_node')",
-                ))
-                .await
-                .unwrap();
-            db.close().await.unwrap();
-            let mut w = Writes {
-                log_inserted: 0,
-                log_updated: 0,
-                lease_updated: 0,
-                node_updated: 0,
+            let b = db.get_database_backend();
+            let sql = match backend {
+                "postgres" => {
+                    "SELECT relname::text AS t, n_tup_upd AS n FROM pg_stat_user_tables \
+                     WHERE relname IN ('xxl_job_log', 'xjob_lease', 'xjob_node')"
+                }
+                _ => {
+                    "SELECT TABLE_NAME AS t, CAST(ROWS_CHANGED AS SIGNED) AS n \
+                     FROM information_schema.TABLE_STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+                     AND TABLE_NAME IN ('xxl_job_log', 'xjob_lease', 'xjob_node')"
+                }
             };
+            let st = sea_orm::Statement::from_string(b, sql);
+            let rows = db.query_all_raw(st).await.ok()?;
+            let mut w = Writes::default();
             for r in rows {
-                let t: String = r.try_get("", "t").unwrap();
-                let (ins, upd): (i64, i64) =
-                    (r.try_get("", "ins").unwrap(), r.try_get("", "upd").unwrap());
+                let (t, n): (String, i64) =
+                    (r.try_get("", "t").unwrap(), r.try_get("", "n").unwrap());
                 match t.as_str() {
-                    "xxl_job_log" => (w.log_inserted, w.log_updated) = (ins, upd),
-                    "xjob_lease" => w.lease_updated = upd,
-                    _ => w.node_updated = upd,
+                    "xxl_job_log" => w.log_updated = n,
+                    "xjob_lease" => w.lease_updated = n,
+                    _ => w.node_written = n,
                 }
             }
-            w
+            if backend != "postgres" {
+                let st =
+                    sea_orm::Statement::from_string(b, "SELECT COUNT(*) AS n FROM xxl_job_log");
+                let row = db.query_one_raw(st).await.unwrap().unwrap();
+                w.log_updated -= row.try_get::<i64>("", "n").unwrap();
+            }
+            db.close().await.unwrap();
+            Some(w)
         };
-        let mut last = read().await;
+        let mut last = read().await?;
         for _ in 0..50 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = read().await;
+            let now = read().await?;
             if now == last {
                 break;
             }
             last = now;
         }
-        last
+        Some(last)
     })
+}
+
+/// On MariaDB, turns its per-table row counts on (`userstat`, server-wide) and answers the
+/// counts the setup left, to take off; `None` without the privilege. Nothing on PostgreSQL.
+fn row_counts_on(url: &str, backend: &str) -> Option<Writes> {
+    if backend == "postgres" {
+        return Some(Writes::default());
+    }
+    let on = actix_rt::System::new().block_on(async {
+        let db = Database::connect(url).await.unwrap();
+        let on = db.execute_unprepared("SET GLOBAL userstat = 1").await;
+        db.close().await.unwrap();
+        on
+    });
+    match on {
+        Ok(_) => table_writes(url, backend),
+        Err(e) => {
+            eprintln!("{backend}: row counts not checked (cannot turn userstat on: {e})");
+            None
+        }
+    }
 }
 
 fn cluster_run(base_url: &str, backend: &str) {
     init_tracing();
     let url = fresh_database(base_url);
     setup(&url);
+    let before = row_counts_on(&url, backend);
     let runs: Runs = Arc::default();
     let skews = [0i64, 400, -300];
     let started = std::time::Instant::now();
@@ -315,35 +346,58 @@ fn cluster_run(base_url: &str, backend: &str) {
         "fires of the killed node taken over within the misfire threshold: {} ms",
         o.failover_ms
     );
-    if backend == "postgres" {
-        // what the database wrote for it (row writes PostgreSQL counted per table)
-        let w = table_writes(&url);
-        eprintln!("{backend}: {w:?} for {} runs", o.rows);
-        let runs = o.rows as i64;
-        // a run's outcome and result are one update of its row (both are written by the node
-        // that dispatched it); apart, every run would take two
-        assert!(
-            w.log_updated * 10 <= runs * 13,
-            "outcome and result paired: {} row updates for {runs} runs",
-            w.log_updated
+    // what the database wrote for it (row writes it counted per table)
+    let (Some(before), Some(after)) = (before, table_writes(&url, backend)) else {
+        return;
+    };
+    let w = Writes {
+        log_updated: after.log_updated - before.log_updated,
+        lease_updated: after.lease_updated - before.lease_updated,
+        node_written: after.node_written - before.node_written,
+    };
+    let taken = actix_rt::System::new().block_on(async {
+        let db = Database::connect(&url).await.unwrap();
+        let st = sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            "SELECT epoch FROM xjob_lease",
         );
-        // a node renews every lease it holds with one update of its own row, about twice a
-        // second: 3 nodes for 25 s, the killed one for less
-        assert!(
-            (40..=250).contains(&w.node_updated),
-            "{} node-row updates",
-            w.node_updated
-        );
-        // bucket rows change only when a bucket changes hands (the first takes, the joins'
-        // handbacks, the kill's takeover and the restart's: about 6,000 rows), never per
-        // renewal or per dispatch mark (those would be hundreds of rows per node per second:
-        // 25,000 or more here)
-        assert!(
-            w.lease_updated <= 10 * 1024,
-            "{} lease-row updates for {runs} runs",
-            w.lease_updated
-        );
-    }
+        let rows = db.query_all_raw(st).await.unwrap();
+        let n: i64 = rows
+            .iter()
+            .map(|r| r.try_get::<i64>("", "epoch").unwrap())
+            .sum();
+        db.close().await.unwrap();
+        n
+    });
+    eprintln!(
+        "{backend}: {w:?} for {} runs, {taken} buckets taken",
+        o.rows
+    );
+    let runs = o.rows as i64;
+    // a run's outcome and result are one update of its row (both are written by the node
+    // that dispatched it); apart, every run would take two
+    assert!(
+        w.log_updated * 10 <= runs * 13,
+        "{backend}: outcome and result paired: {} row updates for {runs} runs",
+        w.log_updated
+    );
+    // a node renews every lease it holds with one update of its own row, about twice a
+    // second, and writes its dispatch mark there about once a second: 3 nodes for 25 s, the
+    // killed one for less (MariaDB also counts the rows' inserts and deletes)
+    assert!(
+        (40..=260).contains(&w.node_written),
+        "{backend}: {} node-row writes",
+        w.node_written
+    );
+    // bucket rows change only when a bucket changes hands: each take (one epoch more, read
+    // from the rows), the release before it when the bucket was handed back, and the
+    // releases of the nodes' stops. Dispatch marks in the buckets' rows would add a row per
+    // bucket sent each second (about 4,000 more here, measured).
+    assert!(
+        w.lease_updated <= 2 * taken + 1024 + 256,
+        "{backend}: {} lease-row updates for {taken} takes",
+        w.lease_updated
+    );
 }
 
 /// Three nodes on PostgreSQL, one killed mid-load: no fire lost, none run twice.
