@@ -267,15 +267,7 @@ pub(crate) async fn renew(
              2026-12-02)"
         )));
     }
-    txn.execute_raw(stmt(
-        b,
-        format!(
-            "UPDATE xjob_lease SET {FOLD_MARK}, owner = NULL WHERE owner = {}",
-            p(b, 1)
-        ),
-        vec![node.into()],
-    ))
-    .await?;
+    fold_marks(&txn, &[node.to_string()], true).await?;
     let updated = txn
         .execute_raw(stmt(
             b,
@@ -339,36 +331,93 @@ pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Res
 pub(crate) async fn leave(db: &DatabaseConnection, id: &str, forget_after_ms: i64) -> Result<()> {
     let txn = db.begin().await?;
     let b = txn.get_database_backend();
-    let gone: Vec<String> = txn
-        .query_all_raw(stmt(
-            b,
-            format!(
-                "SELECT id FROM xjob_node WHERE id = {} OR heartbeat_ms < {} - {} FOR UPDATE",
-                p(b, 1),
-                db_now_ms(b),
-                p(b, 2)
-            ),
-            vec![id.into(), forget_after_ms.into()],
-        ))
-        .await?
-        .iter()
-        .map(|r| r.try_get("", "id"))
-        .collect::<std::result::Result<_, _>>()?;
+    let cond = format!(
+        "id = {} OR heartbeat_ms < {} - {}",
+        p(b, 1),
+        db_now_ms(b),
+        p(b, 2)
+    );
+    let gone: Vec<String> =
+        lock_nodes_where(&txn, &cond, vec![id.into(), forget_after_ms.into()], "")
+            .await?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
     if !gone.is_empty() {
+        fold_marks(&txn, &gone, false).await?;
         let marks: Vec<String> = (1..=gone.len()).map(|i| p(b, i)).collect();
         let ids: Vec<Value> = gone.iter().map(|g| g.as_str().into()).collect();
-        for sql in [
-            format!(
-                "UPDATE xjob_lease SET {FOLD_MARK} WHERE owner IN ({})",
-                marks.join(", ")
-            ),
-            format!("DELETE FROM xjob_node WHERE id IN ({})", marks.join(", ")),
-        ] {
-            txn.execute_raw(stmt(b, sql, ids.clone())).await?;
-        }
+        let sql = format!("DELETE FROM xjob_node WHERE id IN ({})", marks.join(", "));
+        txn.execute_raw(stmt(b, sql, ids)).await?;
     }
     txn.commit().await?;
     Ok(())
+}
+
+/// Folds the dispatch marks of `owners` (whose rows the caller's transaction locked) into the
+/// rows of the buckets in their names, and frees those buckets when `free`. The buckets are
+/// read first and written by primary key ([`by_bucket`]): nothing else changes them while
+/// their holders' rows are locked.
+async fn fold_marks(txn: &impl ConnectionTrait, owners: &[String], free: bool) -> Result<()> {
+    let b = txn.get_database_backend();
+    let marks: Vec<String> = (1..=owners.len()).map(|i| p(b, i)).collect();
+    let ids: Vec<Value> = owners.iter().map(|o| o.as_str().into()).collect();
+    let owned = format!("owner IN ({})", marks.join(", "));
+    let sql = format!("SELECT bucket FROM xjob_lease WHERE {owned}");
+    let buckets: Vec<String> = txn
+        .query_all_raw(stmt(b, sql, ids.clone()))
+        .await?
+        .iter()
+        .map(|r| r.try_get::<i32>("", "bucket").map(|n| n.to_string()))
+        .collect::<std::result::Result<_, _>>()?;
+    if buckets.is_empty() {
+        return Ok(());
+    }
+    let free = if free { ", owner = NULL" } else { "" };
+    let sql = format!(
+        "UPDATE xjob_lease{} SET {FOLD_MARK}{free} WHERE {owned} AND bucket IN ({})",
+        by_bucket(b),
+        buckets.join(", ")
+    );
+    txn.execute_raw(stmt(b, sql, ids)).await?;
+    Ok(())
+}
+
+/// Locks for update the rows of the nodes matching `cond` (SQL with `args`), each with how
+/// long its lease has left (ms, negative once lapsed); `rest` after `FOR UPDATE` (` SKIP
+/// LOCKED`). Found by a plain read, then locked by id with `cond` checked again: a locking
+/// read scanning the table would lock every row it scanned on MySQL, and wait for the nodes
+/// whose scans are fenced.
+async fn lock_nodes_where(
+    txn: &impl ConnectionTrait,
+    cond: &str,
+    args: Vec<Value>,
+    rest: &str,
+) -> Result<Vec<(String, i64)>> {
+    let b = txn.get_database_backend();
+    let sql = format!("SELECT id FROM xjob_node WHERE {cond}");
+    let found: Vec<Value> = txn
+        .query_all_raw(stmt(b, sql, args.clone()))
+        .await?
+        .iter()
+        .map(|r| r.try_get::<String>("", "id").map(Value::from))
+        .collect::<std::result::Result<_, _>>()?;
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marks: Vec<String> = (1..=found.len()).map(|i| p(b, args.len() + i)).collect();
+    let sql = format!(
+        "SELECT id, lease_until_ms - {} AS left_ms FROM xjob_node WHERE ({cond}) \
+         AND id IN ({}) FOR UPDATE{rest}",
+        db_now_ms(b),
+        marks.join(", ")
+    );
+    let mut all = args;
+    all.extend(found);
+    let rows = txn.query_all_raw(stmt(b, sql, all)).await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("", "id")?, r.try_get("", "left_ms")?)))
+        .collect()
 }
 
 /// Every lease `node` holds now (its lease valid).
@@ -444,21 +493,13 @@ pub(crate) async fn acquire(
     // shared while fencing (`fence`): one still committing is skipped. The statements after it
     // name nodes by id, not by a subquery: MySQL would lock the rows a subquery of a locking
     // read reads, and wait for that scan.
-    let rows = txn
-        .query_all_raw(stmt(
-            b,
-            format!(
-                "SELECT id, lease_until_ms - {now} AS left_ms FROM xjob_node \
-                 WHERE lease_until_ms <= {now} FOR UPDATE SKIP LOCKED"
-            ),
-            vec![],
-        ))
-        .await?;
-    let mut lapsed = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let (id, left): (String, i64) = (r.try_get("", "id")?, r.try_get("", "left_ms")?);
-        lapsed.push((id, left));
-    }
+    let lapsed = lock_nodes_where(
+        &txn,
+        &format!("lease_until_ms <= {now}"),
+        vec![],
+        " SKIP LOCKED",
+    )
+    .await?;
     let all: Vec<String> = txn
         .query_all_raw(stmt(b, "SELECT id FROM xjob_node".into(), vec![]))
         .await?
@@ -744,10 +785,10 @@ mod tests {
     }
 
     /// A scan that passed its fence keeps its buckets until it commits, even if its node's
-    /// lease lapses meanwhile: another node's acquire skips them, and neither it nor that
-    /// node's release of buckets of its own waits for the scan (on MySQL a statement scanning
-    /// the bucket table would, for the rows the fence locked); once the scan commits they are
-    /// taken. A fence after that fails. The lease lapses with the database's clock, not by a
+    /// lease lapses meanwhile: another node's acquire skips them, and neither it, nor that
+    /// node's release of buckets of its own, nor a third node's rejoin and leave waits for the
+    /// scan (on MySQL a statement scanning the bucket table would, for the rows the fence
+    /// locked); once the scan commits they are taken, with the others freed meanwhile. A fence after that fails. The lease lapses with the database's clock, not by a
     /// write (MySQL's would wait for the scan's lock on the node's row).
     #[tokio::test]
     async fn a_fenced_scan_keeps_its_buckets_until_it_commits() {
@@ -771,6 +812,8 @@ mod tests {
                 .map(|t| t.lease)
                 .collect();
             assert_eq!(mine.len(), 4, "{b:?}");
+            renew(&db, "c", "http://c", 60_000).await.unwrap();
+            assert_eq!(acquire(&db, "c", 4, 60_000).await.unwrap().len(), 4);
             let now = db_now_ms(b);
             let sql = format!("UPDATE xjob_node SET lease_until_ms = {now} + 300 WHERE id = 'a'");
             db.execute_unprepared(&sql).await.unwrap();
@@ -796,6 +839,13 @@ mod tests {
             // b hands two of its buckets back meanwhile, without waiting for a's scan
             let back: Vec<Lease> = taken[..2].iter().map(|t| t.lease).collect();
             assert_eq!(release(&db, "b", &back).await.unwrap(), 2, "{b:?}");
+            // and c, whose lease lapses, rejoins (freeing its buckets) and leaves
+            db.execute_unprepared("UPDATE xjob_node SET lease_until_ms = 1 WHERE id = 'c'")
+                .await
+                .unwrap();
+            let again = renew(&db, "c", "http://c", 60_000).await.unwrap();
+            assert_eq!(again, Renewal::Rejoined, "{b:?}");
+            leave(&db, "c", 3_600_000).await.unwrap();
             scan.commit().await.unwrap();
             let taken = acquire(&db, "b", 1024, 0).await.unwrap();
             assert!(
@@ -804,6 +854,7 @@ mod tests {
                     .any(|t| t.lease.bucket == l.bucket && t.lease.epoch == l.epoch + 1)),
                 "{b:?}: taken at the next epoch once the scan committed"
             );
+            assert_eq!(taken.len(), 4 + 2 + 4, "{b:?}: a's, the two released, c's");
             // a's next scan fails its fence: its buckets moved on
             let scan = db.begin().await.unwrap();
             assert!(!fence(&scan, "a", &mine).await.unwrap(), "{b:?}");
