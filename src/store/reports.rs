@@ -5,8 +5,7 @@ use entity::xxl_job_log::{Column as L, Entity as Log};
 use entity::xxl_job_log_report::{ActiveModel, Column, Entity, Model};
 use sea_orm::sea_query::{Expr, Func};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
 use crate::error::Result;
@@ -59,7 +58,9 @@ pub(crate) async fn count_between(
     })
 }
 
-/// Writes a day's counts (update, insert when the day has no row).
+/// Writes a day's counts (update, insert when the day has no row). Nodes of a cluster count
+/// the same days: two may find a day without its row at once, and the second's insert then
+/// updates the row the first inserted (`i_trigger_day` is unique) instead of failing.
 pub(crate) async fn upsert_day(
     c: &impl ConnectionTrait,
     day: NaiveDateTime,
@@ -75,17 +76,41 @@ pub(crate) async fn upsert_day(
         .exec(c)
         .await?;
     if res.rows_affected == 0 {
-        ActiveModel {
-            trigger_day: Set(Some(day)),
-            running_count: Set(n.running),
-            suc_count: Set(n.suc),
-            fail_count: Set(n.fail),
-            update_time: Set(Some(now)),
-            ..Default::default()
-        }
-        .insert(c)
-        .await?;
+        insert_day(c, day, n, now).await?;
     }
+    Ok(())
+}
+
+/// Inserts a day's counts, or updates them where the day has its row already.
+async fn insert_day(
+    c: &impl ConnectionTrait,
+    day: NaiveDateTime,
+    n: DayCounts,
+    now: NaiveDateTime,
+) -> Result<()> {
+    use sea_orm::sea_query::OnConflict;
+    let row = ActiveModel {
+        trigger_day: Set(Some(day)),
+        running_count: Set(n.running),
+        suc_count: Set(n.suc),
+        fail_count: Set(n.fail),
+        update_time: Set(Some(now)),
+        ..Default::default()
+    };
+    let counts = [
+        Column::RunningCount,
+        Column::SucCount,
+        Column::FailCount,
+        Column::UpdateTime,
+    ];
+    Entity::insert(row)
+        .on_conflict(
+            OnConflict::column(Column::TriggerDay)
+                .update_columns(counts)
+                .to_owned(),
+        )
+        .exec_without_returning(c)
+        .await?;
     Ok(())
 }
 
@@ -134,5 +159,43 @@ pub(crate) async fn delete_logs_before(
             .exec(c)
             .await?
             .rows_affected;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A day's row inserted by another node between this node's update (which found none) and
+    /// its insert: the insert updates that row instead of failing, on every backend.
+    #[tokio::test]
+    async fn a_day_inserted_twice_keeps_one_row_with_the_last_counts() {
+        for db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            let day = crate::clock::ms_to_naive(1_800_000_000_000)
+                .date()
+                .and_hms_opt(0, 0, 0);
+            let (day, now) = (day.unwrap(), crate::clock::ms_to_naive(1_800_000_000_000));
+            let counts = |k: i32| DayCounts {
+                running: k,
+                suc: 10 * k,
+                fail: 100 * k,
+            };
+            insert_day(&db, day, counts(1), now).await.unwrap();
+            insert_day(&db, day, counts(2), now).await.unwrap();
+            upsert_day(&db, day, counts(3), now).await.unwrap();
+            let rows = all(&db).await.unwrap();
+            assert_eq!(rows.len(), 1, "{b:?}");
+            let r = &rows[0];
+            assert_eq!(
+                (r.running_count, r.suc_count, r.fail_count),
+                (3, 30, 300),
+                "{b:?}"
+            );
+            insert_day(&db, day, counts(4), now).await.unwrap();
+            let r = &all(&db).await.unwrap()[0];
+            assert_eq!((r.running_count, r.suc_count), (4, 40), "{b:?}");
+            db.close().await.unwrap();
+        }
     }
 }
