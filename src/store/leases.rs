@@ -742,7 +742,13 @@ mod tests {
                 writes[0].starts_with("UPDATE xjob_node "),
                 "{b:?}: {writes:?}"
             );
-            mark_dispatched(&db, "a", &leases(&a), 4_000).await.unwrap();
+            // a mark no higher than the one written changes nothing, and a still holds them
+            for through in [4_000, 5_000] {
+                let held = mark_dispatched(&db, "a", &leases(&a), through)
+                    .await
+                    .unwrap();
+                assert_eq!(held, leases(&a), "{b:?}: a mark of {through}");
+            }
             // a's lease lapses: b takes its buckets with its mark
             db.execute_unprepared("UPDATE xjob_node SET lease_until_ms = 1 WHERE id = 'a'")
                 .await
