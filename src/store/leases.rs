@@ -162,6 +162,12 @@ fn p(backend: DbBackend, n: usize) -> String {
     }
 }
 
+/// `n` parameters numbered from `after + 1` ([`p`]), comma-separated.
+fn params(b: DbBackend, after: usize, n: usize) -> String {
+    let marks: Vec<String> = (after + 1..=after + n).map(|i| p(b, i)).collect();
+    marks.join(", ")
+}
+
 /// `(bucket, epoch) IN ((b, e), …)` for `leases` (numbers only: written into the SQL).
 fn lease_list(leases: &[Lease]) -> String {
     use std::fmt::Write;
@@ -345,9 +351,11 @@ pub(crate) async fn leave(db: &DatabaseConnection, id: &str, forget_after_ms: i6
             .collect();
     if !gone.is_empty() {
         fold_marks(&txn, &gone, false).await?;
-        let marks: Vec<String> = (1..=gone.len()).map(|i| p(b, i)).collect();
         let ids: Vec<Value> = gone.iter().map(|g| g.as_str().into()).collect();
-        let sql = format!("DELETE FROM xjob_node WHERE id IN ({})", marks.join(", "));
+        let sql = format!(
+            "DELETE FROM xjob_node WHERE id IN ({})",
+            params(b, 0, ids.len())
+        );
         txn.execute_raw(stmt(b, sql, ids)).await?;
     }
     txn.commit().await?;
@@ -360,9 +368,8 @@ pub(crate) async fn leave(db: &DatabaseConnection, id: &str, forget_after_ms: i6
 /// their holders' rows are locked.
 async fn fold_marks(txn: &impl ConnectionTrait, owners: &[String], free: bool) -> Result<()> {
     let b = txn.get_database_backend();
-    let marks: Vec<String> = (1..=owners.len()).map(|i| p(b, i)).collect();
     let ids: Vec<Value> = owners.iter().map(|o| o.as_str().into()).collect();
-    let owned = format!("owner IN ({})", marks.join(", "));
+    let owned = format!("owner IN ({})", params(b, 0, ids.len()));
     let sql = format!("SELECT bucket FROM xjob_lease WHERE {owned}");
     let buckets: Vec<String> = txn
         .query_all_raw(stmt(b, sql, ids.clone()))
@@ -405,12 +412,11 @@ async fn lock_nodes_where(
     if found.is_empty() {
         return Ok(Vec::new());
     }
-    let marks: Vec<String> = (1..=found.len()).map(|i| p(b, args.len() + i)).collect();
     let sql = format!(
         "SELECT id, lease_until_ms - {} AS left_ms FROM xjob_node WHERE ({cond}) \
          AND id IN ({}) FOR UPDATE{rest}",
         db_now_ms(b),
-        marks.join(", ")
+        params(b, args.len(), found.len())
     );
     let mut all = args;
     all.extend(found);
@@ -509,24 +515,17 @@ pub(crate) async fn acquire(
     // the rows held by none, by a node no longer in the table, or by one of `of`: a condition
     // and its parameters
     let held_by_none_or = |of: Vec<&String>| {
-        let mut args: Vec<Value> = Vec::new();
-        let mut list = |ids: &mut dyn Iterator<Item = &String>| {
-            let marks: Vec<String> = ids
-                .map(|id| {
-                    args.push(id.as_str().into());
-                    p(b, args.len())
-                })
-                .collect();
-            marks.join(", ")
+        let mut cond = match all.len() {
+            0 => "owner IS NOT NULL".to_string(),
+            n => format!("owner NOT IN ({})", params(b, 0, n)),
         };
-        let mut cond = match list(&mut all.iter()) {
-            m if m.is_empty() => "owner IS NOT NULL".to_string(),
-            m => format!("owner NOT IN ({m})"),
-        };
-        match list(&mut of.into_iter()) {
-            m if m.is_empty() => {}
-            m => cond.push_str(&format!(" OR owner IN ({m})")),
+        if !of.is_empty() {
+            cond.push_str(&format!(
+                " OR owner IN ({})",
+                params(b, all.len(), of.len())
+            ));
         }
+        let args: Vec<Value> = all.iter().chain(of).map(|id| id.as_str().into()).collect();
         (cond, args)
     };
     let mut buckets = if n == 0 {
