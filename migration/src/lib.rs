@@ -24,6 +24,7 @@ mod m20261128_000016_log_by_job_sqlite;
 mod m20261202_000017_node_lease;
 mod m20261203_000018_alarm_index_by_id;
 mod m20261203_000019_node_dispatch_mark;
+mod m20261203_000020_node_lease_rules;
 mod takeover;
 
 /// Runs `statements` on SQLite, in one call so that every one goes to the same connection of
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000017_node_lease::Migration),
             Box::new(m20261203_000018_alarm_index_by_id::Migration),
             Box::new(m20261203_000019_node_dispatch_mark::Migration),
+            Box::new(m20261203_000020_node_lease_rules::Migration),
         ]
     }
 }

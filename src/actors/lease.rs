@@ -104,7 +104,22 @@ pub(crate) async fn round(
         );
     }
     metrics.leases_renewed(after);
-    let share = fair_share(&nodes.live, node);
+    // a live node keeping leases by other rules (another build, started meanwhile): take and
+    // hand back nothing while it is there (the leases held are kept; a bucket it took from a
+    // lapsed node could have its fires sent twice)
+    let frozen = !nodes.other_rules.is_empty();
+    if frozen && reconcile {
+        tracing::error!(
+            nodes = ?nodes.other_rules,
+            "a node of another xjob version is live on this database: this node takes and hands \
+             back no bucket until it stops (stop every node of one version)"
+        );
+    }
+    let share = if frozen {
+        ownership.counts().0
+    } else {
+        fair_share(&nodes.live, node)
+    };
     let (owned, releasing) = ownership.counts();
     let keeping = owned - releasing;
     // first take back buckets this node was handing back, then free ones up to the share,
@@ -115,7 +130,7 @@ pub(crate) async fn round(
     } else {
         0
     };
-    let t = if want > 0 || reconcile || !nodes.lapsed.is_empty() {
+    let t = if !frozen && (want > 0 || reconcile || !nodes.lapsed.is_empty()) {
         store.acquire(node, want, RESCUE_AFTER_MS).await?
     } else {
         Vec::new()
@@ -602,8 +617,9 @@ mod tests {
     /// On PostgreSQL and MySQL/MariaDB: a node's first round takes every bucket; a later round
     /// renews all of them with one update of the node's own row and one read of the nodes'
     /// table, writing no bucket row; a node whose lease lapsed rejoins holding nothing and
-    /// takes its buckets again at new epochs; a node of an earlier version (renewing per bucket)
-    /// keeps a new one out.
+    /// takes its buckets again at new epochs, and so does a row of another build; a live node
+    /// of other lease rules (renewing per bucket, or later ones) keeps a new node out, and a
+    /// running node takes and hands back nothing while one is live.
     #[tokio::test]
     async fn a_round_renews_every_lease_with_one_update_of_the_nodes_row() {
         use sea_orm::{ConnectionTrait, DbBackend, Statement};
@@ -682,6 +698,72 @@ mod tests {
             let held = leases::held(&db, "n1").await.unwrap();
             assert_eq!(held.len(), BUCKETS as usize);
             assert!(held.iter().all(|l| l.epoch == 2), "{:?}", &held[..3]);
+            // the node's row as a build of other lease rules left it, its lease still valid
+            // (that build restarted under the same id): the row rejoins, not renews
+            let rules_of = |db: &sea_orm::DatabaseConnection| {
+                let db = db.clone();
+                async move {
+                    db.query_one_raw(Statement::from_string(
+                        b,
+                        "SELECT lease_rules FROM xjob_node WHERE id = 'n1'",
+                    ))
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .try_get::<i32>("", "lease_rules")
+                    .unwrap()
+                }
+            };
+            assert_eq!(rules_of(&db).await, leases::LEASE_RULES);
+            db.execute_raw(Statement::from_string(
+                b,
+                "UPDATE xjob_node SET lease_rules = 0 WHERE id = 'n1'",
+            ))
+            .await
+            .unwrap();
+            let taken = round(&store, &of, Instant::now(), 0).await.unwrap();
+            assert_eq!(taken, BUCKETS as usize, "{b:?}: the row rejoined");
+            let held = leases::held(&db, "n1").await.unwrap();
+            assert!(held.iter().all(|l| l.epoch == 3), "{:?}", &held[..3]);
+            assert_eq!(rules_of(&db).await, leases::LEASE_RULES);
+            // a node of other rules arrives (live): this node takes nothing and hands nothing
+            // back, though its share of two live nodes is half
+            db.execute_raw(Statement::from_string(
+                b,
+                format!(
+                    "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms, lease_until_ms, \
+                     lease_rules) VALUES ('later', '', 0, {now}, {now} + 60000, {})",
+                    leases::LEASE_RULES + 1,
+                    now = leases::db_now_ms(b)
+                ),
+            ))
+            .await
+            .unwrap();
+            let reconciling = RoundOf {
+                reconcile: true,
+                ..of
+            };
+            let taken = round(&store, &reconciling, Instant::now(), 0)
+                .await
+                .unwrap();
+            assert_eq!(taken, 0);
+            assert_eq!(ownership.counts(), (BUCKETS as usize, 0), "{b:?}");
+            let other = Ownership::leased();
+            let of2 = RoundOf {
+                node: "n2",
+                ownership: &other,
+                ..of
+            };
+            // and keeps a new node out, saying why
+            let err = round(&store, &of2, Instant::now(), 0).await.unwrap_err();
+            assert!(err.to_string().contains("another xjob version"), "{err}");
+            assert!(err.to_string().contains("lease rules 2"), "{err}");
+            db.execute_raw(Statement::from_string(
+                b,
+                "DELETE FROM xjob_node WHERE id = 'later'",
+            ))
+            .await
+            .unwrap();
             // a live node of the earlier version keeps a new node out, saying why
             db.execute_raw(Statement::from_string(
                 b,
@@ -693,14 +775,9 @@ mod tests {
             ))
             .await
             .unwrap();
-            let other = Ownership::leased();
-            let of2 = RoundOf {
-                node: "n2",
-                ownership: &other,
-                ..of
-            };
             let err = round(&store, &of2, Instant::now(), 0).await.unwrap_err();
-            assert!(err.to_string().contains("earlier xjob version"), "{err}");
+            assert!(err.to_string().contains("another xjob version"), "{err}");
+            assert!(err.to_string().contains("lease rules 0"), "{err}");
             db.close().await.unwrap();
         }
     }

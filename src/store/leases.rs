@@ -19,10 +19,25 @@
 //! mark into the bucket's row ([`FOLD_MARK`], and [`leave`] for a forgotten row). The same
 //! statements serve PostgreSQL and MySQL/MariaDB; where they differ it is in syntax
 //! ([`share_lock`]) and in what a plain read sees inside a transaction ([`held_of`]).
+//!
+//! Nodes that keep these rules differently must never share a database: a mark one writes
+//! where the other does not read it lets a fire go out twice. Each node's row says which rules
+//! it follows ([`LEASE_RULES`]); a node joins only while no other live node follows others
+//! ([`renew`]), and a live node that sees one arrive takes no bucket while it is there
+//! ([`Nodes::other_rules`]).
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
 
 use crate::error::Result;
+
+/// The rules this build keeps leases, dispatch marks and fences by, as its `xjob_node` row
+/// says (`lease_rules`; 0 in a row of a build before the column: per-bucket leases before
+/// 2026-12-02, per-bucket marks on MySQL/MariaDB before 2026-12-03's evening). Raised with any
+/// change that nodes of the old rules could not follow.
+/// - 1 (2026-12-03): one lease per node row; dispatch marks and fences on the node's row,
+///   folded into a bucket's row by whatever takes the bucket; the same on PostgreSQL and
+///   MySQL/MariaDB.
+pub(crate) const LEASE_RULES: i32 = 1;
 
 /// Buckets jobs fall into (the migration creates one lease row each). Never changes.
 pub(crate) const BUCKETS: i32 = 1024;
@@ -94,6 +109,9 @@ pub(crate) struct Nodes {
     /// Nodes whose lease lapsed at least the rescue delay ago and less than
     /// [`RECENT_LAPSE_MS`] ago: their buckets may wait to be rescued.
     pub lapsed: Vec<String>,
+    /// Live nodes following other rules than [`LEASE_RULES`] (a node of another build started
+    /// while this one ran): no bucket is taken while one is live.
+    pub other_rules: Vec<String>,
 }
 
 /// A node that lapsed longer ago than this has had its buckets rescued (any node takes them
@@ -226,8 +244,9 @@ fn by_bucket(b: DbBackend) -> &'static str {
 /// lease is valid. A node whose lease lapsed (a stall, the database unreachable) or that has
 /// no row yet rejoins: in one transaction the buckets still in its name are freed (they stopped
 /// being its own when the lease lapsed; another node may have taken some already), then its
-/// row gets a new lease. Refused while a node of an earlier version (one renewing per bucket,
-/// `lease_until_ms` 0) is live: the two rules cannot share a cluster.
+/// row gets a new lease. A row of another build (other [`LEASE_RULES`]) always rejoins, and
+/// the rejoin is refused while another node following other rules is live: the two cannot
+/// share a cluster.
 pub(crate) async fn renew(
     db: &DatabaseConnection,
     node: &str,
@@ -241,7 +260,7 @@ pub(crate) async fn renew(
             b,
             format!(
                 "UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = {now} + {} \
-                 WHERE id = {} AND lease_until_ms > {now}",
+                 WHERE id = {} AND lease_until_ms > {now} AND lease_rules = {LEASE_RULES}",
                 p(b, 1),
                 p(b, 2)
             ),
@@ -255,22 +274,26 @@ pub(crate) async fn renew(
     let txn = db.begin().await?;
     // (a scan of this node still fencing under its old lease commits first: `fence`)
     lock_node(&txn, node).await?;
-    let older = txn
+    // live: a valid lease, or (a node renewing per bucket, `lease_until_ms` 0) a heartbeat
+    let other = txn
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT id FROM xjob_node WHERE lease_until_ms = 0 AND heartbeat_ms > {now} - {}",
-                p(b, 1)
+                "SELECT id, lease_rules FROM xjob_node WHERE id <> {} AND lease_rules <> \
+                 {LEASE_RULES} AND (lease_until_ms > {now} OR heartbeat_ms > {now} - {})",
+                p(b, 1),
+                p(b, 2)
             ),
-            vec![lease_ms.into()],
+            vec![node.into(), lease_ms.into()],
         ))
         .await?;
-    if let Some(r) = older.first() {
+    if let Some(r) = other.first() {
         let id: String = r.try_get("", "id")?;
+        let rules: i32 = r.try_get("", "lease_rules")?;
         return Err(crate::Error::Config(format!(
-            "node {id} of an earlier xjob version is live on this database: stop every node of \
-             the earlier version before starting this one (leases are renewed per node since \
-             2026-12-02)"
+            "node {id} of another xjob version is live on this database (lease rules {rules}, \
+             this build's {LEASE_RULES}): stop every node of that version before starting this \
+             one; nodes keeping leases and dispatch marks by other rules would send fires twice"
         )));
     }
     fold_marks(&txn, &[node.to_string()], true).await?;
@@ -278,7 +301,8 @@ pub(crate) async fn renew(
         .execute_raw(stmt(
             b,
             format!(
-                "UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = {now} + {} WHERE id = {}",
+                "UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = {now} + {}, \
+                 lease_rules = {LEASE_RULES} WHERE id = {}",
                 p(b, 1),
                 p(b, 2)
             ),
@@ -290,8 +314,8 @@ pub(crate) async fn renew(
         txn.execute_raw(stmt(
             b,
             format!(
-                "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms, lease_until_ms) \
-                 VALUES ({}, {}, {now}, {now}, {now} + {})",
+                "INSERT INTO xjob_node (id, address, started_ms, heartbeat_ms, lease_until_ms, \
+                 lease_rules) VALUES ({}, {}, {now}, {now}, {now} + {}, {LEASE_RULES})",
                 p(b, 1),
                 p(b, 2),
                 p(b, 3)
@@ -312,7 +336,7 @@ pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Res
         .query_all_raw(stmt(
             b,
             format!(
-                "SELECT id, lease_until_ms - {} AS left_ms FROM xjob_node ORDER BY id",
+                "SELECT id, lease_until_ms - {} AS left_ms, lease_rules FROM xjob_node ORDER BY id",
                 db_now_ms(b)
             ),
             vec![],
@@ -322,7 +346,11 @@ pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Res
     for r in rows {
         let id: String = r.try_get("", "id")?;
         let left: i64 = r.try_get("", "left_ms")?;
+        let rules: i32 = r.try_get("", "lease_rules")?;
         if left > 0 {
+            if rules != LEASE_RULES {
+                out.other_rules.push(id.clone());
+            }
             out.live.push(id);
         } else if left <= -rescue_after_ms && left > -RECENT_LAPSE_MS {
             out.lapsed.push(id);

@@ -276,6 +276,23 @@ pub(crate) mod tests {
         out
     }
 
+    /// A database migrated by a later build (a migration this build does not know is applied)
+    /// keeps this build from starting: its node could keep leases by other rules than the
+    /// running nodes' (`leases::LEASE_RULES`), and its writes could miss the later columns.
+    #[tokio::test]
+    async fn a_build_older_than_the_database_does_not_start() {
+        let db = memory_db().await;
+        migrate(&db).await.unwrap();
+        db.execute_unprepared(
+            "INSERT INTO seaql_migrations (version, applied_at) \
+             VALUES ('m20991231_000001_from_a_later_build', 0)",
+        )
+        .await
+        .unwrap();
+        let err = migrate(&db).await.unwrap_err().to_string();
+        assert!(err.contains("m20991231_000001_from_a_later_build"), "{err}");
+    }
+
     /// Two transactions taking two rows' locks in opposite orders: the database ends one of
     /// them, and that error is a lost race (run again); a unique key refusing a row is not.
     #[tokio::test]
