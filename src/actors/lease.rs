@@ -197,6 +197,22 @@ pub(crate) struct LeaseActor {
     rounds: u64,
     /// The last round failed (its answer may be lost): the next one reconciles.
     failed: bool,
+    /// The failure last logged, and the round that logged it ([`log_again`]).
+    logged: Option<(String, u64)>,
+}
+
+/// Whether a round's failure `msg` is logged at round `round`: a new failure at once, the same
+/// one again every [`RECONCILE_EVERY`] rounds (10 s), not twice a second while, say, a node of
+/// another version keeps this one out. Remembers what it logged in `logged`.
+fn log_again(logged: &mut Option<(String, u64)>, msg: &str, round: u64) -> bool {
+    let again = match logged {
+        Some((last, at)) => last != msg || round >= *at + RECONCILE_EVERY,
+        None => true,
+    };
+    if again {
+        *logged = Some((msg.to_string(), round));
+    }
+    again
 }
 
 /// What a [`LeaseActor`] is built from.
@@ -241,6 +257,7 @@ impl LeaseActor {
             stopped: false,
             rounds: 0,
             failed: false,
+            logged: None,
         }
     }
 
@@ -287,7 +304,15 @@ impl LeaseActor {
                         }
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "lease round failed; retrying"),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        if log_again(&mut act.logged, &msg, act.rounds) {
+                            tracing::warn!(error = %msg, "lease round failed; retrying");
+                        }
+                    }
+                }
+                if !act.failed {
+                    act.logged = None;
                 }
             }),
         );
@@ -780,6 +805,20 @@ mod tests {
             assert!(err.to_string().contains("lease rules 0"), "{err}");
             db.close().await.unwrap();
         }
+    }
+
+    /// A round's failure is logged when it is new, and the same one again only every
+    /// `RECONCILE_EVERY` rounds; a different one at once.
+    #[test]
+    fn a_repeated_failure_is_logged_every_ten_seconds() {
+        let mut logged = None;
+        let logs: Vec<u64> = (1..=45)
+            .filter(|&r| log_again(&mut logged, "kept out", r))
+            .collect();
+        assert_eq!(logs, vec![1, 21, 41]);
+        assert!(log_again(&mut logged, "database down", 42));
+        assert!(!log_again(&mut logged, "database down", 43));
+        assert!(log_again(&mut logged, "kept out", 44));
     }
 
     proptest! {
