@@ -23,8 +23,8 @@
 //! Nodes that keep these rules differently must never share a database: a mark one writes
 //! where the other does not read it lets a fire go out twice. Each node's row says which rules
 //! it follows ([`LEASE_RULES`]); a node joins only while no other live node follows others
-//! ([`renew`]), and a live node that sees one arrive takes no bucket while it is there
-//! ([`Nodes::other_rules`]).
+//! ([`renew`]), and a live node that sees one arrive takes and hands back no bucket while it
+//! is there ([`Nodes::other_rules`]).
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
 
@@ -110,7 +110,7 @@ pub(crate) struct Nodes {
     /// [`RECENT_LAPSE_MS`] ago: their buckets may wait to be rescued.
     pub lapsed: Vec<String>,
     /// Live nodes following other rules than [`LEASE_RULES`] (a node of another build started
-    /// while this one ran): no bucket is taken while one is live.
+    /// while this one ran): no bucket is taken or handed back while one is live.
     pub other_rules: Vec<String>,
 }
 
