@@ -40,6 +40,41 @@ pub(crate) async fn on_sqlite(m: &SchemaManager<'_>, statements: &[&str]) -> Res
     Ok(())
 }
 
+/// Adds `column` to `table` unless the table has it already (a database taken over from
+/// XXL-JOB, or a migration run again by hand).
+pub(crate) async fn add_column_once(
+    m: &SchemaManager<'_>,
+    table: &str,
+    mut column: ColumnDef,
+) -> Result<(), DbErr> {
+    let name = column.get_column_name();
+    if m.has_column(table, &name).await? {
+        return Ok(());
+    }
+    m.alter_table(
+        Table::alter()
+            .table(Alias::new(table))
+            .add_column(&mut column)
+            .to_owned(),
+    )
+    .await
+}
+
+/// Drops `column` of `table` (what [`add_column_once`] added).
+pub(crate) async fn drop_column(
+    m: &SchemaManager<'_>,
+    table: &str,
+    column: &str,
+) -> Result<(), DbErr> {
+    m.alter_table(
+        Table::alter()
+            .table(Alias::new(table))
+            .drop_column(Alias::new(column))
+            .to_owned(),
+    )
+    .await
+}
+
 /// Every migration, in order.
 pub struct Migrator;
 

@@ -5,36 +5,26 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::{add_column_once, drop_column};
+
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
-
-fn t(name: &str) -> Alias {
-    Alias::new(name)
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        // an XXL-JOB 3.5 database taken over has it already
-        if m.has_column("xxl_job_group", "access_token").await? {
-            return Ok(());
-        }
-        m.alter_table(
-            Table::alter()
-                .table(t("xxl_job_group"))
-                .add_column(ColumnDef::new(t("access_token")).string_len(255).null())
+        add_column_once(
+            m,
+            "xxl_job_group",
+            ColumnDef::new(Alias::new("access_token"))
+                .string_len(255)
+                .null()
                 .to_owned(),
         )
         .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table(t("xxl_job_group"))
-                .drop_column(t("access_token"))
-                .to_owned(),
-        )
-        .await
+        drop_column(m, "xxl_job_group", "access_token").await
     }
 }

@@ -8,40 +8,27 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::{add_column_once, drop_column};
+
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
-
-fn t(name: &str) -> Alias {
-    Alias::new(name)
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        if m.has_column("xjob_node", "dispatched_through").await? {
-            return Ok(());
-        }
-        m.alter_table(
-            Table::alter()
-                .table(t("xjob_node"))
-                .add_column(
-                    ColumnDef::new(t("dispatched_through"))
-                        .big_integer()
-                        .not_null()
-                        .default(0),
-                )
+        add_column_once(
+            m,
+            "xjob_node",
+            ColumnDef::new(Alias::new("dispatched_through"))
+                .big_integer()
+                .not_null()
+                .default(0)
                 .to_owned(),
         )
         .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table(t("xjob_node"))
-                .drop_column(t("dispatched_through"))
-                .to_owned(),
-        )
-        .await
+        drop_column(m, "xjob_node", "dispatched_through").await
     }
 }

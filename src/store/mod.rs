@@ -293,6 +293,29 @@ pub(crate) mod tests {
         assert!(err.contains("m20991231_000001_from_a_later_build"), "{err}");
     }
 
+    /// The newest migrations (columns added to `xjob_node` once, an index rebuilt) go down and
+    /// up again on every backend, leaving the columns as they were.
+    #[tokio::test]
+    async fn the_newest_migrations_go_down_and_up_again() {
+        use migration::MigratorTrait;
+        for db in every_backend().await {
+            let b = db.get_database_backend();
+            let columns = |db: DatabaseConnection| async move {
+                let m = migration::SchemaManager::new(&db);
+                let mut out = Vec::new();
+                for c in ["lease_until_ms", "dispatched_through", "lease_rules"] {
+                    out.push(m.has_column("xjob_node", c).await.unwrap());
+                }
+                out
+            };
+            assert_eq!(columns(db.clone()).await, [true; 3], "{b:?}");
+            migration::Migrator::down(&db, Some(4)).await.unwrap();
+            assert_eq!(columns(db.clone()).await, [false; 3], "{b:?}");
+            migrate(&db).await.unwrap();
+            assert_eq!(columns(db.clone()).await, [true; 3], "{b:?}");
+        }
+    }
+
     /// Two transactions taking two rows' locks in opposite orders: the database ends one of
     /// them, and that error is a lost race (run again); a unique key refusing a row is not.
     #[tokio::test]
