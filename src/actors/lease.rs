@@ -115,12 +115,12 @@ pub(crate) async fn round(
              back no bucket until it stops (stop every node of one version)"
         );
     }
+    let (owned, releasing) = ownership.counts();
     let share = if frozen {
-        ownership.counts().0
+        owned
     } else {
         fair_share(&nodes.live, node)
     };
-    let (owned, releasing) = ownership.counts();
     let keeping = owned - releasing;
     // first take back buckets this node was handing back, then free ones up to the share,
     // and (whatever the share) the buckets of a holder whose lease lapsed a while ago
