@@ -1217,6 +1217,18 @@ mod tests {
         }
     }
 
+    /// A start's write (only new rows) has no `LIMIT` among its parameters, so the server's
+    /// plan cache keeps one generic plan for it; each statement takes as many parameters as
+    /// `write_kept` gives it.
+    #[test]
+    fn a_start_is_written_without_limit_parameters() {
+        let (start, pass) = (flush_sql(false), flush_sql(true));
+        assert!(!start.contains("LIMIT"), "{start}");
+        assert_eq!(start.matches('?').count(), 5, "{start}");
+        assert_eq!(pass.matches("LIMIT ?").count(), 2, "{pass}");
+        assert_eq!(pass.matches('?').count(), 9, "{pass}");
+    }
+
     /// On a database server ids are reserved ahead (PostgreSQL: the sequences; MySQL/MariaDB:
     /// the auto-increment counters, by an insert undone at once): consecutive, taken once,
     /// and never handed out again, neither by a later reservation nor to a row inserted
