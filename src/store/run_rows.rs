@@ -10,9 +10,10 @@
 //! - **SQLite** (the writer's file, or a database in memory): cached single-row statements,
 //!   each prepared once per batch ([`Port::execute_each`]); on one local connection a row
 //!   costs no round trip, and an `UPDATE … FROM` of JSON rows would keep a statement journal.
-//! - **PostgreSQL**: per kind one `UPDATE … FROM json_to_recordset($1)` with constant SQL
-//!   (prepared once by the driver) and the batch's rows as one JSON parameter, `RETURNING`
-//!   the runs it wrote.
+//! - **PostgreSQL**: per kind one `UPDATE … FROM unnest($1, $2, …)` with constant SQL
+//!   (prepared once by the driver) and the batch's rows as one array parameter per column
+//!   (sent binary: no JSON for the server to parse, which was 12 % of its CPU at 1,000 fires/s),
+//!   `RETURNING` the runs it wrote.
 //! - **MySQL/MariaDB**: the batch's rows read and locked first (one constant statement, the
 //!   ids as JSON), then written by `INSERT … ON DUPLICATE KEY UPDATE` with the rows as
 //!   parameters (every id exists, so nothing is inserted): a multi-table
@@ -23,7 +24,8 @@ use foldhash::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use sea_orm::DbBackend;
-use serde_json::{Map, Value as Json};
+use sea_orm::sea_query::ArrayType;
+use serde_json::Value as Json;
 
 use super::port::{Arg, Port, Value};
 use super::rules::{self, ResultSql};
@@ -151,17 +153,12 @@ impl Dialect {
                     .collect())
             }
             Dialect::Postgres => {
-                let json = rows
-                    .iter()
-                    .map(|(r, (item, at))| {
-                        let mut m = Map::new();
-                        outcome_json(r, &mut m);
-                        result_json(item, *at, &mut m);
-                        Json::Object(m)
-                    })
-                    .collect();
-                let args = pg_args(json);
-                Ok(p.rows::<i64>(&PG_PAIRED, &args)
+                let mut cols = PgColumns::new(&PAIRED_KEYS);
+                for (r, (item, at)) in rows {
+                    cols.outcome(r);
+                    cols.result(item, *at);
+                }
+                Ok(p.rows::<i64>(&PG_PAIRED, &cols.args())
                     .await?
                     .into_iter()
                     .collect())
@@ -193,16 +190,11 @@ impl Dialect {
                     .await?;
             }
             Dialect::Postgres => {
-                let json = rows
-                    .iter()
-                    .map(|r| {
-                        let mut m = Map::new();
-                        outcome_json(r, &mut m);
-                        Json::Object(m)
-                    })
-                    .collect();
-                let args = pg_args(json);
-                p.execute(&PG_OUTCOME, &args).await?;
+                let mut cols = PgColumns::new(&OUTCOME_KEYS);
+                for r in rows {
+                    cols.outcome(r);
+                }
+                p.execute(&PG_OUTCOME, &cols.args()).await?;
             }
             Dialect::MySql(existing) => {
                 let upserts = rows
@@ -262,17 +254,12 @@ impl Dialect {
             Dialect::Postgres => {
                 let codes: HashMap<i64, i32> =
                     rows.iter().map(|(i, _)| (i.log_id, i.code)).collect();
-                let json = rows
-                    .iter()
-                    .map(|(item, at)| {
-                        let mut m = Map::new();
-                        result_json(item, *at, &mut m);
-                        Json::Object(m)
-                    })
-                    .collect();
-                for (id, job_id, chain_depth) in p
-                    .rows::<(i64, i32, i16)>(&PG_RESULT, &pg_args(json))
-                    .await?
+                let mut cols = PgColumns::new(&RESULT_KEYS);
+                for (item, at) in rows {
+                    cols.result(item, *at);
+                }
+                for (id, job_id, chain_depth) in
+                    p.rows::<(i64, i32, i16)>(&PG_RESULT, &cols.args()).await?
                 {
                     written.push(Written {
                         id,
@@ -371,62 +358,140 @@ static LITE: LazyLock<Lite> = LazyLock::new(|| {
     }
 });
 
-/// `YYYY-MM-DD HH:MM:SS.fff` of epoch ms (UTC), as a JSON row's timestamp.
-fn stamp(ms: i64) -> String {
-    crate::clock::ms_to_naive(ms)
-        .format("%Y-%m-%d %H:%M:%S%.3f")
-        .to_string()
+/// The columns of a PostgreSQL final write's rows, each bound as one array: (key, element
+/// type, whether the column may be NULL). An array of text is bound without NULL elements
+/// (`sea-query-sqlx` binds `Vec<String>`), so a NULL of a nullable column travels as `''` with
+/// its bit set in one more array, the rows' NULL mask ([`NULLS`]).
+const COLUMNS: [(&str, ArrayType, bool); 13] = [
+    ("id", ArrayType::BigInt, false),
+    ("tt", ArrayType::ChronoDateTime, false),
+    ("ea", ArrayType::String, true),
+    ("eh", ArrayType::String, true),
+    ("ep", ArrayType::String, true),
+    ("es", ArrayType::String, true),
+    ("rc", ArrayType::Int, false),
+    ("tc", ArrayType::Int, false),
+    ("tm", ArrayType::String, false),
+    ("ty", ArrayType::String, false),
+    ("hc", ArrayType::Int, false),
+    ("ht", ArrayType::ChronoDateTime, false),
+    ("hm", ArrayType::String, true),
+];
+
+/// The key of the rows' NULL mask: bit `i` says the `i`-th nullable column of [`COLUMNS`]
+/// is NULL.
+const NULLS: &str = "nn";
+
+/// The keys of a paired write, of an outcome alone and of a result alone.
+const PAIRED_KEYS: [&str; 13] = [
+    "id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty", "hc", "ht", "hm",
+];
+const OUTCOME_KEYS: [&str; 10] = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
+const RESULT_KEYS: [&str; 4] = ["id", "hc", "ht", "hm"];
+
+/// A batch's rows as column arrays for one of the PostgreSQL statements ([`update_sql`]).
+struct PgColumns {
+    keys: &'static [&'static str],
+    /// Per key of `keys`, its values in row order.
+    values: Vec<Vec<Value>>,
+    /// Per row, its NULL mask ([`NULLS`]).
+    nulls: Vec<Value>,
 }
 
-fn put(m: &mut Map<String, Json>, key: &str, v: Option<&str>) {
-    if let Some(v) = v {
-        m.insert(key.into(), Json::String(v.into()));
+impl PgColumns {
+    fn new(keys: &'static [&'static str]) -> PgColumns {
+        PgColumns {
+            keys,
+            values: vec![Vec::new(); keys.len()],
+            nulls: Vec::new(),
+        }
+    }
+
+    /// Starts a row when `key` is the first key (every row has `id` first).
+    fn set(&mut self, key: &str, v: Value) {
+        if let Some(i) = self.keys.iter().position(|k| *k == key) {
+            if i == 0 {
+                self.nulls.push(Value::Int(Some(0)));
+            }
+            self.values[i].push(v);
+        }
+    }
+
+    /// Sets a nullable text column of the current row.
+    fn set_text(&mut self, key: &str, v: Option<&str>) {
+        let Some(i) = self.keys.iter().position(|k| *k == key) else {
+            return;
+        };
+        if v.is_none() {
+            let bit = nullable_bit(key);
+            if let Some(Value::Int(Some(mask))) = self.nulls.last_mut() {
+                *mask |= bit;
+            }
+        }
+        self.values[i].push(v.unwrap_or_default().into());
+    }
+
+    /// An outcome's columns, starting a row.
+    fn outcome(&mut self, r: &TriggerRecord) {
+        self.set("id", r.log_id.into());
+        self.set("tt", crate::clock::ms_to_naive(r.trigger_ms).into());
+        self.set_text("ea", r.executor_address.as_deref());
+        self.set_text("eh", r.executor_handler.as_deref());
+        self.set_text("ep", r.executor_param.as_deref());
+        self.set_text("es", r.executor_sharding_param.as_deref());
+        self.set("rc", r.executor_fail_retry_count.into());
+        self.set("tc", r.trigger_code.into());
+        self.set("tm", r.trigger_msg.clone().into());
+        self.set("ty", r.trigger_type.as_str().into());
+    }
+
+    /// A result's columns (after its outcome's in a paired row; starting one alone).
+    fn result(&mut self, item: &HandleResult, at_ms: i64) {
+        if !self.keys.contains(&"tt") {
+            self.set("id", item.log_id.into());
+        }
+        self.set("hc", item.code.into());
+        self.set("ht", crate::clock::ms_to_naive(at_ms).into());
+        self.set_text("hm", item.msg.as_deref());
+    }
+
+    /// The statement's parameters: one array per key, the NULL mask, then the rows' count.
+    fn args(self) -> Vec<Value> {
+        let n = self.nulls.len() as i64;
+        let mut out: Vec<Value> = self
+            .keys
+            .iter()
+            .zip(self.values)
+            .map(|(k, v)| Value::Array(column(k).1, Some(Box::new(v))))
+            .collect();
+        out.push(Value::Array(ArrayType::Int, Some(Box::new(self.nulls))));
+        out.push(n.into());
+        out
     }
 }
 
-/// An outcome's columns as a JSON row (keys `tt`…`ty`).
-fn outcome_json(r: &TriggerRecord, m: &mut Map<String, Json>) {
-    m.insert("id".into(), r.log_id.into());
-    m.insert("tt".into(), stamp(r.trigger_ms).into());
-    put(m, "ea", r.executor_address.as_deref());
-    put(m, "eh", r.executor_handler.as_deref());
-    put(m, "ep", r.executor_param.as_deref());
-    put(m, "es", r.executor_sharding_param.as_deref());
-    m.insert("rc".into(), r.executor_fail_retry_count.into());
-    m.insert("tc".into(), r.trigger_code.into());
-    m.insert("tm".into(), r.trigger_msg.clone().into());
-    m.insert("ty".into(), r.trigger_type.as_str().into());
+/// [`COLUMNS`]' entry of `key`.
+fn column(key: &str) -> (&'static str, ArrayType, bool) {
+    COLUMNS
+        .iter()
+        .find(|c| c.0 == key)
+        .cloned()
+        .unwrap_or(("id", ArrayType::BigInt, false))
 }
 
-/// A result's columns as a JSON row (keys `hc`, `ht`, `hm`).
-fn result_json(item: &HandleResult, at_ms: i64, m: &mut Map<String, Json>) {
-    m.insert("id".into(), item.log_id.into());
-    m.insert("hc".into(), item.code.into());
-    m.insert("ht".into(), stamp(at_ms).into());
-    put(m, "hm", item.msg.as_deref());
+/// The bit of nullable column `key` in a row's NULL mask.
+fn nullable_bit(key: &str) -> i32 {
+    let i = COLUMNS
+        .iter()
+        .filter(|c| c.2)
+        .position(|c| c.0 == key)
+        .unwrap_or(31);
+    1 << i
 }
 
-/// The columns of the JSON rows, by key: (name, PostgreSQL type).
-const COLUMNS: [(&str, &str); 13] = [
-    ("id", "bigint"),
-    ("tt", "timestamp"),
-    ("ea", "text"),
-    ("eh", "text"),
-    ("ep", "text"),
-    ("es", "text"),
-    ("rc", "int"),
-    ("tc", "int"),
-    ("tm", "text"),
-    ("ty", "text"),
-    ("hc", "int"),
-    ("ht", "timestamp"),
-    ("hm", "text"),
-];
-
-/// `SET` assignments of the outcome columns (`store::rules`), from the JSON rows' keys.
+/// `SET` assignments of the outcome columns (`store::rules`), from the rows' keys.
 fn outcome_set() -> String {
-    const KEYS: [&str; 9] = ["tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
-    rules::outcome_assignments(|_, i| format!("v.{}", KEYS[i]))
+    rules::outcome_assignments(|_, i| format!("v.{}", OUTCOME_KEYS[i + 1]))
 }
 
 /// `SET` assignments of the result columns (`store::rules`).
@@ -445,46 +510,64 @@ fn result_set() -> String {
 /// PostgreSQL: a run's outcome and result in one update (the result only where the run has
 /// none), answering the runs written.
 static PG_PAIRED: LazyLock<String> = LazyLock::new(|| {
-    let keys: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
     let set = format!("{}, {}", outcome_set(), result_set());
-    update_sql(&keys, &set, "l.handle_code = 0", "l.id")
+    update_sql(&PAIRED_KEYS, &set, "l.handle_code = 0", "l.id")
 });
 
 /// PostgreSQL: outcomes alone.
-static PG_OUTCOME: LazyLock<String> = LazyLock::new(|| {
-    let keys = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
-    update_sql(&keys, &outcome_set(), "", "")
-});
+static PG_OUTCOME: LazyLock<String> =
+    LazyLock::new(|| update_sql(&OUTCOME_KEYS, &outcome_set(), "", ""));
 
 /// PostgreSQL: results alone where the run has none, answering the runs written.
 static PG_RESULT: LazyLock<String> = LazyLock::new(|| {
     update_sql(
-        &["id", "hc", "ht", "hm"],
+        &RESULT_KEYS,
         &result_set(),
         "l.handle_code = 0",
         "l.id, l.job_id, l.chain_depth",
     )
 });
 
-/// `UPDATE xxl_job_log … FROM json_to_recordset($1) … SET <set> [AND <cond>] [RETURNING …]`
-/// of JSON rows with `keys`.
+/// `UPDATE xxl_job_log … FROM unnest($1, $2, …) … SET <set> [AND <cond>] [RETURNING …]` of
+/// rows with `keys`, each key's column one array parameter (the NULL mask after them, then the
+/// rows' count).
 fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
-    let columns: Vec<String> = COLUMNS
+    let sql_type = |t: ArrayType| match t {
+        ArrayType::BigInt => "bigint[]",
+        ArrayType::ChronoDateTime => "timestamp[]",
+        ArrayType::Int => "int[]",
+        _ => "text[]",
+    };
+    let arrays: Vec<String> = keys
         .iter()
-        .filter(|c| keys.contains(&c.0))
-        .map(|(k, pg)| format!("{k} {pg}"))
+        .enumerate()
+        .map(|(i, k)| format!("${}::{}", i + 1, sql_type(column(k).1)))
         .collect();
-    // the rows' count as a LIMIT ($2): PostgreSQL takes JSON rows for 100 and, its
-    // statistics saying few runs lack a result (`handle_code = 0`), read a log table of
-    // 2,000–25,000 rows whole and hash-joined it (measured 1–5 ms a write of one row at
-    // 10,000 rows, against 0.05 by primary key). Under a LIMIT it takes the rows for the
-    // count, or for 10 in a generic plan, and looks each up by id. (An `id = ANY(ids)` index
-    // condition instead was planned as a sequential scan filtering every row through the
-    // array when the batch was large: 100 ms for 500 rows.)
+    // a nullable column is NULL where its bit of the row's mask is set
+    let picked: Vec<String> = keys
+        .iter()
+        .map(|k| match column(k) {
+            (_, _, true) => format!(
+                "CASE WHEN {NULLS} & {} = 0 THEN {k} END AS {k}",
+                nullable_bit(k)
+            ),
+            _ => (*k).to_string(),
+        })
+        .collect();
+    let (mask, count) = (keys.len() + 1, keys.len() + 2);
+    // the rows' count as a LIMIT: PostgreSQL takes a set-returning function's rows for 100
+    // (10 in a generic plan) and, its statistics saying few runs lack a result
+    // (`handle_code = 0`), read a log table of 2,000–25,000 rows whole and hash-joined it
+    // (measured 1–5 ms a write of one row at 10,000 rows, against 0.05 by primary key). Under
+    // a LIMIT it takes the rows for the count, or for 10 in a generic plan, and looks each up
+    // by id. (An `id = ANY(ids)` index condition instead was planned as a sequential scan
+    // filtering every row through the array when the batch was large: 100 ms for 500 rows.)
     let mut sql = format!(
-        "UPDATE xxl_job_log AS l SET {set} FROM (SELECT * FROM json_to_recordset($1::json) \
-         AS v({}) LIMIT $2) AS v WHERE l.id = v.id",
-        columns.join(", ")
+        "UPDATE xxl_job_log AS l SET {set} FROM (SELECT {} FROM unnest({}, ${mask}::int[]) \
+         AS u({}, {NULLS}) LIMIT ${count}) AS v WHERE l.id = v.id",
+        picked.join(", "),
+        arrays.join(", "),
+        keys.join(", ")
     );
     if !cond.is_empty() {
         sql.push_str(&format!(" AND {cond}"));
@@ -493,12 +576,6 @@ fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
         sql.push_str(&format!(" RETURNING {returning}"));
     }
     sql
-}
-
-/// The parameters of an [`update_sql`] statement: the rows as JSON, and how many they are.
-fn pg_args(rows: Vec<Json>) -> [Value; 2] {
-    let n = rows.len() as i64;
-    [Json::Array(rows).to_string().into(), n.into()]
 }
 
 /// A run's row as the MySQL path reads it before writing: its group, job, chain depth and
@@ -734,14 +811,31 @@ mod tests {
                 txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
                     .await
                     .unwrap();
-                // (a prepared statement outlives the transaction: one name per statement)
-                txn.execute_unprepared(&format!("PREPARE w_{name}(json, bigint) AS {sql}"))
+                // (a prepared statement outlives the transaction: one name per statement;
+                // its parameters' types are the casts of its arrays)
+                txn.execute_unprepared(&format!("PREPARE w_{name} AS {sql}"))
                     .await
                     .unwrap();
+                // one row: run 5, each column an array of one value, the mask and the count
+                let keys: &[&str] = match name {
+                    "paired" => &PAIRED_KEYS,
+                    "outcome" => &OUTCOME_KEYS,
+                    _ => &RESULT_KEYS,
+                };
+                let mut args: Vec<&str> = keys
+                    .iter()
+                    .map(|k| match column(k).1 {
+                        ArrayType::BigInt => "'{5}'",
+                        ArrayType::Int => "'{200}'",
+                        ArrayType::ChronoDateTime => "'{\"2026-12-03 00:00:00\"}'",
+                        _ => "'{x}'",
+                    })
+                    .collect();
+                args.extend(["'{0}'", "1"]);
                 let plan: Vec<String> = txn
                     .query_all_raw(sea_orm::Statement::from_string(
                         DbBackend::Postgres,
-                        format!("EXPLAIN EXECUTE w_{name}('[{{\"id\": 5, \"hc\": 200}}]', 1)"),
+                        format!("EXPLAIN EXECUTE w_{name}({})", args.join(", ")),
                     ))
                     .await
                     .unwrap()
@@ -809,10 +903,13 @@ mod tests {
         // run 5's message is five characters short of the longest a message may be
         let long = "x".repeat(crate::fire::HANDLE_MSG_MAX - 5);
         logs::append_handle_msg(db, ids[5], &long).await.unwrap();
+        // run 3's parameter is empty, not absent
+        let mut empty_param = record(ids[3], "t3");
+        empty_param.executor_param = Some(String::new());
         let outcomes = [
             record(ids[0], "t0"),
             record(ids[1], "t1"),
-            record(ids[3], "t3"),
+            empty_param,
             record(888_888, "a cleared run"),
         ];
         let results = [
@@ -856,6 +953,16 @@ mod tests {
         assert_eq!(r0.fire_state, crate::model::fire_state::DISPATCHED);
         assert_eq!(r0.trigger_msg.as_deref(), Some("t0"));
         assert_eq!(r0.executor_param.as_deref(), Some("p"));
+        // absent columns are NULL (on PostgreSQL a NULL travels as '' and a bit of the mask)
+        assert_eq!(
+            (
+                r0.executor_address.as_deref(),
+                r0.executor_handler.as_deref(),
+                r0.executor_sharding_param.as_deref()
+            ),
+            (Some("http://e:1/"), None, None),
+            "{backend:?}"
+        );
         assert_eq!(
             r0.trigger_time.map(crate::clock::naive_to_ms),
             Some(3_000),
@@ -875,8 +982,13 @@ mod tests {
         );
         let r3 = row(3).await.unwrap();
         assert_eq!((r3.trigger_code, r3.handle_code), (200, 0), "{backend:?}");
+        assert_eq!(r3.executor_param.as_deref(), Some(""), "{backend:?}");
         let r4 = row(4).await.unwrap();
         assert_eq!((r4.handle_code, r4.alarm_status), (200, 2), "{backend:?}");
+        assert_eq!(
+            r4.handle_msg, None,
+            "{backend:?}: a result without a message"
+        );
         let m5 = row(5).await.unwrap().handle_msg.unwrap_or_default();
         assert_eq!(
             m5.chars().count(),
