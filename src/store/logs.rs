@@ -12,7 +12,7 @@ use crate::fire::cap_msg;
 pub use crate::fire::{Fire, PendingFire, TriggerRecord};
 use entity::xxl_job_log::{ActiveModel, Column, Entity, Model};
 use sea_orm::Condition;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_orm::sea_query::{ArrayType, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect, Set, TransactionTrait,
@@ -70,7 +70,8 @@ pub async fn insert_pending(c: &impl ConnectionTrait, fires: &[PendingFire]) -> 
 
 /// Records pending fires and answers them with their log ids (a fire already recorded for its
 /// job and nominal time is not recorded again): on PostgreSQL one statement per 1,000 fires
-/// (`INSERT … SELECT FROM json_to_recordset … ON CONFLICT DO NOTHING RETURNING`), answering
+/// (`INSERT … SELECT FROM unnest(…) … ON CONFLICT DO NOTHING RETURNING`, a binary array per
+/// column), answering
 /// only the fires this call recorded; elsewhere the insert, then a read of the rows back,
 /// answering every one of them still pending (the scan asks only for fires it just planned,
 /// which no pass recorded before).
@@ -86,30 +87,37 @@ pub(crate) async fn record_pending(
         DbBackend::Postgres => {
             let mut out = Vec::with_capacity(fires.len());
             for chunk in fires.chunks(1000) {
-                let rows: Vec<serde_json::Value> = chunk
-                    .iter()
-                    .map(|f| {
-                        serde_json::json!({
-                            "g": f.job_group, "j": f.job_id, "f": f.fire_time,
-                            "t": ms_to_naive(f.fire_time).format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
-                            "ty": f.trigger_type.as_str(),
-                        })
-                    })
-                    .collect();
+                // one binary array per column (no JSON for the server to parse)
+                let array = |t: ArrayType, v: Vec<sea_orm::Value>| {
+                    sea_orm::Value::Array(t, Some(Box::new(v)))
+                };
+                let column = |f: &dyn Fn(&PendingFire) -> sea_orm::Value| {
+                    chunk.iter().map(f).collect::<Vec<_>>()
+                };
+                let args = [
+                    array(ArrayType::Int, column(&|f| f.job_group.into())),
+                    array(ArrayType::Int, column(&|f| f.job_id.into())),
+                    array(
+                        ArrayType::ChronoDateTime,
+                        column(&|f| ms_to_naive(f.fire_time).into()),
+                    ),
+                    array(ArrayType::BigInt, column(&|f| f.fire_time.into())),
+                    array(
+                        ArrayType::String,
+                        column(&|f| f.trigger_type.as_str().into()),
+                    ),
+                ];
                 let sql = format!(
                     "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
                      handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state, \
                      trigger_type) SELECT v.g, v.j, v.t, 0, 0, 0, 0, v.f, {}, v.ty \
-                     FROM json_to_recordset($1::json) AS v(g int, j int, t timestamp, f bigint, ty text) \
+                     FROM unnest($1::int[], $2::int[], $3::timestamp[], $4::bigint[], $5::text[]) \
+                     AS v(g, j, t, f, ty) \
                      ON CONFLICT (job_id, fire_time) DO NOTHING \
                      RETURNING id, job_id, fire_time, trigger_type",
                     fire_state::PENDING
                 );
-                let stmt = Statement::from_sql_and_values(
-                    DbBackend::Postgres,
-                    sql,
-                    [serde_json::Value::Array(rows).to_string().into()],
-                );
+                let stmt = Statement::from_sql_and_values(DbBackend::Postgres, sql, args);
                 for r in c.query_all_raw(stmt).await? {
                     out.push(to_fire((
                         r.try_get("", "id")?,
@@ -853,6 +861,26 @@ mod record_tests {
                 "{backend:?}"
             );
             assert!(got.iter().all(|f| f.log_id > 0));
+            for f in &got {
+                let row = get(&db, f.log_id).await.unwrap();
+                assert_eq!(
+                    (
+                        row.job_group,
+                        row.trigger_time.map(crate::clock::naive_to_ms),
+                        row.fire_time,
+                        row.fire_state,
+                        row.trigger_type.as_deref()
+                    ),
+                    (
+                        g,
+                        Some(f.fire_time),
+                        Some(f.fire_time),
+                        fire_state::PENDING,
+                        Some("CRON")
+                    ),
+                    "{backend:?}"
+                );
+            }
             let again = record_pending(&db, &fires[..2]).await.unwrap();
             if backend == sea_orm::DbBackend::Postgres {
                 assert!(again.is_empty(), "{backend:?}: already recorded");
