@@ -26,6 +26,7 @@ pub(crate) mod leases;
 pub(crate) mod log_by_job;
 pub(crate) mod log_pages;
 pub(crate) mod logs;
+pub(crate) mod pg_columns;
 pub(crate) mod port;
 pub(crate) mod registry;
 pub(crate) mod reports;

@@ -24,9 +24,9 @@ use foldhash::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use sea_orm::DbBackend;
-use sea_orm::sea_query::ArrayType;
 use serde_json::Value as Json;
 
+use super::pg_columns::{self, Col, Columns, Elem, col, nullable};
 use super::port::{Arg, Port, Value};
 use super::rules::{self, ResultSql};
 use crate::error::Result;
@@ -153,12 +153,12 @@ impl Dialect {
                     .collect())
             }
             Dialect::Postgres => {
-                let mut cols = PgColumns::new(&PAIRED_KEYS);
+                let mut cols = Columns::new(&PAIRED_COLS);
                 for (r, (item, at)) in rows {
-                    cols.outcome(r);
-                    cols.result(item, *at);
+                    push_outcome(&mut cols, r)?;
+                    push_result(&mut cols, item, *at)?;
                 }
-                Ok(p.rows::<i64>(&PG_PAIRED, &cols.args())
+                Ok(p.rows::<i64>(&PG_PAIRED, &with_count(cols))
                     .await?
                     .into_iter()
                     .collect())
@@ -190,11 +190,11 @@ impl Dialect {
                     .await?;
             }
             Dialect::Postgres => {
-                let mut cols = PgColumns::new(&OUTCOME_KEYS);
+                let mut cols = Columns::new(outcome_cols());
                 for r in rows {
-                    cols.outcome(r);
+                    push_outcome(&mut cols, r)?;
                 }
-                p.execute(&PG_OUTCOME, &cols.args()).await?;
+                p.execute(&PG_OUTCOME, &with_count(cols)).await?;
             }
             Dialect::MySql(existing) => {
                 let upserts = rows
@@ -254,12 +254,15 @@ impl Dialect {
             Dialect::Postgres => {
                 let codes: HashMap<i64, i32> =
                     rows.iter().map(|(i, _)| (i.log_id, i.code)).collect();
-                let mut cols = PgColumns::new(&RESULT_KEYS);
+                let mut cols = Columns::new(&RESULT_COLS);
                 for (item, at) in rows {
-                    cols.result(item, *at);
+                    cols.row();
+                    cols.push(item.log_id)?;
+                    push_result(&mut cols, item, *at)?;
                 }
-                for (id, job_id, chain_depth) in
-                    p.rows::<(i64, i32, i16)>(&PG_RESULT, &cols.args()).await?
+                for (id, job_id, chain_depth) in p
+                    .rows::<(i64, i32, i16)>(&PG_RESULT, &with_count(cols))
+                    .await?
                 {
                     written.push(Written {
                         id,
@@ -358,140 +361,70 @@ static LITE: LazyLock<Lite> = LazyLock::new(|| {
     }
 });
 
-/// The columns of a PostgreSQL final write's rows, each bound as one array: (key, element
-/// type, whether the column may be NULL). An array of text is bound without NULL elements
-/// (`sea-query-sqlx` binds `Vec<String>`), so a NULL of a nullable column travels as `''` with
-/// its bit set in one more array, the rows' NULL mask ([`NULLS`]).
-const COLUMNS: [(&str, ArrayType, bool); 13] = [
-    ("id", ArrayType::BigInt, false),
-    ("tt", ArrayType::ChronoDateTime, false),
-    ("ea", ArrayType::String, true),
-    ("eh", ArrayType::String, true),
-    ("ep", ArrayType::String, true),
-    ("es", ArrayType::String, true),
-    ("rc", ArrayType::Int, false),
-    ("tc", ArrayType::Int, false),
-    ("tm", ArrayType::String, false),
-    ("ty", ArrayType::String, false),
-    ("hc", ArrayType::Int, false),
-    ("ht", ArrayType::ChronoDateTime, false),
-    ("hm", ArrayType::String, true),
+/// The columns of a PostgreSQL final write's rows, each bound as one array ([`pg_columns`]):
+/// an outcome's, then a result's (a paired write has both).
+const PAIRED_COLS: [Col; 13] = [
+    col("id", Elem::BigInt),
+    col("tt", Elem::Time),
+    nullable("ea", Elem::Text),
+    nullable("eh", Elem::Text),
+    nullable("ep", Elem::Text),
+    nullable("es", Elem::Text),
+    col("rc", Elem::Int),
+    col("tc", Elem::Int),
+    col("tm", Elem::Text),
+    col("ty", Elem::Text),
+    col("hc", Elem::Int),
+    col("ht", Elem::Time),
+    nullable("hm", Elem::Text),
 ];
 
-/// The key of the rows' NULL mask: bit `i` says the `i`-th nullable column of [`COLUMNS`]
-/// is NULL.
-const NULLS: &str = "nn";
+/// An outcome's columns alone (the first ten of [`PAIRED_COLS`]).
+fn outcome_cols() -> &'static [Col] {
+    &PAIRED_COLS[..10]
+}
 
-/// The keys of a paired write, of an outcome alone and of a result alone.
-const PAIRED_KEYS: [&str; 13] = [
-    "id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty", "hc", "ht", "hm",
+/// A result's columns alone.
+const RESULT_COLS: [Col; 4] = [
+    col("id", Elem::BigInt),
+    col("hc", Elem::Int),
+    col("ht", Elem::Time),
+    nullable("hm", Elem::Text),
 ];
-const OUTCOME_KEYS: [&str; 10] = ["id", "tt", "ea", "eh", "ep", "es", "rc", "tc", "tm", "ty"];
-const RESULT_KEYS: [&str; 4] = ["id", "hc", "ht", "hm"];
 
-/// A batch's rows as column arrays for one of the PostgreSQL statements ([`update_sql`]).
-struct PgColumns {
-    keys: &'static [&'static str],
-    /// Per key of `keys`, its values in row order.
-    values: Vec<Vec<Value>>,
-    /// Per row, its NULL mask ([`NULLS`]).
-    nulls: Vec<Value>,
+/// Pushes an outcome's row (id, then [`rules::OUTCOME_COLUMNS`] order).
+fn push_outcome(c: &mut Columns<'_>, r: &TriggerRecord) -> Result<()> {
+    c.row();
+    c.push(r.log_id)?;
+    c.push(crate::clock::ms_to_naive(r.trigger_ms))?;
+    c.push(r.executor_address.clone())?;
+    c.push(r.executor_handler.clone())?;
+    c.push(r.executor_param.clone())?;
+    c.push(r.executor_sharding_param.clone())?;
+    c.push(r.executor_fail_retry_count)?;
+    c.push(r.trigger_code)?;
+    c.push(r.trigger_msg.clone())?;
+    c.push(r.trigger_type.as_str())
 }
 
-impl PgColumns {
-    fn new(keys: &'static [&'static str]) -> PgColumns {
-        PgColumns {
-            keys,
-            values: vec![Vec::new(); keys.len()],
-            nulls: Vec::new(),
-        }
-    }
-
-    /// Starts a row when `key` is the first key (every row has `id` first).
-    fn set(&mut self, key: &str, v: Value) {
-        if let Some(i) = self.keys.iter().position(|k| *k == key) {
-            if i == 0 {
-                self.nulls.push(Value::Int(Some(0)));
-            }
-            self.values[i].push(v);
-        }
-    }
-
-    /// Sets a nullable text column of the current row.
-    fn set_text(&mut self, key: &str, v: Option<&str>) {
-        let Some(i) = self.keys.iter().position(|k| *k == key) else {
-            return;
-        };
-        if v.is_none() {
-            let bit = nullable_bit(key);
-            if let Some(Value::Int(Some(mask))) = self.nulls.last_mut() {
-                *mask |= bit;
-            }
-        }
-        self.values[i].push(v.unwrap_or_default().into());
-    }
-
-    /// An outcome's columns, starting a row.
-    fn outcome(&mut self, r: &TriggerRecord) {
-        self.set("id", r.log_id.into());
-        self.set("tt", crate::clock::ms_to_naive(r.trigger_ms).into());
-        self.set_text("ea", r.executor_address.as_deref());
-        self.set_text("eh", r.executor_handler.as_deref());
-        self.set_text("ep", r.executor_param.as_deref());
-        self.set_text("es", r.executor_sharding_param.as_deref());
-        self.set("rc", r.executor_fail_retry_count.into());
-        self.set("tc", r.trigger_code.into());
-        self.set("tm", r.trigger_msg.clone().into());
-        self.set("ty", r.trigger_type.as_str().into());
-    }
-
-    /// A result's columns (after its outcome's in a paired row; starting one alone).
-    fn result(&mut self, item: &HandleResult, at_ms: i64) {
-        if !self.keys.contains(&"tt") {
-            self.set("id", item.log_id.into());
-        }
-        self.set("hc", item.code.into());
-        self.set("ht", crate::clock::ms_to_naive(at_ms).into());
-        self.set_text("hm", item.msg.as_deref());
-    }
-
-    /// The statement's parameters: one array per key, the NULL mask, then the rows' count.
-    fn args(self) -> Vec<Value> {
-        let n = self.nulls.len() as i64;
-        let mut out: Vec<Value> = self
-            .keys
-            .iter()
-            .zip(self.values)
-            .map(|(k, v)| Value::Array(column(k).1, Some(Box::new(v))))
-            .collect();
-        out.push(Value::Array(ArrayType::Int, Some(Box::new(self.nulls))));
-        out.push(n.into());
-        out
-    }
+/// Pushes a result's columns (after its outcome's in a paired row).
+fn push_result(c: &mut Columns<'_>, item: &HandleResult, at_ms: i64) -> Result<()> {
+    c.push(item.code)?;
+    c.push(crate::clock::ms_to_naive(at_ms))?;
+    c.push(item.msg.clone())
 }
 
-/// [`COLUMNS`]' entry of `key`.
-fn column(key: &str) -> (&'static str, ArrayType, bool) {
-    COLUMNS
-        .iter()
-        .find(|c| c.0 == key)
-        .cloned()
-        .unwrap_or(("id", ArrayType::BigInt, false))
-}
-
-/// The bit of nullable column `key` in a row's NULL mask.
-fn nullable_bit(key: &str) -> i32 {
-    let i = COLUMNS
-        .iter()
-        .filter(|c| c.2)
-        .position(|c| c.0 == key)
-        .unwrap_or(31);
-    1 << i
+/// A batch's parameters: its columns' arrays (and NULL mask), then its rows' count.
+fn with_count(c: Columns<'_>) -> Vec<Value> {
+    let n = c.len() as i64;
+    let mut args = c.args();
+    args.push(n.into());
+    args
 }
 
 /// `SET` assignments of the outcome columns (`store::rules`), from the rows' keys.
 fn outcome_set() -> String {
-    rules::outcome_assignments(|_, i| format!("v.{}", OUTCOME_KEYS[i + 1]))
+    rules::outcome_assignments(|_, i| format!("v.{}", PAIRED_COLS[i + 1].name))
 }
 
 /// `SET` assignments of the result columns (`store::rules`).
@@ -511,50 +444,29 @@ fn result_set() -> String {
 /// none), answering the runs written.
 static PG_PAIRED: LazyLock<String> = LazyLock::new(|| {
     let set = format!("{}, {}", outcome_set(), result_set());
-    update_sql(&PAIRED_KEYS, &set, "l.handle_code = 0", "l.id")
+    update_sql(&PAIRED_COLS, &set, "l.handle_code = 0", "l.id")
 });
 
 /// PostgreSQL: outcomes alone.
 static PG_OUTCOME: LazyLock<String> =
-    LazyLock::new(|| update_sql(&OUTCOME_KEYS, &outcome_set(), "", ""));
+    LazyLock::new(|| update_sql(outcome_cols(), &outcome_set(), "", ""));
 
 /// PostgreSQL: results alone where the run has none, answering the runs written.
 static PG_RESULT: LazyLock<String> = LazyLock::new(|| {
     update_sql(
-        &RESULT_KEYS,
+        &RESULT_COLS,
         &result_set(),
         "l.handle_code = 0",
         "l.id, l.job_id, l.chain_depth",
     )
 });
 
-/// `UPDATE xxl_job_log … FROM unnest($1, $2, …) … SET <set> [AND <cond>] [RETURNING …]` of
-/// rows with `keys`, each key's column one array parameter (the NULL mask after them, then the
-/// rows' count).
-fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
-    let sql_type = |t: ArrayType| match t {
-        ArrayType::BigInt => "bigint[]",
-        ArrayType::ChronoDateTime => "timestamp[]",
-        ArrayType::Int => "int[]",
-        _ => "text[]",
-    };
-    let arrays: Vec<String> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| format!("${}::{}", i + 1, sql_type(column(k).1)))
-        .collect();
-    // a nullable column is NULL where its bit of the row's mask is set
-    let picked: Vec<String> = keys
-        .iter()
-        .map(|k| match column(k) {
-            (_, _, true) => format!(
-                "CASE WHEN {NULLS} & {} = 0 THEN {k} END AS {k}",
-                nullable_bit(k)
-            ),
-            _ => (*k).to_string(),
-        })
-        .collect();
-    let (mask, count) = (keys.len() + 1, keys.len() + 2);
+/// `UPDATE xxl_job_log … FROM (<rows of cols> LIMIT <count>) … SET <set> [AND <cond>]
+/// [RETURNING …]`, the rows' columns one array parameter each ([`pg_columns::select`]), then
+/// the rows' count.
+fn update_sql(cols: &[Col], set: &str, cond: &str, returning: &str) -> String {
+    let rows = pg_columns::select(cols, "u", |i| format!("${}", i + 1));
+    let count = pg_columns::params(cols) + 1;
     // the rows' count as a LIMIT: PostgreSQL takes a set-returning function's rows for 100
     // (10 in a generic plan) and, its statistics saying few runs lack a result
     // (`handle_code = 0`), read a log table of 2,000–25,000 rows whole and hash-joined it
@@ -563,11 +475,7 @@ fn update_sql(keys: &[&str], set: &str, cond: &str, returning: &str) -> String {
     // by id. (An `id = ANY(ids)` index condition instead was planned as a sequential scan
     // filtering every row through the array when the batch was large: 100 ms for 500 rows.)
     let mut sql = format!(
-        "UPDATE xxl_job_log AS l SET {set} FROM (SELECT {} FROM unnest({}, ${mask}::int[]) \
-         AS u({}, {NULLS}) LIMIT ${count}) AS v WHERE l.id = v.id",
-        picked.join(", "),
-        arrays.join(", "),
-        keys.join(", ")
+        "UPDATE xxl_job_log AS l SET {set} FROM ({rows} LIMIT ${count}) AS v WHERE l.id = v.id"
     );
     if !cond.is_empty() {
         sql.push_str(&format!(" AND {cond}"));
@@ -817,18 +725,18 @@ mod tests {
                     .await
                     .unwrap();
                 // one row: run 5, each column an array of one value, the mask and the count
-                let keys: &[&str] = match name {
-                    "paired" => &PAIRED_KEYS,
-                    "outcome" => &OUTCOME_KEYS,
-                    _ => &RESULT_KEYS,
+                let cols: &[Col] = match name {
+                    "paired" => &PAIRED_COLS,
+                    "outcome" => outcome_cols(),
+                    _ => &RESULT_COLS,
                 };
-                let mut args: Vec<&str> = keys
+                let mut args: Vec<&str> = cols
                     .iter()
-                    .map(|k| match column(k).1 {
-                        ArrayType::BigInt => "'{5}'",
-                        ArrayType::Int => "'{200}'",
-                        ArrayType::ChronoDateTime => "'{\"2026-12-03 00:00:00\"}'",
-                        _ => "'{x}'",
+                    .map(|c| match c.elem {
+                        Elem::BigInt => "'{5}'",
+                        Elem::Int | Elem::SmallInt => "'{200}'",
+                        Elem::Time => "'{\"2026-12-03 00:00:00\"}'",
+                        Elem::Text => "'{x}'",
                     })
                     .collect();
                 args.extend(["'{0}'", "1"]);

@@ -1115,7 +1115,15 @@ mod tests {
                     l.fire_state
                 );
             }
-            // both run to their end on the same results
+            // a batch of starts too many rows for JSON rows: bound as arrays, recorded alike
+            let many: Vec<StartOne> = (0..6).map(|_| start()).collect();
+            let (batch, ch) = runs
+                .start_sealed(&db, &many, t0)
+                .await
+                .unwrap()
+                .expect("a sealed batch");
+            assert_eq!(ch.dispatch.len(), 12, "a and c of each");
+            // all run to their end on the same results
             for step in 1..5 {
                 if !answer_open_rows(&db).await {
                     break;
@@ -1125,6 +1133,9 @@ mod tests {
             }
             let (a, b) = (recorded(&db, by_tx).await, recorded(&db, sealed).await);
             assert_eq!(a, b);
+            for id in &batch {
+                assert_eq!(recorded(&db, *id.as_ref().unwrap()).await, a);
+            }
             assert!(a.starts_with("SUCCEEDED"), "{a}");
             assert!(
                 a.contains("c 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"p=7\") 0]"),
