@@ -1189,24 +1189,23 @@ fn model_json(m: &impl serde::Serialize) -> Json {
     serde_json::to_value(m).unwrap_or(Json::Null)
 }
 
-/// A pending row as a JSON row keyed by [`PENDING_COLS`]' names.
+/// A pending row as a JSON row keyed by [`PENDING_COLS`]' names, of [`pending_values`].
 fn pending_json(p: &Pending) -> Json {
-    let names = PENDING_COLS.iter().map(|c| c.name.to_string());
-    let values = [
-        p.id.into(),
-        p.group.into(),
-        p.job_id.into(),
-        crate::clock::ms_to_naive(p.now)
-            .format("%Y-%m-%d %H:%M:%S%.3f")
-            .to_string()
+    let json = |v: Value| match v {
+        Value::BigInt(x) => x.into(),
+        Value::Int(x) => x.into(),
+        Value::String(x) => x.into(),
+        Value::ChronoDateTime(x) => x
+            .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
             .into(),
-        p.param.clone().into(),
-        p.sharding.clone().into(),
-        p.node_run_id.into(),
-        p.run_id.into(),
-        p.shard.into(),
-    ];
-    Json::Object(names.zip(values).collect::<Map<String, Json>>())
+        _ => Json::Null,
+    };
+    let names = PENDING_COLS.iter().map(|c| c.name.to_string());
+    Json::Object(
+        names
+            .zip(pending_values(p).into_iter().map(json))
+            .collect::<Map<_, _>>(),
+    )
 }
 
 /// A pending row's values of [`PENDING_COLS`].
