@@ -450,17 +450,13 @@ impl<'a, 'p> Pass<'a, 'p> {
                 return Ok(written.unwrap_or(0).max(0) as u64);
             }
             let mut args = vec![guard];
-            args.extend(columns(&NODE_COLS, &new_nodes, |n| {
-                node_values(n).to_vec()
-            })?);
+            args.extend(columns(&NODE_COLS, &new_nodes, node_values)?);
             if !start {
-                args.extend(changed(&PG_NODE_SET, &node_rows, |n| {
-                    node_values(n).to_vec()
-                })?);
+                args.extend(changed(&PG_NODE_SET, &node_rows, node_values)?);
             }
-            args.extend(columns(&RUN_COLS, &new_runs, |r| run_values(r).to_vec())?);
+            args.extend(columns(&RUN_COLS, &new_runs, run_values)?);
             if !start {
-                args.extend(changed(&PG_RUN_SET, &run_rows, |r| run_values(r).to_vec())?);
+                args.extend(changed(&PG_RUN_SET, &run_rows, run_values)?);
             }
             args.extend(columns(&PENDING_COLS, &pending, pending_values)?);
             args.push(Value::from(fire_state::new_claim()));
@@ -1146,12 +1142,10 @@ struct SetCols {
 }
 
 impl SetCols {
-    fn of(all: &[Col], set: &[&str]) -> SetCols {
-        let mut at = vec![0];
-        at.extend(
-            set.iter()
-                .filter_map(|c| all.iter().position(|a| a.name == *c)),
-        );
+    /// The id (column 0) and the set's columns at `set_at` ([`NODE_SET_AT`], [`RUN_SET_AT`]:
+    /// a row's values follow its columns' order, as `all` does).
+    fn of(all: &[Col], set_at: &[usize]) -> SetCols {
+        let at: Vec<usize> = std::iter::once(0).chain(set_at.iter().copied()).collect();
         SetCols {
             cols: at.iter().map(|&i| all[i]).collect(),
             at,
@@ -1159,11 +1153,15 @@ impl SetCols {
     }
 }
 
-static PG_NODE_SET: LazyLock<SetCols> = LazyLock::new(|| SetCols::of(&NODE_COLS, NODE_SET));
-static PG_RUN_SET: LazyLock<SetCols> = LazyLock::new(|| SetCols::of(&RUN_COLS, RUN_SET));
+static PG_NODE_SET: LazyLock<SetCols> = LazyLock::new(|| SetCols::of(&NODE_COLS, &NODE_SET_AT));
+static PG_RUN_SET: LazyLock<SetCols> = LazyLock::new(|| SetCols::of(&RUN_COLS, &RUN_SET_AT));
 
 /// `rows` as the arrays of `cols`, each row's values given by `values` in the columns' order.
-fn columns<T>(cols: &[Col], rows: &[T], values: impl Fn(&T) -> Vec<Value>) -> Result<Vec<Value>> {
+fn columns<T, I: IntoIterator<Item = Value>>(
+    cols: &[Col],
+    rows: &[T],
+    values: impl Fn(&T) -> I,
+) -> Result<Vec<Value>> {
     let mut c = Columns::new(cols);
     for r in rows {
         c.row();
@@ -1174,11 +1172,19 @@ fn columns<T>(cols: &[Col], rows: &[T], values: impl Fn(&T) -> Vec<Value>) -> Re
     Ok(c.args())
 }
 
-/// Changed `rows` as the arrays of a set's columns, then their count (the update's `LIMIT`).
-fn changed<T>(set: &SetCols, rows: &[T], values: impl Fn(&T) -> Vec<Value>) -> Result<Vec<Value>> {
+/// Changed `rows` as the arrays of a set's columns (taken from each row's values, no copy),
+/// then their count (the update's `LIMIT`).
+fn changed<T, const N: usize>(
+    set: &SetCols,
+    rows: &[T],
+    values: impl Fn(&T) -> [Value; N],
+) -> Result<Vec<Value>> {
     let mut args = columns(&set.cols, rows, |r| {
-        let all = values(r);
-        set.at.iter().map(|&i| all[i].clone()).collect()
+        let mut all = values(r).map(Some);
+        set.at
+            .iter()
+            .filter_map(|&i| all.get_mut(i)?.take())
+            .collect::<Vec<_>>()
     })?;
     args.push(Value::from(rows.len() as i64));
     Ok(args)
