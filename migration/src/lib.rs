@@ -25,6 +25,7 @@ mod m20261202_000017_node_lease;
 mod m20261203_000018_alarm_index_by_id;
 mod m20261203_000019_node_dispatch_mark;
 mod m20261203_000020_node_lease_rules;
+mod m20261204_000021_dispatched_log_indexes;
 mod takeover;
 
 /// Runs `statements` on SQLite, in one call so that every one goes to the same connection of
@@ -102,6 +103,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000018_alarm_index_by_id::Migration),
             Box::new(m20261203_000019_node_dispatch_mark::Migration),
             Box::new(m20261203_000020_node_lease_rules::Migration),
+            Box::new(m20261204_000021_dispatched_log_indexes::Migration),
         ]
     }
 }

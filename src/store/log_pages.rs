@@ -93,7 +93,7 @@ pub(crate) struct LogFilter {
 }
 
 fn filtered(backend: DbBackend, f: &LogFilter) -> Select<Entity> {
-    let mut q = Entity::find().filter(Column::FireState.eq(fire_state::DISPATCHED));
+    let mut q = Entity::find().filter(super::logs::dispatched());
     if let Some(g) = &f.groups {
         q = q.filter(Column::JobGroup.is_in(g.iter().copied()));
     }
@@ -328,6 +328,81 @@ mod tests {
                     assert!(step.contains("INDEX"), "{plan}");
                 }
             }
+        }
+    }
+
+    /// On PostgreSQL the console's reads go through its indexes of dispatched runs
+    /// (`I_trigger_time`, `I_jobgroup`, which leave out fires not yet dispatched) in the
+    /// generic plan a prepared statement settles on, never a walk of the run table: the page
+    /// newest first, filtered by groups and time, its count, and the day report's count.
+    #[tokio::test]
+    async fn console_reads_on_postgres_use_the_dispatched_runs_indexes() {
+        use crate::store::tests::pg_generic_plan;
+        for db in crate::store::tests::every_backend().await {
+            let backend = db.get_database_backend();
+            if backend != sea_orm::DbBackend::Postgres {
+                continue;
+            }
+            // 30,000 runs of 300 groups over 30,000 seconds, and 3,000 fires pending
+            db.execute_unprepared(
+                "INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+                 handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state) \
+                 SELECT g % 300, g, timestamp '2026-12-01' + g * interval '1 second', 200, \
+                 200, 0, 2, g, 0 FROM generate_series(1, 30000) g; \
+                 INSERT INTO xxl_job_log (job_group, job_id, trigger_time, trigger_code, \
+                 handle_code, executor_fail_retry_count, alarm_status, fire_time, fire_state) \
+                 SELECT 1, g, timestamp '2026-12-02' + g * interval '1 second', 0, 0, 0, 0, -g, \
+                 1 FROM generate_series(1, 3000) g; ANALYZE xxl_job_log",
+            )
+            .await
+            .unwrap();
+            let t = |s: i64| crate::clock::ms_to_naive(1_796_083_200_000 + s * 1_000);
+            let by_group = LogFilter {
+                groups: Some(vec![7]),
+                ..Default::default()
+            };
+            let by_time = LogFilter {
+                from: Some(t(1_000)),
+                to: Some(t(2_000)),
+                ..Default::default()
+            };
+            let newest_first = |f: &LogFilter| {
+                filtered(backend, f)
+                    .order_by_desc(Column::TriggerTime)
+                    .order_by_desc(Column::Id)
+                    .offset(20)
+                    .limit(10)
+                    .build(backend)
+            };
+            for (what, stmt, index) in [
+                (
+                    "page",
+                    newest_first(&LogFilter::default()),
+                    "I_trigger_time",
+                ),
+                ("page by time", newest_first(&by_time), "I_trigger_time"),
+                (
+                    "count by group",
+                    filtered(backend, &by_group)
+                        .select_only()
+                        .column_as(Column::Id.count(), "n")
+                        .build(backend),
+                    "I_jobgroup",
+                ),
+                (
+                    "day report",
+                    crate::store::reports::count_between_query(t(0), t(86_400)).build(backend),
+                    "I_trigger_time",
+                ),
+            ] {
+                let plan = pg_generic_plan(&db, stmt).await;
+                assert!(plan.contains(index), "{what}: {plan}");
+                assert!(!plan.contains("Seq Scan on xxl_job_log"), "{what}: {plan}");
+            }
+            // and the rows are the dispatched ones
+            let (total, rows) = page(&db, &by_group, 0, 5).await.unwrap();
+            assert_eq!((total, rows.len()), (100, 5));
+            db.close().await.unwrap();
         }
     }
 }

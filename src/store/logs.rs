@@ -178,6 +178,13 @@ fn in_fire_state_index() -> sea_orm::sea_query::SimpleExpr {
     Expr::cust(format!("fire_state <> {}", fire_state::DISPATCHED))
 }
 
+/// Dispatched runs only (`fire_state = 0`), written out: the predicate of the console's
+/// indexes on PostgreSQL (`I_trigger_time`, `I_jobgroup`: migration 000021), which a
+/// prepared statement's generic plan uses only when the query names it as a literal.
+pub(crate) fn dispatched() -> sea_orm::sea_query::SimpleExpr {
+    Expr::cust(format!("fire_state = {}", fire_state::DISPATCHED))
+}
+
 /// The predicate of the partial index `i_alarm_fire` (dispatched runs whose alarm state is
 /// unchecked; on SQLite and MySQL the index holds more), written out as
 /// [`in_fire_state_index`]'s so that a generic plan uses it too.

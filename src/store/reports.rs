@@ -9,7 +9,6 @@ use sea_orm::{
 };
 
 use crate::error::Result;
-use crate::model::fire_state;
 
 /// One day's counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,6 +28,18 @@ pub(crate) async fn count_between(
     from: NaiveDateTime,
     to: NaiveDateTime,
 ) -> Result<DayCounts> {
+    let row: Option<(i64, i64, i64)> = count_between_query(from, to).into_tuple().one(c).await?;
+    let (total, running, suc) = row.unwrap_or_default();
+    let n = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    Ok(DayCounts {
+        running: n(running),
+        suc: n(suc),
+        fail: n(total - running - suc),
+    })
+}
+
+/// The statement of [`count_between`]: through `I_trigger_time`, dispatched runs only.
+pub(crate) fn count_between_query(from: NaiveDateTime, to: NaiveDateTime) -> sea_orm::Select<Log> {
     let running = Condition::all()
         .add(
             Condition::any()
@@ -38,24 +49,14 @@ pub(crate) async fn count_between(
         .add(L::HandleCode.eq(0));
     // COUNT of a CASE without ELSE counts the rows matching (BIGINT on every backend)
     let count_if = |cond: Condition| Expr::from(Func::count(Expr::case(cond, 1)));
-    let row: Option<(i64, i64, i64)> = Log::find()
+    Log::find()
         .select_only()
         .column_as(Expr::from(Func::count(Expr::col(L::Id))), "total")
         .column_as(count_if(running), "running")
         .column_as(count_if(Condition::all().add(L::HandleCode.eq(200))), "suc")
         .filter(L::TriggerTime.gte(from))
         .filter(L::TriggerTime.lt(to))
-        .filter(L::FireState.eq(fire_state::DISPATCHED))
-        .into_tuple()
-        .one(c)
-        .await?;
-    let (total, running, suc) = row.unwrap_or_default();
-    let n = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
-    Ok(DayCounts {
-        running: n(running),
-        suc: n(suc),
-        fail: n(total - running - suc),
-    })
+        .filter(crate::store::logs::dispatched())
 }
 
 /// Writes a day's counts (update, insert when the day has no row). Nodes of a cluster count
@@ -146,7 +147,7 @@ pub(crate) async fn delete_logs_before(
             .select_only()
             .column(L::Id)
             .filter(L::TriggerTime.lte(before))
-            .filter(L::FireState.eq(fire_state::DISPATCHED))
+            .filter(crate::store::logs::dispatched())
             .limit(1000)
             .into_tuple()
             .all(c)
