@@ -4,7 +4,11 @@
 //! scheduled workflows that are due, applies the results of node runs' run rows (written by the
 //! run-row writer like any run's) in one transaction per batch, which starts the node runs they
 //! make due, their run rows recorded claimed by this node; it then hands them to the trigger
-//! pool, the path of a scheduled fire. Every [`RECOVER_MS`] (and at start) it recovers what a
+//! pool, the path of a scheduled fire. Results are looked for at every poll while the actor is
+//! active (for [`ACTIVE_FOR_MS`] after it moved or sent runs, started one or was asked to apply
+//! runs) and once a second otherwise ([`looks_for_results`]): an idle node then costs the
+//! database one look a second instead of five, and the node that moved a run on looks at the
+//! pace of its runs. Every [`RECOVER_MS`] (and at start) it recovers what a
 //! stopped node left: pending rows nobody claimed (recorded by earlier releases) are claimed
 //! and dispatched; rows claimed by a node that died before or while sending them are in doubt,
 //! and the settle actor (`actors::settle`, docs/architecture.md
@@ -32,6 +36,10 @@ use crate::trigger::TriggerRequest;
 pub(crate) const POLL: Duration = Duration::from_millis(200);
 /// How soon a pass that moved runs on is followed by the next.
 const FOLLOW_UP: Duration = Duration::from_millis(20);
+/// How long after its last work (ms) the actor looks for results at every poll.
+const ACTIVE_FOR_MS: i64 = 30_000;
+/// When idle, results are looked for at one poll in this many (once a second).
+const IDLE_LOOK_EVERY: u64 = 5;
 /// Time between two recovery passes, ms.
 const RECOVER_MS: i64 = 5_000;
 /// Most run-row results one transaction applies.
@@ -60,6 +68,12 @@ pub(crate) struct StartRun {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub(crate) struct PollNow;
+
+/// Node runs were sent outside the actor (a run started again, a node marked): their results
+/// are looked for at every poll for a while.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct Awake;
 
 /// Stops polling, firing schedules and dispatching (the engine is stopping); answers once a
 /// pass in progress has ended.
@@ -93,6 +107,8 @@ pub(crate) struct WorkflowActor {
     /// When this actor started (epoch ms): a single node's earlier rows are older.
     started_ms: i64,
     polls: u64,
+    /// Until when (epoch ms) results are looked for at every poll ([`looks_for_results`]).
+    active_until_ms: i64,
     /// When the last recovery pass ran (epoch ms).
     recovered_ms: i64,
     busy: bool,
@@ -144,6 +160,7 @@ impl WorkflowActor {
             recovery,
             started_ms,
             polls: 0,
+            active_until_ms: 0,
             recovered_ms: 0,
             busy: false,
             stopped: false,
@@ -162,16 +179,25 @@ impl WorkflowActor {
         }
     }
 
+    /// Results are looked for at every poll for a while from now.
+    fn touch(&mut self) {
+        self.active_until_ms = self
+            .active_until_ms
+            .max(self.clock.now_ms() + ACTIVE_FOR_MS);
+    }
+
     fn poll(&mut self, ctx: &mut Context<Self>) {
         if self.busy || self.stopped {
             return;
         }
         self.busy = true;
         let first = self.polls == 0;
-        let recover = first || self.clock.now_ms() - self.recovered_ms >= RECOVER_MS;
+        let now = self.clock.now_ms();
+        let recover = first || now - self.recovered_ms >= RECOVER_MS;
         if recover {
-            self.recovered_ms = self.clock.now_ms();
+            self.recovered_ms = now;
         }
+        let look = recover || looks_for_results(now, self.active_until_ms, self.polls);
         self.polls += 1;
         let (db, runs, pool, clock, out, r) = (
             self.db.clone(),
@@ -202,22 +228,24 @@ impl WorkflowActor {
             let mut worked = !ch.dispatch.is_empty();
             out.done(&ch);
             dispatch(&db, &runs, &pool, ch).await;
-            loop {
-                // the look reads through the pool: an idle poll costs the writer nothing
-                let items = runs.finished(&db, BATCH).await?;
-                let n = items.len() as u64;
-                if n == 0 {
-                    break;
-                }
-                worked = true;
-                let (ch, failed) = apply_in_lanes(&db, &runs, items, clock.now_ms()).await;
-                out.done(&ch);
-                dispatch(&db, &runs, &pool, ch).await;
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-                if n < BATCH {
-                    break;
+            if look {
+                loop {
+                    // the look reads through the pool: an idle poll costs the writer nothing
+                    let items = runs.finished(&db, BATCH).await?;
+                    let n = items.len() as u64;
+                    if n == 0 {
+                        break;
+                    }
+                    worked = true;
+                    let (ch, failed) = apply_in_lanes(&db, &runs, items, clock.now_ms()).await;
+                    out.done(&ch);
+                    dispatch(&db, &runs, &pool, ch).await;
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
+                    if n < BATCH {
+                        break;
+                    }
                 }
             }
             Ok::<_, crate::Error>(worked)
@@ -228,6 +256,7 @@ impl WorkflowActor {
             match res {
                 // a pass that moved runs on looks again soon: their next results are near
                 Ok(true) => {
+                    act.touch();
                     ctx.run_later(FOLLOW_UP, |a, ctx| a.poll(ctx));
                 }
                 Ok(false) => {}
@@ -429,6 +458,7 @@ impl Handler<StartRun> for WorkflowActor {
             params: msg.params,
         };
         self.starts.push((one, answer));
+        self.touch();
         self.start_batch(ctx);
         Box::pin(async move {
             rx.await
@@ -508,6 +538,49 @@ impl Handler<PollNow> for WorkflowActor {
     type Result = ();
 
     fn handle(&mut self, _: PollNow, ctx: &mut Self::Context) {
+        self.touch();
         self.poll(ctx);
+    }
+}
+
+impl Handler<Awake> for WorkflowActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Awake, _ctx: &mut Self::Context) {
+        self.touch();
+    }
+}
+
+/// Whether the poll numbered `polls` (from 0) at `now` looks for results: every poll until
+/// `active_until` (epoch ms), then one in [`IDLE_LOOK_EVERY`].
+fn looks_for_results(now: i64, active_until: i64, polls: u64) -> bool {
+    now < active_until || polls.is_multiple_of(IDLE_LOOK_EVERY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// While active, every poll looks for results; idle, exactly one poll in any
+        /// [`IDLE_LOOK_EVERY`] in a row does (once a second at [`POLL`]'s 200 ms), so a
+        /// result is applied within a second of its row being written whatever the state.
+        #[test]
+        fn an_idle_actor_looks_once_a_second_and_an_active_one_at_every_poll(
+            now in 0i64..1_000_000_000,
+            ahead in 1i64..60_000,
+            first in 0u64..1_000_000,
+        ) {
+            let window = first..first + IDLE_LOOK_EVERY;
+            prop_assert!(window.clone().all(|p| looks_for_results(now, now + ahead, p)));
+            let idle = window.filter(|&p| looks_for_results(now, now, p)).count();
+            prop_assert_eq!(idle, 1);
+            prop_assert_eq!(
+                IDLE_LOOK_EVERY as u128 * POLL.as_millis(),
+                1_000,
+                "idle looks are a second apart"
+            );
+        }
     }
 }

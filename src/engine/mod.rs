@@ -35,7 +35,7 @@ use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, RingActor};
 use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::settle::SettleActor;
 use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
-use crate::actors::workflow::{PollNow, StartRun, StopWorkflows, WorkflowActor};
+use crate::actors::workflow::{Awake, PollNow, StartRun, StopWorkflows, WorkflowActor};
 use crate::alarm::{Alarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -447,6 +447,7 @@ impl Engine {
             .again(&self.db, run_id, how, who, self.clock.now_ms())
             .await?;
         crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch).await;
+        self.workflows.do_send(Awake);
         Ok(())
     }
 
@@ -465,10 +466,12 @@ impl Engine {
             )
             .await?;
         crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch).await;
+        self.workflows.do_send(Awake);
         Ok(())
     }
 
-    /// Applies the workflow node results written so far now (the actor does every 200 ms).
+    /// Applies the workflow node results written so far now (the actor does every 200 ms while
+    /// runs move, once a second when idle).
     #[doc(hidden)]
     pub async fn poll_workflows(&self) -> Result<()> {
         self.workflows.send(PollNow).await?;
