@@ -41,6 +41,23 @@ pub(crate) async fn on_sqlite(m: &SchemaManager<'_>, statements: &[&str]) -> Res
     Ok(())
 }
 
+/// Runs `statements` one after another on `backend` only; on any other backend, nothing (the
+/// migrations whose SQL is one database's: PostgreSQL's partial indexes, MySQL's collations).
+pub(crate) async fn only_on(
+    m: &SchemaManager<'_>,
+    backend: sea_orm_migration::sea_orm::DbBackend,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::ConnectionTrait;
+    if m.get_database_backend() != backend {
+        return Ok(());
+    }
+    for s in statements {
+        m.get_connection().execute_unprepared(s).await?;
+    }
+    Ok(())
+}
+
 /// Adds `column` to `table` unless the table has it already (a database taken over from
 /// XXL-JOB, or a migration run again by hand).
 pub(crate) async fn add_column_once(

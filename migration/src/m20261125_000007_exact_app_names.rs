@@ -5,7 +5,7 @@
 //! already compare text exactly: nothing to do there.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+use sea_orm_migration::sea_orm::DbBackend;
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
@@ -28,23 +28,13 @@ const FOLDED: &[&str] = &[
      MODIFY registry_value VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL",
 ];
 
-async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
-    if m.get_database_backend() != DbBackend::MySql {
-        return Ok(());
-    }
-    for s in statements {
-        m.get_connection().execute_unprepared(s).await?;
-    }
-    Ok(())
-}
-
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, EXACT).await
+        crate::only_on(m, DbBackend::MySql, EXACT).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, FOLDED).await
+        crate::only_on(m, DbBackend::MySql, FOLDED).await
     }
 }

@@ -12,7 +12,7 @@
 //! one of migration 000015 (its plans are pinned by a test).
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+use sea_orm_migration::sea_orm::DbBackend;
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
@@ -27,23 +27,13 @@ const DOWN: &[&str] = &[
     "CREATE INDEX i_alarm_fire ON xxl_job_log (alarm_status, fire_state) WHERE alarm_status = 0",
 ];
 
-async fn run(m: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
-    if m.get_database_backend() != DbBackend::Postgres {
-        return Ok(());
-    }
-    for s in statements {
-        m.get_connection().execute_unprepared(s).await?;
-    }
-    Ok(())
-}
-
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, UP).await
+        crate::only_on(m, DbBackend::Postgres, UP).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        run(m, DOWN).await
+        crate::only_on(m, DbBackend::Postgres, DOWN).await
     }
 }
