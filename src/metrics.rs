@@ -89,6 +89,8 @@ struct Inner {
     workflow_ended: [AtomicU64; 2],
     /// Node-run results applied to workflow runs.
     workflow_transitions: AtomicU64,
+    /// Looks of the workflow actor for finished node runs.
+    workflow_looks: AtomicU64,
     /// Fires in doubt settled: [received, resent, failed, dropped].
     in_doubt: [AtomicU64; 4],
     lateness: Histogram,
@@ -117,6 +119,7 @@ impl Default for Metrics {
             workflow_runs: AtomicU64::new(0),
             workflow_ended: [AtomicU64::new(0), AtomicU64::new(0)],
             workflow_transitions: AtomicU64::new(0),
+            workflow_looks: AtomicU64::new(0),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
             scan: Histogram::new(&SCAN_BOUNDS),
@@ -251,6 +254,16 @@ impl Metrics {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts a look of the workflow actor for finished node runs.
+    pub(crate) fn workflow_looked(&self) {
+        self.0.workflow_looks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times the workflow actor looked for finished node runs.
+    pub fn workflow_looks(&self) -> u64 {
+        self.0.workflow_looks.load(Ordering::Relaxed)
+    }
+
     /// Counts what a round of settling fires in doubt decided.
     pub(crate) fn settled(&self, s: &crate::actors::settle::Settled) {
         for (i, n) in [s.received, s.resent, s.failed, s.dropped]
@@ -346,6 +359,12 @@ impl Metrics {
             "xjob_workflow_node_results_total",
             "Results of workflow node runs applied to their runs.",
             i.workflow_transitions.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "xjob_workflow_result_looks_total",
+            "Looks of the workflow actor for finished node runs (every 200 ms while runs move, once a second when idle).",
+            i.workflow_looks.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

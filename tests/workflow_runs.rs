@@ -1149,3 +1149,80 @@ fn a_failed_workflow_run_raises_one_alarm_naming_its_failed_nodes() {
         app.close().await;
     });
 }
+
+/// Looks of the workflow actor for finished node runs over the next `ms` of paused time.
+async fn looks_over(app: &TestApp, ms: i64) -> u64 {
+    let before = app.engine.metrics().workflow_looks();
+    app.advance(ms).await;
+    app.engine.metrics().workflow_looks() - before
+}
+
+/// Asserts the actor is idle: in 5 s it looks five times (one poll in five), or six when its
+/// recovery pass (every 5 s, which always looks) fell on another poll.
+async fn assert_idle(app: &TestApp, when: &str) {
+    let n = looks_over(app, 5_000).await;
+    assert!((5..=6).contains(&n), "{when}: {n} looks in 5 s idle");
+}
+
+/// The workflow actor looks for finished node runs at every 200 ms poll while it is active —
+/// after a start, after `poll_workflows`, after node runs sent outside it (a re-run), and for
+/// 30 s after a pass that moved runs on — and once a second otherwise, so an idle node costs
+/// its database one look a second (`src/actors/workflow.rs`, `looks_for_results`; the
+/// counter is the `xjob_workflow_result_looks_total` metric).
+#[test]
+fn the_workflow_actor_looks_at_every_poll_while_runs_move_and_once_a_second_when_idle() {
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let (engine, g) = (app.engine.clone(), app.group);
+        // a node run that takes 10 s: no result arrives in the second after it is sent, and
+        // the start's 30 s of looking end 20 s after its result
+        let mut spec = JobSpec::cron(g, "slow", "0 0 3 * * ?", "sleepJobHandler");
+        spec.executor_param = Some("10".into());
+        let slow = app.job(spec).await;
+        let w = engine
+            .add_workflow(workflow(
+                g,
+                "slow",
+                json!({ "nodes": [{ "key": "a", "type": "JOB", "jobId": slow }], "edges": [] }),
+            ))
+            .await
+            .unwrap();
+        app.advance(31_000).await;
+        assert_idle(&app, "before any run").await;
+
+        // a start
+        let id = engine
+            .trigger_workflow(w.id, TriggerType::Manual, None)
+            .await
+            .unwrap();
+        let n = looks_over(&app, 1_000).await;
+        assert!(n >= 5, "{n} looks in the second after a start");
+        assert_eq!(until_ended(&app, id).await.status, "SUCCEEDED");
+        // the pass that applied the result keeps the actor looking at every poll for 30 s
+        let n = looks_over(&app, 25_000).await;
+        assert!(
+            n >= 125,
+            "{n} looks in the 25 s after a pass that moved a run on"
+        );
+        app.advance(6_000).await;
+        assert_idle(&app, "30 s after the last pass that worked").await;
+
+        // an explicit poll
+        engine.poll_workflows().await.unwrap();
+        let n = looks_over(&app, 1_000).await;
+        assert!(n >= 5, "{n} looks in the second after `poll_workflows`");
+        app.advance(31_000).await;
+        assert_idle(&app, "30 s after `poll_workflows`").await;
+
+        // node runs sent outside the actor: a re-run from a chosen node
+        engine
+            .rerun_workflow_run(id, Some("a".into()), "tester")
+            .await
+            .unwrap();
+        let n = looks_over(&app, 1_000).await;
+        assert!(n >= 5, "{n} looks in the second after a re-run");
+        assert_eq!(until_ended(&app, id).await.status, "SUCCEEDED");
+        app.close().await;
+    });
+}

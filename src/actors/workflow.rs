@@ -229,6 +229,7 @@ impl WorkflowActor {
             out.done(&ch);
             dispatch(&db, &runs, &pool, ch).await;
             if look {
+                out.metrics.workflow_looked();
                 loop {
                     // the look reads through the pool: an idle poll costs the writer nothing
                     let items = runs.finished(&db, BATCH).await?;
