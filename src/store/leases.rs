@@ -484,15 +484,37 @@ async fn leases_where(c: &impl ConnectionTrait, node: &str, rest: &str) -> Resul
         .collect()
 }
 
-/// Which of `leases` `node` holds now: on PostgreSQL compared in the node with every bucket it
-/// holds (a list of 1,024 `(bucket, epoch)` pairs in the statement cost PostgreSQL 3.4–4.2 ms a
-/// look), elsewhere in the statement and with shared locks: inside a transaction MySQL's plain
-/// reads see the snapshot of its first read, and a scan's fence ([`fence`]) must see the
-/// leases as they are now.
-async fn held_of(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Result<Vec<Lease>> {
+/// Which of `leases` `node` holds now. `every` is every bucket at the epochs the node knows,
+/// when it believes it holds them all (one node alone): then one aggregate read answers
+/// ([`holds_every`]), and only when that fails are rows compared.
+///
+/// Otherwise on PostgreSQL compared in the node with every bucket it holds (a list of 1,024
+/// `(bucket, epoch)` pairs in the statement cost PostgreSQL 3.4–4.2 ms a look). On
+/// MySQL/MariaDB with shared locks, a locking read: inside a transaction its plain reads see
+/// the snapshot of its first read, and a scan's fence ([`fence`]) must see the leases as they
+/// are now. There the statement names the buckets (found and locked by primary key, no other
+/// node's row locked), except for a node that believes it holds every bucket: it reads its rows
+/// without a list (the read scans and locks every row, all of them its own) and compares in
+/// the node.
+async fn held_of(
+    c: &impl ConnectionTrait,
+    node: &str,
+    leases: &[Lease],
+    every: Option<&[Lease]>,
+) -> Result<Vec<Lease>> {
     let b = c.get_database_backend();
-    if b == DbBackend::Postgres {
-        let held: std::collections::HashSet<Lease> = held(c, node).await?.into_iter().collect();
+    if let Some(every) = every
+        && leases.iter().all(|l| every.binary_search(l).is_ok())
+        && holds_every(c, node, every).await?
+    {
+        return Ok(leases.to_vec());
+    }
+    if b == DbBackend::Postgres || every.is_some() {
+        let rows = match b {
+            DbBackend::Postgres => held(c, node).await?,
+            _ => leases_where(c, node, share_lock(b)).await?,
+        };
+        let held: std::collections::HashSet<Lease> = rows.into_iter().collect();
         return Ok(leases
             .iter()
             .filter(|l| held.contains(l))
@@ -501,6 +523,35 @@ async fn held_of(c: &impl ConnectionTrait, node: &str, leases: &[Lease]) -> Resu
     }
     let rest = format!("AND {} {}", lease_list(leases), share_lock(b));
     leases_where(c, node, &rest).await
+}
+
+/// Whether `node` holds every bucket at the epochs of `every` (each bucket once, sorted), from
+/// one aggregate read of the rows in its name (locked shared on MySQL/MariaDB): as many rows
+/// as buckets, and the sum of their epochs that of `every`. Sound because a bucket's epoch only
+/// grows: each is at least the one the node was told, so equal sums mean equal epochs. The
+/// rows' comparison it saves cost MariaDB 1.7 ms for a list of 1,024 pairs (0.5 ms without a
+/// list) and PostgreSQL 0.35 ms, twice a second, besides the node's reading of 1,024 rows
+/// (2026-12-04).
+async fn holds_every(c: &impl ConnectionTrait, node: &str, every: &[Lease]) -> Result<bool> {
+    if every.len() != BUCKETS as usize {
+        return Ok(false);
+    }
+    let b = c.get_database_backend();
+    let (int, lock) = match b {
+        DbBackend::Postgres => ("BIGINT", ""),
+        _ => ("SIGNED", share_lock(b)),
+    };
+    let sql = format!(
+        "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(epoch), 0) AS {int}) AS e FROM xjob_lease{} \
+         WHERE owner = {} {lock}",
+        by_bucket(b),
+        holder(b, 1)
+    );
+    let Some(row) = c.query_one_raw(stmt(b, sql, vec![node.into()])).await? else {
+        return Ok(false);
+    };
+    let (n, e): (i64, i64) = (row.try_get("", "n")?, row.try_get("", "e")?);
+    Ok(n == i64::from(BUCKETS) && e == every.iter().map(|l| l.epoch).sum::<i64>())
 }
 
 /// Takes up to `n` buckets that no live node holds (free, or their holder's lease lapsed) for
@@ -663,12 +714,14 @@ async fn lock_node(c: &impl ConnectionTrait, node: &str) -> Result<()> {
 /// to executors: only for the leases it still holds unexpired at their epoch (the others'
 /// fires are not its to send); answers those. A bucket's next holder treats its fires up to
 /// this time as sent (never sends them again). One update of the node's row (the mark covers
-/// every bucket it holds, [`FOLD_MARK`]) and a read of the leases.
+/// every bucket it holds, [`FOLD_MARK`]) and a read of the leases ([`held_of`]; `every`: every
+/// lease the node holds, sorted, when it believes it holds every bucket).
 pub(crate) async fn mark_dispatched(
     db: &DatabaseConnection,
     node: &str,
     leases: &[Lease],
     through_ms: i64,
+    every: Option<&[Lease]>,
 ) -> Result<Vec<Lease>> {
     if leases.is_empty() {
         return Ok(Vec::new());
@@ -692,7 +745,7 @@ pub(crate) async fn mark_dispatched(
         .await?
         .rows_affected();
     let held = if live == 1 {
-        held_of(&txn, node, leases).await?
+        held_of(&txn, node, leases, every).await?
     } else {
         Vec::new()
     };
@@ -724,7 +777,8 @@ pub(crate) async fn fence(c: &impl ConnectionTrait, node: &str, leases: &[Lease]
     {
         return Ok(false);
     }
-    Ok(held_of(c, node, leases).await?.len() == leases.len())
+    let every = (leases.len() >= BUCKETS as usize).then_some(leases);
+    Ok(held_of(c, node, leases, every).await?.len() == leases.len())
 }
 
 #[cfg(test)]
@@ -758,7 +812,9 @@ mod tests {
             let a = taken_by("a", 4).await;
             assert!(a.iter().all(|t| t.dispatched_through == 0), "{b:?}");
             seen.lock().unwrap().clear();
-            let held = mark_dispatched(&db, "a", &leases(&a), 5_000).await.unwrap();
+            let held = mark_dispatched(&db, "a", &leases(&a), 5_000, None)
+                .await
+                .unwrap();
             assert_eq!(held, leases(&a), "{b:?}");
             let writes: Vec<String> = std::mem::take(&mut *seen.lock().unwrap())
                 .into_iter()
@@ -771,7 +827,7 @@ mod tests {
             );
             // a mark no higher than the one written changes nothing, and a still holds them
             for through in [4_000, 5_000] {
-                let held = mark_dispatched(&db, "a", &leases(&a), through)
+                let held = mark_dispatched(&db, "a", &leases(&a), through, None)
                     .await
                     .unwrap();
                 assert_eq!(held, leases(&a), "{b:?}: a mark of {through}");
@@ -781,7 +837,7 @@ mod tests {
                 .await
                 .unwrap();
             assert!(
-                mark_dispatched(&db, "a", &leases(&a), 6_000)
+                mark_dispatched(&db, "a", &leases(&a), 6_000, None)
                     .await
                     .unwrap()
                     .is_empty(),
@@ -794,14 +850,14 @@ mod tests {
                 assert_eq!(t.dispatched_through, if was_a { 5_000 } else { 0 }, "{b:?}");
             }
             // b marks and releases two: c takes them with b's mark
-            mark_dispatched(&db, "b", &leases(&b_got), 7_000)
+            mark_dispatched(&db, "b", &leases(&b_got), 7_000, None)
                 .await
                 .unwrap();
             assert_eq!(release(&db, "b", &leases(&b_got)[..2]).await.unwrap(), 2);
             let c_got = taken_by("c", 2).await;
             assert!(c_got.iter().all(|t| t.dispatched_through == 7_000), "{b:?}");
             // c marks and its row is forgotten: d takes them with c's mark
-            mark_dispatched(&db, "c", &leases(&c_got), 9_000)
+            mark_dispatched(&db, "c", &leases(&c_got), 9_000, None)
                 .await
                 .unwrap();
             leave(&db, "c", 3_600_000).await.unwrap();
@@ -892,6 +948,113 @@ mod tests {
             let scan = db.begin().await.unwrap();
             assert!(!fence(&scan, "a", &mine).await.unwrap(), "{b:?}");
             scan.rollback().await.unwrap();
+            db.close().await.unwrap();
+        }
+    }
+
+    /// A node holding every bucket fences and marks (all of them, or the few its fires were
+    /// of) with one aggregate read of its rows, naming no bucket (`held_of`, `holds_every`),
+    /// and the answers are those of a comparison row by row: all of them while it holds them,
+    /// and neither a bucket that moved on to its next epoch, nor a lease named at a stale
+    /// epoch, nor a bucket no longer in its name, as the leases are when the fence reads them.
+    #[tokio::test]
+    async fn a_node_holding_every_bucket_checks_them_without_a_list() {
+        use std::sync::{Arc, Mutex};
+        for mut db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            if b == DbBackend::Sqlite {
+                continue;
+            }
+            renew(&db, "a", "http://a", 60_000).await.unwrap();
+            let mut all: Vec<Lease> = acquire(&db, "a", BUCKETS as usize, 60_000)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.lease)
+                .collect();
+            all.sort();
+            assert_eq!(all.len(), BUCKETS as usize, "{b:?}");
+            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+            let sink = seen.clone();
+            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
+            let scan = db.begin().await.unwrap();
+            assert!(fence(&scan, "a", &all).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            let marked = mark_dispatched(&db, "a", &all, 1_000, Some(&all))
+                .await
+                .unwrap();
+            assert_eq!(marked, all, "{b:?}");
+            // a mark of some of them (the buckets of the fires sent) by a node holding every one
+            let some: Vec<Lease> = all.iter().step_by(3).copied().collect();
+            let marked = mark_dispatched(&db, "a", &some, 1_500, Some(&all))
+                .await
+                .unwrap();
+            assert_eq!(marked, some, "{b:?}");
+            let reads: Vec<String> = std::mem::take(&mut *seen.lock().unwrap())
+                .into_iter()
+                .filter(|s| s.contains("FROM xjob_lease"))
+                .collect();
+            assert_eq!(reads.len(), 3, "{b:?}: {} reads", reads.len());
+            let listed = reads.iter().filter(|s| s.contains(" IN (")).count();
+            assert_eq!(listed, 0, "{b:?}: {listed} reads list the buckets");
+            let summed = reads.iter().filter(|s| s.contains("SUM(epoch)")).count();
+            assert_eq!(summed, 3, "{b:?}: {summed} of 3 reads aggregate");
+            // bucket 7 moves on to its next epoch (as if it had been taken and given back)
+            db.execute_unprepared("UPDATE xjob_lease SET epoch = epoch + 1 WHERE bucket = 7")
+                .await
+                .unwrap();
+            let scan = db.begin().await.unwrap();
+            assert!(!fence(&scan, "a", &all).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            let marked = mark_dispatched(&db, "a", &all, 2_000, Some(&all))
+                .await
+                .unwrap();
+            let without_7: Vec<Lease> = all.iter().filter(|l| l.bucket != 7).copied().collect();
+            assert_eq!(marked, without_7, "{b:?}");
+            let marked = mark_dispatched(&db, "a", &all[..20], 2_500, Some(&all))
+                .await
+                .unwrap();
+            assert_eq!(marked, without_7[..19], "{b:?}");
+            // the node's list brought up to date holds again; one stale lease in it does not
+            let mut now_held = held(&db, "a").await.unwrap();
+            now_held.sort();
+            let scan = db.begin().await.unwrap();
+            assert!(fence(&scan, "a", &now_held).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            // the fence sees the leases as they are now, not as its transaction first read
+            // them (a plain read on MySQL would see that first snapshot)
+            let scan = db.begin().await.unwrap();
+            assert_eq!(held(&scan, "a").await.unwrap().len(), BUCKETS as usize);
+            db.execute_unprepared("UPDATE xjob_lease SET epoch = epoch + 1 WHERE bucket = 9")
+                .await
+                .unwrap();
+            assert!(!fence(&scan, "a", &now_held).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            let mut now_held = held(&db, "a").await.unwrap();
+            now_held.sort();
+            let fresh = now_held.clone();
+            now_held[3].epoch -= 1;
+            let scan = db.begin().await.unwrap();
+            assert!(!fence(&scan, "a", &now_held).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            // a bucket no longer in the node's name: one row fewer
+            db.execute_unprepared(
+                "UPDATE xjob_lease SET owner = NULL, epoch = epoch + 1 WHERE bucket = 11",
+            )
+            .await
+            .unwrap();
+            let scan = db.begin().await.unwrap();
+            assert!(!fence(&scan, "a", &fresh).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
+            let marked = mark_dispatched(&db, "a", &fresh[8..14], 3_000, Some(&fresh))
+                .await
+                .unwrap();
+            let expect: Vec<Lease> = fresh[8..14]
+                .iter()
+                .filter(|l| l.bucket != 11)
+                .copied()
+                .collect();
+            assert_eq!(marked, expect, "{b:?}");
             db.close().await.unwrap();
         }
     }
