@@ -533,7 +533,9 @@ async fn held_of(
 /// list) and PostgreSQL 0.35 ms, twice a second, besides the node's reading of 1,024 rows
 /// (2026-12-04).
 async fn holds_every(c: &impl ConnectionTrait, node: &str, every: &[Lease]) -> Result<bool> {
-    if every.len() != BUCKETS as usize {
+    // each bucket once (sorted by bucket, then epoch)
+    let each_once = every.windows(2).all(|w| w[0].bucket < w[1].bucket);
+    if every.len() != BUCKETS as usize || !each_once {
         return Ok(false);
     }
     let b = c.get_database_backend();
@@ -1033,6 +1035,16 @@ mod tests {
             let mut now_held = held(&db, "a").await.unwrap();
             now_held.sort();
             let fresh = now_held.clone();
+            // a list naming a bucket twice is no list of every bucket, whatever its sums
+            let mut twice = fresh.clone();
+            twice[5] = Lease {
+                bucket: twice[4].bucket,
+                epoch: twice[5].epoch,
+            };
+            let scan = db.begin().await.unwrap();
+            assert!(!holds_every(&scan, "a", &twice).await.unwrap(), "{b:?}");
+            assert!(holds_every(&scan, "a", &fresh).await.unwrap(), "{b:?}");
+            scan.rollback().await.unwrap();
             now_held[3].epoch -= 1;
             let scan = db.begin().await.unwrap();
             assert!(!fence(&scan, "a", &now_held).await.unwrap(), "{b:?}");
