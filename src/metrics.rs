@@ -91,6 +91,8 @@ struct Inner {
     workflow_transitions: AtomicU64,
     /// Looks of the workflow actor for finished node runs.
     workflow_looks: AtomicU64,
+    /// Looks of the workflow actor for due scheduled workflows.
+    workflow_schedule_looks: AtomicU64,
     /// Fires in doubt settled: [received, resent, failed, dropped].
     in_doubt: [AtomicU64; 4],
     lateness: Histogram,
@@ -120,6 +122,7 @@ impl Default for Metrics {
             workflow_ended: [AtomicU64::new(0), AtomicU64::new(0)],
             workflow_transitions: AtomicU64::new(0),
             workflow_looks: AtomicU64::new(0),
+            workflow_schedule_looks: AtomicU64::new(0),
             lateness: Histogram::new(&LATENESS_BOUNDS),
             dispatch: Histogram::new(&DISPATCH_BOUNDS),
             scan: Histogram::new(&SCAN_BOUNDS),
@@ -264,6 +267,18 @@ impl Metrics {
         self.0.workflow_looks.load(Ordering::Relaxed)
     }
 
+    /// Counts a look of the workflow actor for due scheduled workflows.
+    pub(crate) fn workflow_schedule_looked(&self) {
+        self.0
+            .workflow_schedule_looks
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times the workflow actor looked for due scheduled workflows.
+    pub fn workflow_schedule_looks(&self) -> u64 {
+        self.0.workflow_schedule_looks.load(Ordering::Relaxed)
+    }
+
     /// Counts what a round of settling fires in doubt decided.
     pub(crate) fn settled(&self, s: &crate::actors::settle::Settled) {
         for (i, n) in [s.received, s.resent, s.failed, s.dropped]
@@ -365,6 +380,12 @@ impl Metrics {
             "xjob_workflow_result_looks_total",
             "Looks of the workflow actor for finished node runs (every 200 ms while runs move, once a second when idle).",
             i.workflow_looks.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "xjob_workflow_schedule_looks_total",
+            "Looks of the workflow actor for due scheduled workflows (at the next fire it saw, and once a second).",
+            i.workflow_schedule_looks.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

@@ -1226,3 +1226,74 @@ fn the_workflow_actor_looks_at_every_poll_while_runs_move_and_once_a_second_when
         app.close().await;
     });
 }
+
+/// Scheduled workflows are looked for once a second and at the next fire a look saw, not at
+/// every 200 ms poll, so an idle node asks its database once a second; a schedule made on the
+/// node is looked for at its next poll, and a fire starts within a poll of its time
+/// (`src/actors/workflow.rs`; the counter is `xjob_workflow_schedule_looks_total`).
+#[test]
+fn scheduled_workflows_are_looked_for_at_their_time_and_once_a_second() {
+    use sea_orm::EntityTrait;
+    run_paused(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let app = TestApp::start_in(dir.path(), T0, |_| {}).await;
+        let (engine, g) = (app.engine.clone(), app.group);
+        let ok = app
+            .job(JobSpec::cron(g, "ok", "0 0 3 * * ?", "demoJobHandler"))
+            .await;
+        let looks = || engine.metrics().workflow_schedule_looks();
+        app.advance(2_000).await;
+        let before = looks();
+        app.advance(10_000).await;
+        let n = looks() - before;
+        // once a second, and at the recovery pass (every 5 s) when it falls between
+        assert!((10..=12).contains(&n), "{n} looks in 10 s idle");
+        for k in 0..2 {
+            // just after a look (the next is a second away), a schedule is made
+            let before = looks();
+            for _ in 0..30 {
+                if looks() > before {
+                    break;
+                }
+                app.advance(100).await;
+            }
+            assert!(looks() > before, "no look in 3 s");
+            let mut input = workflow(
+                g,
+                &format!("every 30 s ({k})"),
+                json!({ "nodes": [{ "key": "a", "type": "JOB", "jobId": ok }], "edges": [] }),
+            );
+            input.schedule_type = Some("FIX_RATE".into());
+            input.schedule_conf = Some("30".into());
+            input.enabled = Some(true);
+            let w = engine.add_workflow(input).await.unwrap();
+            let before = looks();
+            app.advance(300).await;
+            assert!(
+                looks() > before,
+                "workflow {k}: not looked for in the 300 ms after its schedule was made"
+            );
+            let due = entity::xjob_workflow::Entity::find_by_id(w.id)
+                .one(engine.db())
+                .await
+                .unwrap()
+                .unwrap()
+                .trigger_next_time;
+            let left = due - engine.clock().now_ms();
+            assert!(left > 1_000, "{left} ms to the first fire");
+            app.advance(left - 100).await;
+            assert!(
+                runs_of(&app, w.id).await.is_empty(),
+                "workflow {k} fired early"
+            );
+            app.advance(350).await;
+            let runs = runs_of(&app, w.id).await;
+            assert_eq!(
+                runs.len(),
+                1,
+                "workflow {k} not fired within 250 ms of its time"
+            );
+        }
+        app.close().await;
+    });
+}

@@ -8,7 +8,9 @@
 //! active (for [`ACTIVE_FOR_MS`] after it moved or sent runs, started one or was asked to apply
 //! runs) and once a second otherwise ([`looks_for_results`]): an idle node then costs the
 //! database one look a second instead of five, and the node that moved a run on looks at the
-//! pace of its runs. Every [`RECOVER_MS`] (and at start) it recovers what a
+//! pace of its runs. Scheduled workflows are looked for when the last look saw the next one
+//! due, and at least once a second (a schedule changed on this node is looked for at the next
+//! poll: [`SchedulesChanged`]). Every [`RECOVER_MS`] (and at start) it recovers what a
 //! stopped node left: pending rows nobody claimed (recorded by earlier releases) are claimed
 //! and dispatched; rows claimed by a node that died before or while sending them are in doubt,
 //! and the settle actor (`actors::settle`, docs/architecture.md
@@ -69,6 +71,12 @@ pub(crate) struct StartRun {
 #[rtype(result = "()")]
 pub(crate) struct PollNow;
 
+/// A workflow's schedule was created, changed, started or stopped on this node: the next poll
+/// looks for due scheduled workflows, whenever the last look expected the next one.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct SchedulesChanged;
+
 /// Node runs were sent outside the actor (a run started again, a node marked): their results
 /// are looked for at every poll for a while.
 #[derive(Message, Debug)]
@@ -109,6 +117,12 @@ pub(crate) struct WorkflowActor {
     polls: u64,
     /// Until when (epoch ms) results are looked for at every poll ([`looks_for_results`]).
     active_until_ms: i64,
+    /// When the next look for due scheduled workflows is (epoch ms): the next fire the last
+    /// look saw, or a second after it (schedules changed on other nodes are seen then).
+    schedules_due_ms: i64,
+    /// Schedule changes told ([`SchedulesChanged`]): a look that began before one does not
+    /// put the next look off.
+    schedule_changes: u64,
     /// When the last recovery pass ran (epoch ms).
     recovered_ms: i64,
     busy: bool,
@@ -161,6 +175,8 @@ impl WorkflowActor {
             started_ms,
             polls: 0,
             active_until_ms: 0,
+            schedules_due_ms: 0,
+            schedule_changes: 0,
             recovered_ms: 0,
             busy: false,
             stopped: false,
@@ -198,6 +214,8 @@ impl WorkflowActor {
             self.recovered_ms = now;
         }
         let look = recover || looks_for_results(now, self.active_until_ms, self.polls);
+        let due_look = recover || now >= self.schedules_due_ms;
+        let changes = self.schedule_changes;
         self.polls += 1;
         let (db, runs, pool, clock, out, r) = (
             self.db.clone(),
@@ -221,13 +239,19 @@ impl WorkflowActor {
                 };
                 recover_pass(&db, &runs, &pool, pending_before, now).await?;
             }
-            // scheduled workflows due now
-            let ch = runs
-                .fire_due(&db, clock.now_ms(), r.misfire_ms, r.time_zone)
-                .await?;
-            let mut worked = !ch.dispatch.is_empty();
-            out.done(&ch);
-            dispatch(&db, &runs, &pool, ch).await;
+            // scheduled workflows due now, when one may be
+            let mut worked = false;
+            let mut next_due = None;
+            if due_look {
+                out.metrics.workflow_schedule_looked();
+                let (ch, next) = runs
+                    .fire_due(&db, clock.now_ms(), r.misfire_ms, r.time_zone)
+                    .await?;
+                next_due = Some(next);
+                worked = !ch.dispatch.is_empty();
+                out.done(&ch);
+                dispatch(&db, &runs, &pool, ch).await;
+            }
             if look {
                 out.metrics.workflow_looked();
                 loop {
@@ -249,18 +273,23 @@ impl WorkflowActor {
                     }
                 }
             }
-            Ok::<_, crate::Error>(worked)
+            Ok::<_, crate::Error>((worked, next_due))
         };
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             drop(guard);
             act.busy = false;
+            if let Ok((_, Some(next))) = res
+                && act.schedule_changes == changes
+            {
+                act.schedules_due_ms = next;
+            }
             match res {
                 // a pass that moved runs on looks again soon: their next results are near
-                Ok(true) => {
+                Ok((true, _)) => {
                     act.touch();
                     ctx.run_later(FOLLOW_UP, |a, ctx| a.poll(ctx));
                 }
-                Ok(false) => {}
+                Ok((false, _)) => {}
                 Err(e) => tracing::warn!(error = %e, "workflow pass failed; the next one retries"),
             }
         }));
@@ -541,6 +570,15 @@ impl Handler<PollNow> for WorkflowActor {
     fn handle(&mut self, _: PollNow, ctx: &mut Self::Context) {
         self.touch();
         self.poll(ctx);
+    }
+}
+
+impl Handler<SchedulesChanged> for WorkflowActor {
+    type Result = ();
+
+    fn handle(&mut self, _: SchedulesChanged, _ctx: &mut Self::Context) {
+        self.schedule_changes += 1;
+        self.schedules_due_ms = 0;
     }
 }
 

@@ -488,6 +488,7 @@ impl Console {
             },
         )
         .await?;
+        self.engine.workflow_schedules_changed();
         self.audit(
             who,
             "workflow.create",
@@ -545,6 +546,7 @@ impl Console {
             expected,
         )
         .await?;
+        self.engine.workflow_schedules_changed();
         self.audit(
             who,
             "workflow.update",
@@ -621,6 +623,7 @@ impl Console {
         };
         let sc = self.scheduling(&input, Some(&w))?;
         workflows::set_schedule(self.db(), id, sc.trigger_status, sc.trigger_next_time).await?;
+        self.engine.workflow_schedules_changed();
         self.audit(
             who,
             if on {

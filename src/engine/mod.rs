@@ -35,7 +35,9 @@ use crate::actors::ring::{DispatchDue, DrainRing, GetRingSize, RingActor};
 use crate::actors::scan::{ScanActor, ScanNow, ScanReport, StopScan};
 use crate::actors::settle::SettleActor;
 use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPool};
-use crate::actors::workflow::{Awake, PollNow, StartRun, StopWorkflows, WorkflowActor};
+use crate::actors::workflow::{
+    Awake, PollNow, SchedulesChanged, StartRun, StopWorkflows, WorkflowActor,
+};
 use crate::alarm::{Alarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -468,6 +470,13 @@ impl Engine {
         crate::actors::workflow::dispatch(&self.db, &self.runs, &self.pool, ch).await;
         self.workflows.do_send(Awake);
         Ok(())
+    }
+
+    /// A workflow's schedule was created, changed, started or stopped: the workflow actor looks
+    /// for due scheduled workflows at its next poll (it otherwise looks at the next fire it
+    /// saw, and once a second).
+    pub(crate) fn workflow_schedules_changed(&self) {
+        self.workflows.do_send(SchedulesChanged);
     }
 
     /// Applies the workflow node results written so far now (the actor does every 200 ms while

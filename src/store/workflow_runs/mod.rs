@@ -56,6 +56,9 @@ const APPLY_LANES: usize = 2;
 pub(crate) const MAX_DEPTH: i16 = 8;
 /// Most attempts of one node (its job's fail retries + 1, capped).
 const MAX_ATTEMPTS: i32 = 10;
+/// How far ahead (ms) a look for due scheduled workflows reads: the workflow actor looks
+/// again at the next fire it saw, or this much later when it saw none ([`Runs::fire_due`]).
+pub(crate) const SCHEDULE_AHEAD_MS: i64 = 1_000;
 /// Longest message kept on a node run or run.
 const MESSAGE_MAX: usize = 1000;
 
@@ -1050,28 +1053,42 @@ impl Runs {
     /// Fires the workflows whose schedule is due at `now`: each fire's next time moves on in
     /// the transaction that starts (or queues) its run, only if no other node moved it first —
     /// so each fire starts one run in a cluster. A fire later than `misfire_ms` follows the
-    /// workflow's misfire strategy.
+    /// workflow's misfire strategy. Answers what the fires changed, and when (epoch ms) the next
+    /// fire known is due: the same read looks [`SCHEDULE_AHEAD_MS`] ahead, a fire's own next
+    /// time counts, and it answers that far ahead when it saw none (`now` when it read as many
+    /// due ones as it fires at once).
     pub(crate) async fn fire_due(
         &self,
         db: &DatabaseConnection,
         now: i64,
         misfire_ms: i64,
         tz: chrono_tz::Tz,
-    ) -> Result<Changes> {
+    ) -> Result<(Changes, i64)> {
         use crate::model::ScheduleType;
         use crate::schedule::Schedule;
         use entity::xjob_workflow as wf;
-        let due = wf::Entity::find()
+        const AT_ONCE: u64 = 100;
+        let read = wf::Entity::find()
             .filter(wf::Column::TriggerStatus.eq(1))
             .filter(wf::Column::TriggerNextTime.gt(0))
-            .filter(wf::Column::TriggerNextTime.lte(now))
+            .filter(wf::Column::TriggerNextTime.lte(now + SCHEDULE_AHEAD_MS))
             .order_by_asc(wf::Column::TriggerNextTime)
-            .limit(100)
+            .limit(AT_ONCE)
             .all(db)
             .await?;
+        // when to look again
+        let mut again = now + SCHEDULE_AHEAD_MS;
+        if read.len() as u64 == AT_ONCE && read.iter().all(|w| w.trigger_next_time <= now) {
+            again = now;
+        }
         let mut ch = Changes::default();
-        for w in due {
+        for w in read {
             let t = w.trigger_next_time;
+            if t > now {
+                // ordered by time: the first not due yet is the next one
+                again = again.min(t);
+                break;
+            }
             let schedule = w
                 .schedule_type
                 .parse::<ScheduleType>()
@@ -1088,6 +1105,8 @@ impl Runs {
                 ),
                 Ok(s) => (true, TriggerType::Cron, s.next_after(t, t)),
             };
+            // (a fire moved on to within the look's reach is looked for then too)
+            again = again.min(next.unwrap_or(i64::MAX));
             let me = self.clone();
             let fired = self
                 .transact(db, async move |tx| {
@@ -1096,7 +1115,7 @@ impl Runs {
                 .await?;
             ch.absorb(fired);
         }
-        Ok(ch)
+        Ok((ch, again))
     }
 
     /// One due fire `t` of workflow `w` in `tx`: moves its next time on to `next` (unless

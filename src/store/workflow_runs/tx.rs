@@ -1041,6 +1041,63 @@ mod tests {
         }
     }
 
+    /// A look for due scheduled workflows fires those due and answers when to look next: the
+    /// next fire it saw within [`SCHEDULE_AHEAD_MS`](crate::store::workflow_runs::SCHEDULE_AHEAD_MS),
+    /// or that far ahead when it saw none (stopped schedules are not seen).
+    #[tokio::test]
+    async fn a_look_for_due_schedules_answers_when_the_next_is_due() {
+        use crate::store::workflow_runs::SCHEDULE_AHEAD_MS as AHEAD;
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::store::tests::file_db(&dir.path().join("w.db")).await;
+        let t0 = 1_800_000_000_000;
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .unwrap();
+        let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+        let def = serde_json::json!({ "nodes": [{ "key": "a", "type": "JOB", "jobId": job }], "edges": [] });
+        let scheduled = |name: &str, on: i16, next: i64| {
+            let mut w = workflow_row(g, name, &def, "PARALLEL", t0);
+            (w.schedule_type, w.schedule_conf) = ("FIX_RATE".into(), Some("10".into()));
+            (w.trigger_status, w.trigger_next_time) = (on, next);
+            w
+        };
+        let runs = Runs::default();
+        let look = |at: i64| {
+            let (db, runs) = (db.clone(), runs.clone());
+            async move {
+                let (ch, next) = runs.fire_due(&db, at, 5_000, chrono_tz::UTC).await.unwrap();
+                (ch.started, next)
+            }
+        };
+        // nothing scheduled: look again a second later
+        assert_eq!(look(t0).await, (0, t0 + AHEAD));
+        let every = [
+            ("later", "10", 1, t0 + 3_000),
+            ("soon", "10", 1, t0 + 1_000),
+            ("off", "10", 0, t0 + 1_000),
+            ("each second", "1", 1, t0 + 6_000),
+        ];
+        for (name, conf, on, next) in every {
+            let mut w = scheduled(name, on, next);
+            w.schedule_conf = Some(conf.into());
+            crate::store::workflows::insert(&db, w).await.unwrap();
+        }
+        // `soon` is seen coming (`off` is stopped, `later` beyond the look)
+        assert_eq!(look(t0 + 100).await, (0, t0 + 1_000));
+        assert_eq!(look(t0 + 999).await, (0, t0 + 1_000));
+        // at its time it starts and moves on 10 s; nothing else within a second
+        assert_eq!(look(t0 + 1_000).await, (1, t0 + 2_000));
+        // `later` is seen from a second before it
+        assert_eq!(look(t0 + 2_000).await, (0, t0 + 3_000));
+        assert_eq!(look(t0 + 3_000).await, (1, t0 + 4_000));
+        // a fire 300 ms late moves on to the next second, which is looked for then
+        assert_eq!(look(t0 + 6_300).await, (1, t0 + 7_000));
+    }
+
     /// On PostgreSQL a start of a `PARALLEL` workflow the node started before is one statement
     /// answered from what that start read, and records what a transaction records; a changed
     /// job or workflow makes it write nothing, and the transaction (which reads them again)
