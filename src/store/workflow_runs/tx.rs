@@ -667,6 +667,18 @@ mod tests {
         out
     }
 
+    /// A group and a job of it (`j`), made at `t0` (ms): their ids.
+    async fn group_and_job(db: &sea_orm::DatabaseConnection, t0: i64) -> (i32, i32) {
+        let now = crate::clock::ms_to_naive(t0);
+        let g = crate::store::groups::insert(db, "app", "App", 0, None, now)
+            .await
+            .unwrap();
+        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
+            .validate(chrono_tz::UTC, now)
+            .unwrap();
+        (g, crate::store::jobs::insert(db, spec).await.unwrap())
+    }
+
     /// A workflow of group `g` with definition `def` and `concurrency`, made at `at` (ms).
     fn workflow_row(
         g: i32,
@@ -727,14 +739,7 @@ mod tests {
         let path = dir.path().join("w.db");
         let db = crate::store::tests::file_db(&path).await;
         let t0 = 1_800_000_000_000;
-        let now = crate::clock::ms_to_naive(t0);
-        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
-            .await
-            .unwrap();
-        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
-            .validate(chrono_tz::UTC, now)
-            .unwrap();
-        let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+        let (g, job) = group_and_job(&db, t0).await;
         let def = serde_json::json!({
             "nodes": [
                 { "key": "a", "type": "JOB", "jobId": job },
@@ -1050,14 +1055,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = crate::store::tests::file_db(&dir.path().join("w.db")).await;
         let t0 = 1_800_000_000_000;
-        let now = crate::clock::ms_to_naive(t0);
-        let g = crate::store::groups::insert(&db, "app", "App", 0, None, now)
-            .await
-            .unwrap();
-        let spec = crate::JobSpec::cron(g, "j", "0 0 3 * * ?", "h")
-            .validate(chrono_tz::UTC, now)
-            .unwrap();
-        let job = crate::store::jobs::insert(&db, spec).await.unwrap();
+        let (g, job) = group_and_job(&db, t0).await;
         let def = serde_json::json!({ "nodes": [{ "key": "a", "type": "JOB", "jobId": job }], "edges": [] });
         let scheduled = |name: &str, on: i16, next: i64| {
             let mut w = workflow_row(g, name, &def, "PARALLEL", t0);
