@@ -31,7 +31,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::model::TriggerType;
-use crate::store::workflow_runs::{Changes, Dispatch, Finished, Runs, StartOne};
+use crate::store::workflow_runs::{Changes, Dispatch, Finished, Runs, SCHEDULE_AHEAD_MS, StartOne};
 use crate::trigger::TriggerRequest;
 
 /// How often results are looked for.
@@ -209,12 +209,12 @@ impl WorkflowActor {
         self.busy = true;
         let first = self.polls == 0;
         let now = self.clock.now_ms();
-        let recover = first || now - self.recovered_ms >= RECOVER_MS;
+        let recover = first || due_by(now, self.recovered_ms + RECOVER_MS, RECOVER_MS);
         if recover {
             self.recovered_ms = now;
         }
         let look = recover || looks_for_results(now, self.active_until_ms, self.polls);
-        let due_look = recover || now >= self.schedules_due_ms;
+        let due_look = recover || due_by(now, self.schedules_due_ms, SCHEDULE_AHEAD_MS);
         let changes = self.schedule_changes;
         self.polls += 1;
         let (db, runs, pool, clock, out, r) = (
@@ -590,6 +590,13 @@ impl Handler<Awake> for WorkflowActor {
     }
 }
 
+/// Whether something set for `at` (epoch ms, never more than `within` ms ahead when it was set)
+/// is due `now`: when `now` reached it, or when it is further ahead than it can be — the clock
+/// was set back, and waiting for it would stop the look for as long as the step.
+fn due_by(now: i64, at: i64, within: i64) -> bool {
+    now >= at || at - now > within
+}
+
 /// Whether the poll numbered `polls` (from 0) at `now` looks for results: every poll until
 /// `active_until` (epoch ms), then one in [`IDLE_LOOK_EVERY`].
 fn looks_for_results(now: i64, active_until: i64, polls: u64) -> bool {
@@ -602,6 +609,25 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// A time set ahead is due once the clock reaches it, never before while the clock
+        /// moves on; if the clock is set back further than it can be ahead, it is due at once.
+        #[test]
+        fn a_time_set_ahead_is_due_when_reached_or_when_the_clock_went_back(
+            set_at in 0i64..1_000_000_000,
+            ahead in 0i64..=5_000,
+            later in 0i64..10_000,
+            back in 0i64..100_000,
+        ) {
+            let at = set_at + ahead;
+            // the clock moving on from when it was set
+            prop_assert_eq!(due_by(set_at + later, at, 5_000), later >= ahead);
+            // the clock set back: due at once only beyond the furthest it could be ahead
+            prop_assert_eq!(
+                due_by(set_at - back, at, 5_000),
+                ahead + back > 5_000 || ahead + back == 0
+            );
+        }
+
         /// While active, every poll looks for results; idle, exactly one poll in any
         /// [`IDLE_LOOK_EVERY`] in a row does (once a second at [`POLL`]'s 200 ms), so a
         /// result is applied within a second of its row being written whatever the state.
