@@ -492,7 +492,8 @@ async fn marked(
     let leases = ownership.leases_of(fires.iter().map(|f| f.job_id));
     let through = fires.iter().map(|f| f.fire_time).max().unwrap_or(0);
     // a node that believes it holds every bucket checks them all at once (`held_of`)
-    let every = (ownership.counts().0 >= leases::BUCKETS as usize).then(|| ownership.held());
+    let held = ownership.held();
+    let every = (held.len() >= leases::BUCKETS as usize).then_some(held);
     let mut ok = None;
     for attempt in 0..3u32 {
         match leases::mark_dispatched(db, node, &leases, through, every.as_deref()).await {
