@@ -130,6 +130,19 @@ pub(crate) trait LeaseStore {
     ) -> impl std::future::Future<Output = Result<Renewal>>;
     /// [`nodes`].
     fn nodes(&self, rescue_after_ms: i64) -> impl std::future::Future<Output = Result<Nodes>>;
+    /// [`renew`], then [`nodes`] ([`renew_and_read`] on a database).
+    fn renew_and_read(
+        &self,
+        node: &str,
+        address: &str,
+        lease_ms: i64,
+        rescue_after_ms: i64,
+    ) -> impl std::future::Future<Output = Result<(Renewal, Nodes)>> {
+        async move {
+            let renewal = self.renew(node, address, lease_ms).await?;
+            Ok((renewal, self.nodes(rescue_after_ms).await?))
+        }
+    }
     /// [`held`].
     fn held(&self, node: &str) -> impl std::future::Future<Output = Result<Vec<Lease>>>;
     /// [`acquire`].
@@ -156,6 +169,15 @@ impl LeaseStore for Sql<'_> {
     }
     async fn nodes(&self, rescue_after_ms: i64) -> Result<Nodes> {
         nodes(self.0, rescue_after_ms).await
+    }
+    async fn renew_and_read(
+        &self,
+        node: &str,
+        address: &str,
+        lease_ms: i64,
+        rescue_after_ms: i64,
+    ) -> Result<(Renewal, Nodes)> {
+        renew_and_read(self.0, node, address, lease_ms, rescue_after_ms).await
     }
     async fn held(&self, node: &str) -> Result<Vec<Lease>> {
         held(self.0, node).await
@@ -328,6 +350,50 @@ pub(crate) async fn renew(
     Ok(Renewal::Rejoined)
 }
 
+/// A lease round's [`renew`] and [`nodes`]: on PostgreSQL one statement while the lease is
+/// valid (the renewal's update in a `WITH`, the nodes read beside it), else the two.
+///
+/// The read sees the rows as they were before the update (a statement's snapshot), which for
+/// the other nodes is what a read just after it would see; this node's row, renewed, is live
+/// whatever its old lease had left by then.
+pub(crate) async fn renew_and_read(
+    db: &DatabaseConnection,
+    node: &str,
+    address: &str,
+    lease_ms: i64,
+    rescue_after_ms: i64,
+) -> Result<(Renewal, Nodes)> {
+    let b = db.get_database_backend();
+    if b == DbBackend::Postgres {
+        let now = db_now_ms(b);
+        let rows = db
+            .query_all_raw(stmt(
+                b,
+                format!(
+                    "WITH r AS (UPDATE xjob_node SET heartbeat_ms = {now}, lease_until_ms = \
+                     {now} + $1 WHERE id = $2 AND lease_until_ms > {now} AND lease_rules = \
+                     {LEASE_RULES} RETURNING id) SELECT id, lease_until_ms - {now} AS left_ms, \
+                     lease_rules, EXISTS (SELECT 1 FROM r) AS renewed FROM xjob_node ORDER BY id"
+                ),
+                vec![lease_ms.into(), node.into()],
+            ))
+            .await?;
+        // (no row at all: this node has none, so none was renewed)
+        let renewed = match rows.first() {
+            Some(r) => r.try_get::<bool>("", "renewed")?,
+            None => false,
+        };
+        if renewed {
+            return Ok((
+                Renewal::Renewed,
+                nodes_of(rows, rescue_after_ms, Some(node))?,
+            ));
+        }
+    }
+    let renewal = renew(db, node, address, lease_ms).await?;
+    Ok((renewal, nodes(db, rescue_after_ms).await?))
+}
+
 /// The live nodes (a valid lease) and those that lapsed recently enough that their buckets may
 /// wait to be rescued ([`Nodes`]), on the database's clock.
 pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Result<Nodes> {
@@ -342,11 +408,26 @@ pub(crate) async fn nodes(c: &impl ConnectionTrait, rescue_after_ms: i64) -> Res
             vec![],
         ))
         .await?;
+    nodes_of(rows, rescue_after_ms, None)
+}
+
+/// [`Nodes`] of the node rows `rows` (`id`, `left_ms`, `lease_rules`, ordered by id);
+/// `renewed` is live whatever its row says.
+fn nodes_of(
+    rows: Vec<sea_orm::QueryResult>,
+    rescue_after_ms: i64,
+    renewed: Option<&str>,
+) -> Result<Nodes> {
     let mut out = Nodes::default();
     for r in rows {
         let id: String = r.try_get("", "id")?;
         let left: i64 = r.try_get("", "left_ms")?;
         let rules: i32 = r.try_get("", "lease_rules")?;
+        let left = if renewed == Some(id.as_str()) {
+            left.max(1)
+        } else {
+            left
+        };
         if left > 0 {
             if rules != LEASE_RULES {
                 out.other_rules.push(id.clone());
