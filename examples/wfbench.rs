@@ -12,7 +12,8 @@
 //!   at once; node runs per second in aggregate.
 //!
 //! Both report wall time, the process's CPU per node run (its idle CPU, measured for 3 s
-//! first, taken out), and (`--baseline`) the CPU per fire of scheduled fires of the same handler
+//! first, taken out), a start's time as its caller waited for it (mean, p50, p90, p99: with one
+//! caller, what bounds the rate), and (`--baseline`) the CPU per fire of scheduled fires of the same handler
 //! (as many jobs as nodes, at most 1,000, each firing every second) — what a node run costs as
 //! a plain fire — so the workflow's own cost per node transition is the difference. Every node
 //! must run exactly once (checked).
@@ -150,6 +151,8 @@ fn main() -> anyhow::Result<()> {
         let (c0, t0) = (cpu_s(), Instant::now());
         let window_from = std::time::SystemTime::now();
         let mut ids = Vec::with_capacity(count * repeat);
+        // how long each start took, as its caller waited for it
+        let mut start_waits: Vec<Duration> = Vec::with_capacity(count * repeat);
         // `--repeat`: the same runs again once they ended, measured together
         for _ in 0..repeat {
             let ended_before = metrics.workflow_counts();
@@ -159,18 +162,22 @@ fn main() -> anyhow::Result<()> {
                 let n = count / clients + usize::from(c < count % clients);
                 async move {
                     let mut ids = Vec::with_capacity(n);
+                    let mut waits = Vec::with_capacity(n);
                     for _ in 0..n {
+                        let asked = Instant::now();
                         ids.push(
                             engine
                                 .trigger_workflow(w.id, TriggerType::Api, None)
                                 .await?,
                         );
+                        waits.push(asked.elapsed());
                     }
-                    Ok::<_, anyhow::Error>(ids)
+                    Ok::<_, anyhow::Error>((ids, waits))
                 }
             });
-            for started in futures::future::try_join_all(starts).await? {
+            for (started, waits) in futures::future::try_join_all(starts).await? {
                 ids.extend(started);
+                start_waits.extend(waits);
             }
             eprintln!(
                 "{count} runs started in {:.3} s",
@@ -209,6 +216,16 @@ fn main() -> anyhow::Result<()> {
             node_runs += ns.len();
         }
         let cpu_us = cpu * 1e6 / node_runs as f64;
+        // a start's time as its caller saw it (ms): with one caller, what bounds the rate
+        start_waits.sort_unstable();
+        let start_ms = |q: f64| {
+            let i = ((start_waits.len() as f64 * q) as usize).min(start_waits.len().max(1) - 1);
+            start_waits
+                .get(i)
+                .map(|d| (d.as_secs_f64() * 1e5).round() / 100.0)
+        };
+        let start_mean_ms =
+            start_waits.iter().sum::<Duration>().as_secs_f64() * 1e3 / start_waits.len() as f64;
         println!(
             "{}",
             json!({
@@ -220,6 +237,9 @@ fn main() -> anyhow::Result<()> {
                 "idle_cpu_pct": (idle_per_s * 1000.0).round() / 10.0,
                 "baseline_cpu_us_per_run": base_us.map(f64::round),
                 "workflow_cpu_us_per_transition": base_us.map(|b| (cpu_us - b).round()),
+                "start_ms_mean": (start_mean_ms * 100.0).round() / 100.0,
+                "start_ms_p50": start_ms(0.5), "start_ms_p90": start_ms(0.9),
+                "start_ms_p99": start_ms(0.99),
             })
         );
         engine.stop(Duration::from_secs(5)).await?;

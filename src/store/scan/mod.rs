@@ -59,6 +59,16 @@ pub struct ScanReport {
 }
 
 impl ScanReport {
+    /// Whether the pass may have written (besides taking buckets over): it read a due job
+    /// (only a due job's schedule is advanced, only its fires are recorded), or recovered or
+    /// skipped a pending fire. A pass on a shared database that wrote nothing needs no fence:
+    /// the fence stops a node that lost a lease from committing writes under it, and makes a
+    /// taker wait for them. Without it an idle pass locks no row, so its commit flushes no
+    /// write-ahead log of its own (two statements and a flush a second fewer on an idle node).
+    pub(super) fn wrote(&self) -> bool {
+        self.jobs > 0 || self.recovered > 0 || self.misfired > 0
+    }
+
     pub(super) fn add(&mut self, o: &ScanReport) {
         self.jobs += o.jobs;
         self.fires += o.fires;

@@ -85,7 +85,7 @@ async fn transaction(
     };
     let recorded = record_due(&txn, &of, cache, &mut report).await?;
     to_ring.extend(recorded);
-    if !set.all && !wrote_nothing(set, &to_ring, &report) {
+    if !set.all && (report.wrote() || !set.takeovers.is_empty()) {
         let mut all: Vec<Lease> = set.leases.clone();
         all.extend(set.takeovers.iter().map(|(l, _)| *l));
         all.sort();
@@ -98,20 +98,6 @@ async fn transaction(
     txn.commit().await?;
     report.fires = to_ring.len();
     Ok((to_ring, report))
-}
-
-/// Whether a pass wrote nothing: it took no bucket over, recovered no fire and read no due job
-/// (only a due job's schedule is advanced, only a fire read or planned is recorded). Such a
-/// pass needs no fence: the fence stops a node that lost a lease from committing writes under
-/// it, and makes a taker wait for them. Without it an idle pass locks no row, so its
-/// transaction commits without a write-ahead-log flush of its own (two statements and a flush
-/// a second fewer on an idle node).
-fn wrote_nothing(set: &ScanSet, to_ring: &[Fire], report: &ScanReport) -> bool {
-    set.takeovers.is_empty()
-        && to_ring.is_empty()
-        && report.jobs == 0
-        && report.recovered == 0
-        && report.misfired == 0
 }
 
 /// Takes over the fires the previous holders of buckets just taken recorded: those at or
