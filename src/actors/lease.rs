@@ -650,15 +650,8 @@ mod tests {
     #[tokio::test]
     async fn a_round_renews_every_lease_with_one_update_of_the_nodes_row() {
         use sea_orm::{ConnectionTrait, DbBackend, Statement};
-        use std::sync::{Arc, Mutex};
-        for mut db in crate::store::tests::every_backend().await {
+        for (db, seen) in crate::store::tests::servers_recording().await {
             let b = db.get_database_backend();
-            if b == DbBackend::Sqlite {
-                continue;
-            }
-            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-            let sink = seen.clone();
-            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
             let (ownership, metrics) = (Ownership::leased(), Metrics::default());
             let of = RoundOf {
                 node: "n1",

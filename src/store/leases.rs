@@ -875,15 +875,8 @@ mod tests {
     /// not marked (not answered). Marking writes the node's row alone, never a bucket's.
     #[tokio::test]
     async fn a_dispatch_mark_reaches_the_next_holder_of_each_bucket() {
-        use std::sync::{Arc, Mutex};
-        for mut db in crate::store::tests::every_backend().await {
+        for (db, seen) in crate::store::tests::servers_recording().await {
             let b = db.get_database_backend();
-            if b == DbBackend::Sqlite {
-                continue;
-            }
-            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-            let sink = seen.clone();
-            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
             let taken_by = |node: &'static str, n: usize| {
                 let db = db.clone();
                 async move {
@@ -1042,7 +1035,6 @@ mod tests {
     /// epoch, nor a bucket no longer in its name, as the leases are when the fence reads them.
     #[tokio::test]
     async fn a_node_holding_every_bucket_checks_them_without_a_list() {
-        use std::sync::{Arc, Mutex};
         for mut db in crate::store::tests::every_backend().await {
             let b = db.get_database_backend();
             if b == DbBackend::Sqlite {
@@ -1057,9 +1049,7 @@ mod tests {
                 .collect();
             all.sort();
             assert_eq!(all.len(), BUCKETS as usize, "{b:?}");
-            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-            let sink = seen.clone();
-            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
+            let seen = crate::store::tests::recording(&mut db);
             let scan = db.begin().await.unwrap();
             assert!(fence(&scan, "a", &all).await.unwrap(), "{b:?}");
             scan.rollback().await.unwrap();

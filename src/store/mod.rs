@@ -222,6 +222,30 @@ pub(crate) mod tests {
     use super::*;
     use sea_orm::DbBackend;
 
+    /// The SQL of the statements a connection ran since [`recording`] began to record them.
+    pub(crate) type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+    /// Records the SQL of every statement `db` runs from now on.
+    pub(crate) fn recording(db: &mut DatabaseConnection) -> Seen {
+        let seen = Seen::default();
+        let sink = seen.clone();
+        db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
+        seen
+    }
+
+    /// The fresh PostgreSQL and MySQL/MariaDB databases of [`every_backend`] (none where their
+    /// URLs are unset), each recording its statements ([`recording`]).
+    pub(crate) async fn servers_recording() -> Vec<(DatabaseConnection, Seen)> {
+        let mut out = Vec::new();
+        for mut db in every_backend().await {
+            if db.get_database_backend() != DbBackend::Sqlite {
+                let seen = recording(&mut db);
+                out.push((db, seen));
+            }
+        }
+        out
+    }
+
     /// A migrated in-memory SQLite database.
     pub(crate) async fn memory_db() -> DatabaseConnection {
         let cfg = DatabaseConfig {

@@ -277,7 +277,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    use sea_orm::{ConnectionTrait, Statement};
 
     use super::*;
     use crate::clock::Clock;
@@ -290,14 +290,8 @@ mod tests {
     /// over, or records a due job's fire, fences its leases before it commits.
     #[tokio::test]
     async fn only_a_pass_that_writes_fences_its_leases() {
-        for mut db in crate::store::tests::every_backend().await {
+        for (db, seen) in crate::store::tests::servers_recording().await {
             let b = db.get_database_backend();
-            if b == DbBackend::Sqlite {
-                continue;
-            }
-            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-            let sink = seen.clone();
-            db.set_metric_callback(move |i| sink.lock().unwrap().push(i.statement.sql.clone()));
             leases::renew(&db, "n1", "http://n1/", 60_000)
                 .await
                 .unwrap();
