@@ -44,8 +44,10 @@ const ACTIVE_FOR_MS: i64 = 30_000;
 const IDLE_LOOK_EVERY: u64 = 5;
 /// Time between two recovery passes, ms.
 const RECOVER_MS: i64 = 5_000;
-/// Most run-row results one transaction applies.
+/// Most run-row results one pass reads and applies.
 const BATCH: u64 = 1000;
+// a full pass is split into lanes
+const _: () = assert!(crate::store::workflow_runs::LANES_FROM as u64 <= BATCH);
 
 /// Most starts recorded in one transaction.
 const MAX_STARTS: usize = 256;
@@ -356,7 +358,7 @@ async fn apply_in_lanes(
     items: Vec<Finished>,
     now: i64,
 ) -> (Changes, Option<crate::Error>) {
-    let lanes = runs.lanes(db);
+    let lanes = runs.lanes(db, items.len());
     let mut parts: Vec<Vec<Finished>> = (0..lanes).map(|_| Vec::new()).collect();
     for f in items {
         parts[f.run_id.rem_euclid(lanes as i64) as usize].push(f);

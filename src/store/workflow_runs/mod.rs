@@ -50,8 +50,15 @@ pub(crate) const MAX_CONTEXT: usize = 64 * 1024;
 /// again before its error is answered.
 const RACES: u32 = 3;
 /// Transactions a pass of results is applied in at once on a database server (each over its
-/// own runs).
+/// own runs), when it has at least [`LANES_FROM`] results.
 const APPLY_LANES: usize = 2;
+/// Fewest results a pass splits into [`APPLY_LANES`] transactions. A lane costs a transaction's
+/// fixed work (its locks and reads, the pass's statements, a commit that waits for the log's
+/// flush): below this a pass is applied in one. One caller starting runs one after another
+/// makes passes of tens to hundreds of results, where two lanes cost the server 10–15 % more
+/// per node run (BENCHMARKS.md, History, 2026-12-04); many callers make full passes
+/// (`BATCH`, 1,000), which two lanes apply on two of the server's cores.
+pub(crate) const LANES_FROM: usize = 500;
 /// Deepest nesting of workflow nodes a run follows (a deeper one fails its node).
 pub(crate) const MAX_DEPTH: i16 = 8;
 /// Most attempts of one node (its job's fail retries + 1, capped).
@@ -665,10 +672,13 @@ impl Runs {
         Ok(out)
     }
 
-    /// How many transactions a pass of results is applied in at once: one on SQLite (one
-    /// writer), [`APPLY_LANES`] on a database server.
-    pub(crate) fn lanes(&self, db: &DatabaseConnection) -> usize {
-        if self.file.is_some() || db.get_database_backend() == sea_orm::DbBackend::Sqlite {
+    /// How many transactions a pass of `results` is applied in at once: one on SQLite (one
+    /// writer) and for a pass of fewer than [`LANES_FROM`] results, [`APPLY_LANES`] otherwise.
+    pub(crate) fn lanes(&self, db: &DatabaseConnection, results: usize) -> usize {
+        if self.file.is_some()
+            || db.get_database_backend() == sea_orm::DbBackend::Sqlite
+            || results < LANES_FROM
+        {
             1
         } else {
             APPLY_LANES
@@ -2342,6 +2352,33 @@ pub(crate) async fn any_running(c: &impl ConnectionTrait, id: i32) -> Result<boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pass of results is split into lanes only on a database server, and only when it is
+    /// large: a small one pays one transaction's fixed work, not [`APPLY_LANES`].
+    #[tokio::test]
+    async fn only_a_large_pass_on_a_database_server_is_applied_in_lanes() {
+        let runs = Runs {
+            compiled: Arc::default(),
+            file: None,
+            ids: Arc::default(),
+            plans: Arc::default(),
+        };
+        for db in crate::store::tests::every_backend().await {
+            let b = db.get_database_backend();
+            for small in [0, 1, 200, LANES_FROM - 1] {
+                assert_eq!(runs.lanes(&db, small), 1, "{b:?}: {small} results");
+            }
+            let lanes = if b == sea_orm::DbBackend::Sqlite {
+                1
+            } else {
+                APPLY_LANES
+            };
+            for large in [LANES_FROM, 1_000] {
+                assert_eq!(runs.lanes(&db, large), lanes, "{b:?}: {large} results");
+            }
+            db.close().await.unwrap();
+        }
+    }
 
     /// Params become the context: an object as is, anything else under `params`; too large is
     /// refused.
