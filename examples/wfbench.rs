@@ -5,7 +5,9 @@
 //! `-- --shape many --runs 2000 --nodes 5`; `--repeat K` runs the shape K times one after
 //! another and measures them together; `--database URL` uses that (empty) database instead of
 //! a temporary SQLite file; `--clients C` starts the runs from C callers at once (default one,
-//! each start awaited before the next).
+//! each start awaited before the next). The callers run on a thread of their own, as the REST
+//! API's callers do (its workers are threads apart from the engine's); `--callers-on-engine`
+//! runs them on the engine's thread instead (how this bench measured until 2026-12-04).
 //! - `wide`: one workflow of N nodes: a start node, then stages of F nodes in parallel each
 //!   joined by one node (fan-out F then fan-in), until N nodes.
 //! - `many`: R runs of a small workflow of N nodes (a start, N-2 in parallel, a join) started
@@ -71,6 +73,7 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(clients >= 1, "--clients is at least 1");
     let database = arg(&args, "--database");
     let baseline = args.iter().any(|a| a == "--baseline");
+    let callers_on_engine = args.iter().any(|a| a == "--callers-on-engine");
     let dir = tempfile::tempdir()?;
     let mut cfg = Config::default();
     cfg.database.url = database
@@ -175,7 +178,25 @@ fn main() -> anyhow::Result<()> {
                     Ok::<_, anyhow::Error>((ids, waits))
                 }
             });
-            for (started, waits) in futures::future::try_join_all(starts).await? {
+            let all = futures::future::try_join_all(starts);
+            let joined = if callers_on_engine {
+                all.await?
+            } else {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                std::thread::Builder::new()
+                    .name("wfbench-callers".into())
+                    .spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build();
+                        let out = rt
+                            .map_err(anyhow::Error::from)
+                            .and_then(|rt| rt.block_on(all));
+                        let _ = tx.send(out);
+                    })?;
+                rx.await??
+            };
+            for (started, waits) in joined {
                 ids.extend(started);
                 start_waits.extend(waits);
             }
@@ -231,6 +252,7 @@ fn main() -> anyhow::Result<()> {
             json!({
                 "bench": "workflow", "shape": shape, "runs": ids.len(), "nodes_per_run": n_nodes,
                 "clients": clients,
+                "callers_thread": if callers_on_engine { "engine" } else { "own" },
                 "node_runs": node_runs, "wall_s": (wall * 1000.0).round() / 1000.0,
                 "node_runs_per_sec": (node_runs as f64 / wall).round(),
                 "cpu_us_per_node_run": cpu_us.round(),

@@ -10,3 +10,4 @@ pub(crate) mod scan;
 pub(crate) mod settle;
 pub(crate) mod trigger_pool;
 pub(crate) mod workflow;
+pub(crate) mod workflow_starts;

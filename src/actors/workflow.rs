@@ -50,7 +50,7 @@ const BATCH: u64 = 1000;
 const _: () = assert!(crate::store::workflow_runs::LANES_FROM as u64 <= BATCH);
 
 /// Most starts recorded in one transaction.
-const MAX_STARTS: usize = 256;
+pub(crate) const MAX_STARTS: usize = 256;
 
 /// Most batches of started runs being claimed and sent at once; beyond that the next batch of
 /// starts waits (dispatch is not outrun without bound).
@@ -66,6 +66,17 @@ pub(crate) struct StartRun {
     pub(crate) trigger_type: TriggerType,
     /// The trigger's params (the run's first context).
     pub(crate) params: Option<String>,
+}
+
+/// Runs started by the start lane (`actors::workflow_starts`), answered already: their
+/// changes are counted and their node runs sent, holding `permit` (one of [`DISPATCHES`])
+/// and `activity` until sent.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Started {
+    pub(crate) ch: Changes,
+    pub(crate) permit: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) activity: crate::activity::ActivityGuard,
 }
 
 /// Applies the results there are now (tests, and a node that just wrote some).
@@ -186,6 +197,11 @@ impl WorkflowActor {
             starting: false,
             dispatching: std::sync::Arc::new(tokio::sync::Semaphore::new(DISPATCHES)),
         }
+    }
+
+    /// The batches of started runs being sent: a start lane's batches count among them.
+    pub(crate) fn dispatching(&self) -> std::sync::Arc<tokio::sync::Semaphore> {
+        self.dispatching.clone()
     }
 
     fn outlet(&self) -> Outlet {
@@ -496,6 +512,28 @@ impl Handler<StartRun> for WorkflowActor {
             rx.await
                 .map_err(|_| crate::Error::Stopped("workflow starts"))?
         })
+    }
+}
+
+impl Handler<Started> for WorkflowActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Started, _ctx: &mut Self::Context) {
+        let Started {
+            ch,
+            permit,
+            activity,
+        } = msg;
+        self.touch();
+        self.outlet().done(&ch);
+        if ch.dispatch.is_empty() {
+            return;
+        }
+        let (db, runs, pool) = (self.db.clone(), self.runs.clone(), self.pool.clone());
+        actix::spawn(async move {
+            dispatch(&db, &runs, &pool, ch).await;
+            drop((permit, activity));
+        });
     }
 }
 

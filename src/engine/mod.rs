@@ -38,6 +38,7 @@ use crate::actors::trigger_pool::{GetPoolStats, PoolStats, TriggerJob, TriggerPo
 use crate::actors::workflow::{
     Awake, PollNow, SchedulesChanged, StartRun, StopWorkflows, WorkflowActor,
 };
+use crate::actors::workflow_starts::StartLane;
 use crate::alarm::{Alarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -49,6 +50,7 @@ use crate::metrics::{Gauges, Metrics};
 use crate::model::TriggerType;
 use crate::model::wire::SUCCESS_CODE;
 use crate::store::scan::ScanStore;
+use crate::store::workflow_runs::StartOne;
 
 use crate::schedule::Schedule;
 use crate::store::writer::LogWriter;
@@ -119,6 +121,8 @@ pub struct Engine {
     leases: Option<Addr<LeaseActor>>,
     /// Runs workflows.
     workflows: Addr<WorkflowActor>,
+    /// Records workflow starts asked of the engine, on a database server.
+    start_lane: Option<StartLane>,
     /// The workflow runs' store (shared with the workflow actor).
     runs: crate::store::workflow_runs::Runs,
     /// Failed access-token checks on the admin API, per client address.
@@ -396,14 +400,26 @@ impl Engine {
 
     /// Starts a run of workflow `workflow_id`'s current version (`trigger_type` MANUAL, API or
     /// CRON) with `params` as its first context (a JSON object; other text goes under
-    /// `params`); answers the run's id. Its start nodes are recorded and dispatched before this
-    /// answers.
+    /// `params`); answers the run's id once the run and its start nodes' run rows are
+    /// committed (claimed by this node; they are sent right after). On PostgreSQL and
+    /// MySQL/MariaDB the start is recorded by the start lane, a thread of its own
+    /// (`actors/workflow_starts.rs`), so callers on other threads do not wait for the
+    /// engine's.
     pub async fn trigger_workflow(
         &self,
         workflow_id: i32,
         trigger_type: TriggerType,
         params: Option<String>,
     ) -> Result<i64> {
+        if let Some(lane) = &self.start_lane {
+            return lane
+                .start_run(StartOne {
+                    workflow_id,
+                    trigger_type,
+                    params,
+                })
+                .await;
+        }
         self.workflows
             .send(StartRun {
                 workflow_id,

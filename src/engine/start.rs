@@ -22,6 +22,7 @@ use crate::actors::scan::{Recovery, ScanActor, ScanWiring};
 use crate::actors::settle::SettleActor;
 use crate::actors::trigger_pool::{Backlog, TriggerPool, TriggerPoolWiring};
 use crate::actors::workflow::{WorkflowActor, WorkflowWiring};
+use crate::actors::workflow_starts::{LaneWiring, StartLane};
 use crate::alarm::{Alarm, EmailAlarm, WebhookAlarm, WebhookPolicy};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -92,6 +93,7 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
         alarms: extra_alarms,
     } = b;
     let complete_ctx = Context::<CompleteActor>::new();
+    let connected_itself = db.is_none();
     let base = open(config, clock, db, complete_ctx.address()).await?;
     let mut exec = executors(&base, handlers, remote, http, log_dir).await?;
     let registry = registry(&base, exec.local_address.as_deref()).await?;
@@ -107,7 +109,21 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
         base.activity.clone(),
     ));
     let runs = Runs::new(&base.writer);
-    let workflows = workflows(&base, &runs, &dispatch, alarms);
+    let (workflows, dispatching) = workflows(&base, &runs, &dispatch, alarms);
+    let start_lane = match StartLane::wanted(&base.cfg.database, &base.clock, connected_itself) {
+        true => Some(
+            StartLane::start(LaneWiring {
+                database: base.cfg.database.clone(),
+                runs: runs.clone(),
+                clock: base.clock.clone(),
+                activity: base.activity.clone(),
+                workflows: workflows.clone(),
+                dispatching,
+            })
+            .await?,
+        ),
+        false => None,
+    };
     let log_report = supervised(LogReport::new(
         base.db.clone(),
         base.clock.clone(),
@@ -150,6 +166,7 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
         scan_store: base.scan_store,
         leases,
         workflows,
+        start_lane,
         runs,
     })
 }
@@ -422,15 +439,15 @@ fn alarms(
     Ok(Arc::new(alarms))
 }
 
-/// The workflow actor (starts, moves and recovers workflow runs).
+/// The workflow actor (starts, moves and recovers workflow runs), and its dispatch permits.
 fn workflows(
     base: &Base,
     runs: &Runs,
     dispatch: &Dispatch,
     alarms: Arc<Vec<Box<dyn Alarm>>>,
-) -> Addr<WorkflowActor> {
+) -> (Addr<WorkflowActor>, Arc<tokio::sync::Semaphore>) {
     let s = &base.cfg.scheduler;
-    supervised(WorkflowActor::new(WorkflowWiring {
+    let actor = WorkflowActor::new(WorkflowWiring {
         db: base.db.clone(),
         runs: runs.clone(),
         pool: dispatch.pool.clone(),
@@ -444,7 +461,9 @@ fn workflows(
             misfire_ms: s.misfire_threshold_ms,
             time_zone: base.cfg.time_zone(),
         },
-    }))
+    });
+    let dispatching = actor.dispatching();
+    (supervised(actor), dispatching)
 }
 
 /// The scan. On one node what an earlier run left is recovered by its first pass only (later

@@ -1,0 +1,208 @@
+//! The start lane: workflow runs started from outside the engine (`Engine::trigger_workflow`:
+//! the REST API, the console, a program embedding the engine) on a database server are
+//! recorded and answered on a thread of their own, with a connection pool of its own.
+//!
+//! Why: everything else the engine does (dispatching, the in-process executor, the results'
+//! writer, the workflow passes) runs on the engine's thread, and a pooled connection's socket is
+//! read by the runtime that opened it. A start's statement sent from there waits for that
+//! thread twice, once to go out and once for its answer to be read, and with runs moving it
+//! is rarely free: with one caller on PostgreSQL (`wfbench --shape many`), a start's statement
+//! took 0.75–0.79 ms on average from the engine's thread and 0.53–0.60 ms from a thread of its
+//! own (BENCHMARKS.md, 2026-12-04). The lane keeps what the workflow actor's starts promise:
+//! starts asked while a batch is being recorded are recorded together (at most
+//! [`MAX_STARTS`]), each is answered once its batch committed, and the next batch waits while
+//! [`DISPATCHES`](super::workflow) batches of started runs are being sent; the workflow actor
+//! counts and sends them ([`Started`]).
+//!
+//! Only on PostgreSQL and MySQL/MariaDB with the system clock and a database the engine
+//! connected to itself (a pool handed to the builder, or an in-memory SQLite database, cannot
+//! be opened twice; a SQLite file's writes go through its writer thread anyway).
+
+use std::sync::Arc;
+
+use actix::Addr;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::activity::{Activity, ActivityGuard};
+use crate::actors::workflow::{MAX_STARTS, Started, WorkflowActor};
+use crate::clock::Clock;
+use crate::config::DatabaseConfig;
+use crate::error::{Error, Result};
+use crate::store::workflow_runs::{Runs, StartOne};
+
+/// Starts waiting for the lane beyond this make their callers wait.
+const QUEUE: usize = 4 * MAX_STARTS;
+
+/// The lane's connections: one batch is recorded at a time.
+const CONNECTIONS: u32 = 2;
+
+/// A start asked of the lane.
+struct Asked {
+    one: StartOne,
+    answer: oneshot::Sender<Result<i64>>,
+    _activity: ActivityGuard,
+}
+
+/// A handle to the start lane; the lane's thread ends when the last handle is dropped.
+#[derive(Clone)]
+pub(crate) struct StartLane {
+    tx: mpsc::Sender<Asked>,
+    activity: Activity,
+}
+
+/// What the lane's thread runs with.
+pub(crate) struct LaneWiring {
+    pub(crate) database: DatabaseConfig,
+    pub(crate) runs: Runs,
+    pub(crate) clock: Clock,
+    pub(crate) activity: Activity,
+    pub(crate) workflows: Addr<WorkflowActor>,
+    /// The workflow actor's dispatch permits ([`WorkflowActor::dispatching`]).
+    pub(crate) dispatching: Arc<Semaphore>,
+}
+
+impl StartLane {
+    /// Whether a lane serves an engine on `database` with `clock`, having connected itself.
+    pub(crate) fn wanted(database: &DatabaseConfig, clock: &Clock, connected_itself: bool) -> bool {
+        let server = ["postgres:", "postgresql:", "mysql:", "mariadb:"]
+            .iter()
+            .any(|p| database.url.starts_with(p));
+        server && clock.is_system() && connected_itself
+    }
+
+    /// Starts the lane's thread and connects its pool; answers once connected.
+    pub(crate) async fn start(w: LaneWiring) -> Result<StartLane> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let (ready, connected) = oneshot::channel();
+        let activity = w.activity.clone();
+        std::thread::Builder::new()
+            .name("xjob-workflow-starts".into())
+            .spawn(move || lane(w, rx, ready))
+            .map_err(|e| Error::Config(format!("cannot start the workflow start lane: {e}")))?;
+        connected
+            .await
+            .map_err(|_| Error::Stopped("the workflow start lane"))??;
+        Ok(StartLane { tx, activity })
+    }
+
+    /// Records a start; answers the run's id once committed (its node runs are sent after).
+    pub(crate) async fn start_run(&self, one: StartOne) -> Result<i64> {
+        let (answer, rx) = oneshot::channel();
+        let asked = Asked {
+            one,
+            answer,
+            _activity: self.activity.enter(),
+        };
+        self.tx
+            .send(asked)
+            .await
+            .map_err(|_| Error::Stopped("the workflow start lane"))?;
+        rx.await
+            .map_err(|_| Error::Stopped("the workflow start lane"))?
+    }
+}
+
+/// The lane's thread: a runtime of its own, its pool opened on it.
+fn lane(w: LaneWiring, rx: mpsc::Receiver<Asked>, ready: oneshot::Sender<Result<()>>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(Error::Config(format!(
+                "cannot start the workflow start lane's runtime: {e}"
+            ))));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let mut database = w.database.clone();
+        database.max_connections = CONNECTIONS;
+        let db = match crate::store::connect(&database).await {
+            Ok(db) => db,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        record(&w, &db, rx).await;
+        let _ = db.close().await;
+    });
+}
+
+/// Records batches of starts until every handle is gone.
+async fn record(w: &LaneWiring, db: &sea_orm::DatabaseConnection, mut rx: mpsc::Receiver<Asked>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_STARTS {
+            match rx.try_recv() {
+                Ok(a) => batch.push(a),
+                Err(_) => break,
+            }
+        }
+        let guard = w.activity.enter();
+        let mut starts = Vec::with_capacity(batch.len());
+        let mut answers = Vec::with_capacity(batch.len());
+        for a in batch {
+            starts.push(a.one);
+            answers.push(a.answer);
+        }
+        match w.runs.start_many(db, starts, w.clock.now_ms()).await {
+            Ok((ids, ch)) => {
+                for (id, answer) in ids.into_iter().zip(answers) {
+                    let _ = answer.send(id);
+                }
+                // the next batch waits while as many batches as the actor allows are sent
+                let Ok(permit) = w.dispatching.clone().acquire_owned().await else {
+                    continue;
+                };
+                w.workflows.do_send(Started {
+                    ch,
+                    permit,
+                    activity: guard,
+                });
+            }
+            Err(e) => {
+                // (a batch of more than one start fails start by start, in `start_many`)
+                let mut e = Some(e);
+                for answer in answers {
+                    let err = e.take().unwrap_or(Error::Stopped("workflow start"));
+                    let _ = answer.send(Err(err));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lane only for a database server the engine connected to itself, with the system
+    /// clock: a SQLite database (file or in memory), a pool handed to the builder or a test's
+    /// clock keeps the workflow actor's starts.
+    #[tokio::test]
+    async fn a_lane_serves_only_a_server_the_engine_connected_to_with_the_system_clock() {
+        let at = |url: &str| DatabaseConfig {
+            url: url.into(),
+            ..DatabaseConfig::default()
+        };
+        let system = Clock::system();
+        for url in [
+            "postgres://u@h/db",
+            "postgresql://u@h/db",
+            "mysql://u@h/db",
+            "mariadb://u@h/db",
+        ] {
+            assert!(StartLane::wanted(&at(url), &system, true), "{url}");
+            assert!(!StartLane::wanted(&at(url), &system, false), "{url}");
+        }
+        for url in ["sqlite://x.db?mode=rwc", "sqlite::memory:"] {
+            assert!(!StartLane::wanted(&at(url), &system, true), "{url}");
+        }
+        let paused = Clock::tokio_at(1_700_000_000_000);
+        assert!(!StartLane::wanted(&at("postgres://u@h/db"), &paused, true));
+    }
+}
