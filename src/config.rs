@@ -183,7 +183,8 @@ pub struct DatabaseConfig {
     /// Pool size; 0 (the default) picks one: 8 on PostgreSQL and MySQL, 4 on SQLite, where
     /// one connection does the hot writes and each pooled connection's page cache is memory
     /// that more readers than cores do not pay back (8 cost 18–24 MB of RSS at 5,000 fires/s).
-    /// On PostgreSQL and MySQL the workflow start lane opens two connections of its own besides.
+    /// On PostgreSQL and MySQL the workflow start lane opens up to two connections of its own
+    /// besides, at the first workflow start.
     pub max_connections: u32,
     /// On a SQLite file with several CPUs: the run-row writer thread gets one CPU and the
     /// thread that starts the engine (the dispatch) keeps off it; with the system clock the

@@ -1,6 +1,7 @@
 //! The start lane: workflow runs started from outside the engine (`Engine::trigger_workflow`:
 //! the REST API, the console, a program embedding the engine) on a database server are
-//! recorded and answered on a thread of their own, with a connection pool of its own.
+//! recorded and answered on a thread of their own, with a connection pool of its own (opened
+//! at the first start: an engine that starts no workflow holds no connection for it).
 //!
 //! Why: everything else the engine does (dispatching, the in-process executor, the results'
 //! writer, the workflow passes) runs on the engine's thread, and a pooled connection's socket is
@@ -45,12 +46,16 @@ struct Asked {
 
 /// A handle to the start lane; the lane's thread ends when the last handle is dropped.
 #[derive(Clone)]
-pub(crate) struct StartLane {
-    tx: mpsc::Sender<Asked>,
-    activity: Activity,
+pub(crate) struct StartLane(Arc<Lane>);
+
+struct Lane {
+    wiring: LaneWiring,
+    /// The lane's queue, once its thread runs (it starts with the first start).
+    tx: parking_lot::Mutex<Option<mpsc::Sender<Asked>>>,
 }
 
 /// What the lane's thread runs with.
+#[derive(Clone)]
 pub(crate) struct LaneWiring {
     pub(crate) database: DatabaseConfig,
     pub(crate) runs: Runs,
@@ -70,19 +75,29 @@ impl StartLane {
         server && clock.is_system() && connected_itself
     }
 
-    /// Starts the lane's thread and connects its pool; answers once connected.
-    pub(crate) async fn start(w: LaneWiring) -> Result<StartLane> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let (ready, connected) = oneshot::channel();
-        let activity = w.activity.clone();
+    /// A lane whose thread and pool start with its first start (an engine that starts no
+    /// workflow holds neither).
+    pub(crate) fn new(wiring: LaneWiring) -> StartLane {
+        StartLane(Arc::new(Lane {
+            wiring,
+            tx: parking_lot::Mutex::new(None),
+        }))
+    }
+
+    /// The lane's queue, its thread started if it was not.
+    fn queue(&self) -> Result<mpsc::Sender<Asked>> {
+        let mut tx = self.0.tx.lock();
+        if let Some(tx) = &*tx {
+            return Ok(tx.clone());
+        }
+        let (sender, rx) = mpsc::channel(QUEUE);
+        let w = self.0.wiring.clone();
         std::thread::Builder::new()
             .name("xjob-workflow-starts".into())
-            .spawn(move || lane(w, rx, ready))
+            .spawn(move || lane(w, rx))
             .map_err(|e| Error::Config(format!("cannot start the workflow start lane: {e}")))?;
-        connected
-            .await
-            .map_err(|_| Error::Stopped("the workflow start lane"))??;
-        Ok(StartLane { tx, activity })
+        *tx = Some(sender.clone());
+        Ok(sender)
     }
 
     /// Records a start; answers the run's id once committed (its node runs are sent after).
@@ -91,9 +106,9 @@ impl StartLane {
         let asked = Asked {
             one,
             answer,
-            _activity: self.activity.enter(),
+            _activity: self.0.wiring.activity.enter(),
         };
-        self.tx
+        self.queue()?
             .send(asked)
             .await
             .map_err(|_| Error::Stopped("the workflow start lane"))?;
@@ -102,38 +117,32 @@ impl StartLane {
     }
 }
 
-/// The lane's thread: a runtime of its own, its pool opened on it.
-fn lane(w: LaneWiring, rx: mpsc::Receiver<Asked>, ready: oneshot::Sender<Result<()>>) {
+/// The lane's thread: a runtime of its own, its pool opened on it. Were the runtime not to
+/// build, the queue's starts are answered `Stopped` as they are dropped.
+fn lane(w: LaneWiring, rx: mpsc::Receiver<Asked>) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = ready.send(Err(Error::Config(format!(
-                "cannot start the workflow start lane's runtime: {e}"
-            ))));
+            tracing::error!(error = %e, "the workflow start lane's runtime cannot start");
             return;
         }
     };
     rt.block_on(async move {
-        let mut database = w.database.clone();
-        database.max_connections = CONNECTIONS;
-        let db = match crate::store::connect(&database).await {
-            Ok(db) => db,
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
-            }
-        };
-        let _ = ready.send(Ok(()));
-        record(&w, &db, rx).await;
-        let _ = db.close().await;
+        if let Some(db) = record(&w, rx).await {
+            let _ = db.close().await;
+        }
     });
 }
 
-/// Records batches of starts until every handle is gone.
-async fn record(w: &LaneWiring, db: &sea_orm::DatabaseConnection, mut rx: mpsc::Receiver<Asked>) {
+/// Records batches of starts until every handle is gone; answers the pool it opened.
+async fn record(
+    w: &LaneWiring,
+    mut rx: mpsc::Receiver<Asked>,
+) -> Option<sea_orm::DatabaseConnection> {
+    let mut pool: Option<sea_orm::DatabaseConnection> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_STARTS {
@@ -149,6 +158,22 @@ async fn record(w: &LaneWiring, db: &sea_orm::DatabaseConnection, mut rx: mpsc::
             starts.push(a.one);
             answers.push(a.answer);
         }
+        if pool.is_none() {
+            let mut database = w.database.clone();
+            database.max_connections = CONNECTIONS;
+            match crate::store::connect(&database).await {
+                Ok(db) => pool = Some(db),
+                Err(e) => {
+                    // nothing recorded; the next batch tries again
+                    let why = format!("the workflow start lane cannot connect: {e}");
+                    for answer in answers {
+                        let _ = answer.send(Err(Error::Db(sea_orm::DbErr::Custom(why.clone()))));
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(db) = &pool else { continue };
         match w.runs.start_many(db, starts, w.clock.now_ms()).await {
             Ok((ids, ch)) => {
                 for (id, answer) in ids.into_iter().zip(answers) {
@@ -174,6 +199,7 @@ async fn record(w: &LaneWiring, db: &sea_orm::DatabaseConnection, mut rx: mpsc::
             }
         }
     }
+    pool
 }
 
 #[cfg(test)]

@@ -110,9 +110,9 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
     ));
     let runs = Runs::new(&base.writer);
     let (workflows, dispatching) = workflows(&base, &runs, &dispatch, alarms);
-    let start_lane = match StartLane::wanted(&base.cfg.database, &base.clock, connected_itself) {
-        true => Some(
-            StartLane::start(LaneWiring {
+    let start_lane =
+        StartLane::wanted(&base.cfg.database, &base.clock, connected_itself).then(|| {
+            StartLane::new(LaneWiring {
                 database: base.cfg.database.clone(),
                 runs: runs.clone(),
                 clock: base.clock.clone(),
@@ -120,10 +120,7 @@ pub(super) async fn run(b: EngineBuilder) -> Result<Engine> {
                 workflows: workflows.clone(),
                 dispatching,
             })
-            .await?,
-        ),
-        false => None,
-    };
+        });
     let log_report = supervised(LogReport::new(
         base.db.clone(),
         base.clock.clone(),
