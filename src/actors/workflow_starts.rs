@@ -1,7 +1,7 @@
 //! The start lane: workflow runs started from outside the engine (`Engine::trigger_workflow`:
 //! the REST API, the console, a program embedding the engine) on a database server are
-//! recorded and answered on a thread of their own, with a connection pool of its own (opened
-//! at the first start: an engine that starts no workflow holds no connection for it).
+//! recorded and answered on a thread of their own, with a connection pool of its own (both
+//! start with the first start: an engine that starts no workflow holds neither).
 //!
 //! Why: everything else the engine does (dispatching, the in-process executor, the results'
 //! writer, the workflow passes) runs on the engine's thread, and a pooled connection's socket is
