@@ -557,32 +557,18 @@ impl WorkflowActor {
         let (guard, dispatching) = (self.activity.enter(), self.dispatching.clone());
         let fut = async move {
             let (starts, answers): (Vec<StartOne>, Vec<_>) = batch.into_iter().unzip();
-            match runs.start_many(&db, starts, clock.now_ms()).await {
-                Ok((ids, ch)) => {
-                    out.done(&ch);
-                    // a start is answered once committed; its node runs are claimed and sent
-                    // meanwhile (a row left pending by a failed claim is the recovery pass's),
-                    // and the next batch is recorded while at most `DISPATCHES` are sent
-                    for (id, answer) in ids.into_iter().zip(answers) {
-                        let _ = answer.send(id);
-                    }
-                    if !ch.dispatch.is_empty()
-                        && let Ok(permit) = dispatching.acquire_owned().await
-                    {
-                        actix::spawn(async move {
-                            dispatch(&db, &runs, &pool, ch).await;
-                            drop((permit, guard));
-                        });
-                        return;
-                    }
-                }
-                Err(e) => {
-                    // (a batch of more than one start fails start by start, in `start_many`)
-                    let mut e = Some(e);
-                    for answer in answers {
-                        let err = e.take().unwrap_or(crate::Error::Stopped("workflow start"));
-                        let _ = answer.send(Err(err));
-                    }
+            let recorded = runs.start_many(&db, starts, clock.now_ms()).await;
+            // the next batch is recorded while at most `DISPATCHES` are sent
+            if let Some(ch) = answer_starts(recorded, answers) {
+                out.done(&ch);
+                if !ch.dispatch.is_empty()
+                    && let Ok(permit) = dispatching.acquire_owned().await
+                {
+                    actix::spawn(async move {
+                        dispatch(&db, &runs, &pool, ch).await;
+                        drop((permit, guard));
+                    });
+                    return;
                 }
             }
             drop(guard);
@@ -591,6 +577,33 @@ impl WorkflowActor {
             act.starting = false;
             act.start_batch(ctx);
         }));
+    }
+}
+
+/// Answers a batch of starts with what recording them gave (`start_many`'s answer, one per
+/// start in order): each its run's id or why not, once committed; answers the batch's changes
+/// to count and send (its node runs are claimed and sent after the answers; a row left pending
+/// by a failed claim is the recovery pass's). A failed batch gives its error to the first start
+/// and `Stopped` to the others (a batch of more than one fails start by start in `start_many`).
+pub(crate) fn answer_starts(
+    recorded: Result<(Vec<Result<i64>>, Changes)>,
+    answers: Vec<tokio::sync::oneshot::Sender<Result<i64>>>,
+) -> Option<Changes> {
+    match recorded {
+        Ok((ids, ch)) => {
+            for (id, answer) in ids.into_iter().zip(answers) {
+                let _ = answer.send(id);
+            }
+            Some(ch)
+        }
+        Err(e) => {
+            let mut e = Some(e);
+            for answer in answers {
+                let err = e.take().unwrap_or(crate::Error::Stopped("workflow start"));
+                let _ = answer.send(Err(err));
+            }
+            None
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use actix::Addr;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::activity::{Activity, ActivityGuard};
-use crate::actors::workflow::{MAX_STARTS, Started, WorkflowActor};
+use crate::actors::workflow::{MAX_STARTS, Started, WorkflowActor, answer_starts};
 use crate::clock::Clock;
 use crate::config::DatabaseConfig;
 use crate::error::{Error, Result};
@@ -174,30 +174,19 @@ async fn record(
             }
         }
         let Some(db) = &pool else { continue };
-        match w.runs.start_many(db, starts, w.clock.now_ms()).await {
-            Ok((ids, ch)) => {
-                for (id, answer) in ids.into_iter().zip(answers) {
-                    let _ = answer.send(id);
-                }
-                // the next batch waits while as many batches as the actor allows are sent
-                let Ok(permit) = w.dispatching.clone().acquire_owned().await else {
-                    continue;
-                };
-                w.workflows.do_send(Started {
-                    ch,
-                    permit,
-                    activity: guard,
-                });
-            }
-            Err(e) => {
-                // (a batch of more than one start fails start by start, in `start_many`)
-                let mut e = Some(e);
-                for answer in answers {
-                    let err = e.take().unwrap_or(Error::Stopped("workflow start"));
-                    let _ = answer.send(Err(err));
-                }
-            }
-        }
+        let recorded = w.runs.start_many(db, starts, w.clock.now_ms()).await;
+        let Some(ch) = answer_starts(recorded, answers) else {
+            continue;
+        };
+        // the next batch waits while as many batches as the actor allows are sent
+        let Ok(permit) = w.dispatching.clone().acquire_owned().await else {
+            continue;
+        };
+        w.workflows.do_send(Started {
+            ch,
+            permit,
+            activity: guard,
+        });
     }
     pool
 }
