@@ -69,13 +69,13 @@ pub(crate) struct StartRun {
 }
 
 /// Runs started by the start lane (`actors::workflow_starts`), answered already: their
-/// changes are counted and their node runs sent, holding `permit` (one of [`DISPATCHES`])
-/// and `activity` until sent.
+/// changes are counted and their node runs sent, holding `permit` (one of [`DISPATCHES`],
+/// taken only when there are node runs to send) and `activity` until sent.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Started {
     pub(crate) ch: Changes,
-    pub(crate) permit: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) permit: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(crate) activity: crate::activity::ActivityGuard,
 }
 

@@ -178,9 +178,14 @@ async fn record(
         let Some(ch) = answer_starts(recorded, answers) else {
             continue;
         };
-        // the next batch waits while as many batches as the actor allows are sent
-        let Ok(permit) = w.dispatching.clone().acquire_owned().await else {
-            continue;
+        // the next batch waits while as many batches as the actor allows are sent (as the
+        // actor's own starts do, only a batch with node runs to send takes a permit)
+        let permit = match ch.dispatch.is_empty() {
+            true => None,
+            false => match w.dispatching.clone().acquire_owned().await {
+                Ok(p) => Some(p),
+                Err(_) => continue,
+            },
         };
         w.workflows.do_send(Started {
             ch,
