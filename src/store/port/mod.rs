@@ -46,6 +46,14 @@ impl<'a> Port<'a> {
     pub(crate) fn db(db: &'a DatabaseConnection) -> Self {
         Port::Pool(Sea::Db(db))
     }
+
+    /// The pool, for statements on it outside any transaction (`None` in a transaction).
+    pub(crate) fn pool(&self) -> Option<&'a DatabaseConnection> {
+        match self {
+            Port::Pool(Sea::Db(db)) => Some(db),
+            _ => None,
+        }
+    }
 }
 
 impl Port<'_> {

@@ -769,17 +769,18 @@ impl Runs {
     /// params are not a JSON object), and what the starts changed. When the transaction fails
     /// each start runs in one of its own, so one start's failure is its own.
     ///
-    /// On PostgreSQL, starts of `PARALLEL` workflows this node started before are one
-    /// statement on the pool that commits alone ([`Runs::start_sealed`]); the others, and
-    /// those whose workflow or jobs changed since, take the transaction.
+    /// On a database server, starts of `PARALLEL` workflows this node started before are one
+    /// round trip on the pool that commits alone ([`Runs::start_sealed`]: on PostgreSQL one
+    /// statement, on MySQL/MariaDB one script); the others, and those whose workflow or jobs
+    /// changed since, take the transaction.
     pub(crate) async fn start_many(
         &self,
         db: &DatabaseConnection,
         starts: Vec<StartOne>,
         now: i64,
     ) -> Result<(Vec<Result<i64>>, Changes)> {
-        let sealed =
-            self.file.is_none() && db.get_database_backend() == sea_orm::DbBackend::Postgres;
+        use sea_orm::DatabaseBackend::{MySql, Postgres};
+        let sealed = self.file.is_none() && matches!(db.get_database_backend(), Postgres | MySql);
         if sealed && let Some(out) = self.start_sealed(db, &starts, now).await? {
             return Ok(out);
         }
@@ -820,8 +821,8 @@ impl Runs {
 
     /// `starts` answered from what earlier starts of their workflows read ([`Plan`]): the
     /// rules run on a sealed [`Pass`] (nothing read; a rule that would read gives up) and its
-    /// rows are written by one statement that commits alone, only if the workflows and jobs
-    /// are still as they were read. `None` (nothing written) when a start's workflow is not
+    /// rows are written in one round trip that commits alone ([`Pass::flush_guarded`]), only
+    /// if the workflows and jobs are still as they were read. `None` (nothing written) when a start's workflow is not
     /// kept, a rule would read, or the database holds something else now: the caller takes
     /// the transaction.
     async fn start_sealed(
@@ -882,6 +883,8 @@ impl Runs {
         if !pass.flush_guarded(&guard).await? {
             return Ok(None);
         }
+        // (MySQL/MariaDB: the run rows' ids the script's insert gave them)
+        pass.settle(&mut ch);
         // its run rows were recorded claimed by this node, as a transaction records them
         ch.claimed = true;
         Ok(Some((ids, ch)))

@@ -26,8 +26,10 @@
 //!   before it, in order;
 //! - a *sealed* pass ([`Pass::sealed`], a start answered from what an earlier start read) goes
 //!   to the port for nothing: a rule that would gets an error (the start then takes a
-//!   transaction), and its rows are written by one statement on the pool that checks, as it
-//!   writes, that the workflow and jobs it was answered from did not change ([`Guard`]).
+//!   transaction), and its rows are written in one round trip on the pool that checks, as it
+//!   writes, that the workflow and jobs it was answered from did not change ([`Guard`]): on
+//!   PostgreSQL one statement, on MySQL/MariaDB one script of statements in a transaction
+//!   ([`sealed_script`]).
 //!
 //! On the run-row writer's SQLite file nothing is kept: every call goes to the port, where a
 //! statement costs no round trip.
@@ -340,18 +342,18 @@ impl<'a, 'p> Pass<'a, 'p> {
         }
     }
 
-    /// A pass that reads nothing (PostgreSQL, statements on the pool in `port`): `workflows`
-    /// answer the rules' workflow reads, and a rule that would read or write through the port
-    /// gets an error instead; its kept rows are written by [`Pass::flush_guarded`], one
-    /// statement that commits alone. What a start of a `PARALLEL` workflow needs when the
-    /// node knows its workflow, DAG and jobs.
+    /// A pass that reads nothing (a database server, statements on the pool in `port`):
+    /// `workflows` answer the rules' workflow reads, and a rule that would read or write
+    /// through the port gets an error instead; its kept rows are written by
+    /// [`Pass::flush_guarded`], one round trip that commits alone. What a start of a
+    /// `PARALLEL` workflow needs when the node knows its workflow, DAG and jobs.
     pub(crate) fn sealed(
         port: &'a Port<'p>,
         ids: &'a Ids,
         workflows: impl IntoIterator<Item = wf::Model>,
     ) -> Self {
         let mut pass = Pass::new(port, ids);
-        pass.sealed = pass.ids.is_some() && port.backend() == DbBackend::Postgres;
+        pass.sealed = pass.ids.is_some() && port.pool().is_some();
         pass.st.get_mut().workflows = workflows.into_iter().map(|w| (w.id, Some(w))).collect();
         pass
     }
@@ -387,7 +389,7 @@ impl<'a, 'p> Pass<'a, 'p> {
         self.write_kept(None).await.map(|_| ())
     }
 
-    /// Writes the kept rows of a sealed pass in one statement, only if the database still
+    /// Writes the kept rows of a sealed pass in one round trip, only if the database still
     /// holds what the pass was answered from ([`Guard`]); answers whether it did (nothing is
     /// written when it does not).
     pub(crate) async fn flush_guarded(&self, guard: &Guard) -> Result<bool> {
@@ -405,7 +407,7 @@ impl<'a, 'p> Pass<'a, 'p> {
         }
     }
 
-    /// Writes the kept rows (under `guard` on PostgreSQL); answers how many rows it wrote
+    /// Writes the kept rows (under `guard`, a sealed pass's); answers how many rows it wrote
     /// (0 when the guard failed; 1 when there was nothing to write).
     async fn write_kept(&self, guard: Option<&Guard>) -> Result<u64> {
         let (node_rows, run_rows, pending, made_nodes, made_runs) = {
@@ -465,7 +467,16 @@ impl<'a, 'p> Pass<'a, 'p> {
             let written: Option<i64> = self.port.row(sql, &args).await?;
             return Ok(written.unwrap_or(0).max(0) as u64);
         }
-        debug_assert!(guard.is_none(), "a guarded write is PostgreSQL's");
+        if let Some(guard) = guard {
+            // a sealed pass on MySQL/MariaDB: a start makes rows only (were it to change one,
+            // nothing is written and the start takes the transaction)
+            if !(node_rows.is_empty() && run_rows.is_empty()) {
+                return Ok(0);
+            }
+            return self
+                .write_sealed(guard, &new_nodes, &new_runs, &pending)
+                .await;
+        }
         let written = self
             .write_rows([new_nodes, node_rows], [new_runs, run_rows], &pending)
             .await;
@@ -557,6 +568,71 @@ impl<'a, 'p> Pass<'a, 'p> {
             self.port.execute(&sql, &args).await?;
         }
         Ok(())
+    }
+
+    /// MySQL/MariaDB: a sealed pass's new rows written by one script in one round trip
+    /// ([`sealed_script`]), on a pooled connection of its own and outside the caller's future
+    /// (a script that fails midway is rolled back on its connection before the connection
+    /// goes back to the pool, even when the caller gave up waiting); answers how many rows it
+    /// wrote, 0 when the guard did not hold or a deadlock ended it (nothing written either
+    /// way: the start takes the transaction). The pending run rows' ids are
+    /// the ones their insert gave them, consecutive ([`Ids::step`]), told to
+    /// [`Pass::settle`].
+    async fn write_sealed(
+        &self,
+        guard: &Guard,
+        new_nodes: &[nodes::Model],
+        new_runs: &[runs::Model],
+        pending: &[Pending],
+    ) -> Result<u64> {
+        use sea_orm::sqlx::{self, Row as _};
+        let (Some(db), Some(ids)) = (self.port.pool(), self.ids) else {
+            return Ok(0);
+        };
+        let Some(step) = ids.step(self.port).await? else {
+            return Ok(0);
+        };
+        let claim = fire_state::new_claim();
+        let Some(script) = sealed_script(guard, new_nodes, new_runs, pending, claim, step) else {
+            return Ok(0);
+        };
+        let pool = db.get_mysql_connection_pool().clone();
+        let ran = tokio::spawn(async move {
+            let mut conn = pool.acquire().await?;
+            let out = sqlx::raw_sql(sqlx::AssertSqlSafe(script))
+                .fetch_all(&mut *conn)
+                .await;
+            if out.is_err() && sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+                conn.close_on_drop();
+            }
+            let rows = out?;
+            let row = rows.last().ok_or(sqlx::Error::RowNotFound)?;
+            Ok::<_, sqlx::Error>((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?))
+        })
+        .await
+        .map_err(|_| crate::Error::Stopped("a workflow start's write"))?;
+        let (held, first) = match ran {
+            Ok(v) => v,
+            Err(e) => {
+                ids.forget();
+                let e = sea_orm::RuntimeErr::SqlxError(std::sync::Arc::new(e));
+                let e: crate::Error = sea_orm::DbErr::Exec(e).into();
+                // a deadlock ended (and rolled back) the whole transaction: nothing was
+                // written, and the start takes the transaction, which runs again after one
+                return match crate::store::lost_race(&e) {
+                    true => Ok(0),
+                    false => Err(e),
+                };
+            }
+        };
+        if held == 0 {
+            return Ok(0);
+        }
+        let mut st = self.st.lock();
+        for (i, p) in pending.iter().enumerate() {
+            st.log_ids.insert(p.id, first + i as i64 * step);
+        }
+        Ok((new_nodes.len() + new_runs.len() + 2 * pending.len()).max(1) as u64)
     }
 
     /// Inserts `items` `into` a table (`table (columns)`), [`CASE_ROWS`] rows a statement,
@@ -1082,6 +1158,140 @@ impl Guard {
 
 fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
     Json::Array(rows.collect()).to_string().into()
+}
+
+/// The session variables of a [`sealed_script`]: whether its guard held, and the first id its
+/// pending run rows took.
+const SEALED_OK: &str = "@xjob_sealed_ok";
+const SEALED_LOG: &str = "@xjob_sealed_log";
+
+/// MySQL/MariaDB: a sealed pass's new rows (runs, node rows, pending run rows claimed with
+/// `claim` and their links) as one script sent in one round trip: a transaction that reads
+/// whether `guard` holds into a session variable, inserts every row only if it does (each row
+/// a `SELECT … FROM DUAL WHERE` it), keeps the first id the pending rows' insert took (the
+/// others follow `step` apart: a multi-row insert's ids are consecutive where [`Ids::step`]
+/// is known) for their links, commits, and answers (held, first id) as its one row. The
+/// values are inlined ([`mysql_literal`]); `None` for a value of a kind it does not inline.
+fn sealed_script(
+    guard: &Guard,
+    new_nodes: &[nodes::Model],
+    new_runs: &[runs::Model],
+    pending: &[Pending],
+    claim: i64,
+    step: i64,
+) -> Option<String> {
+    // one `SELECT … FROM DUAL WHERE ok` per row, given as a `(?, …)` template and its values
+    fn rows(template: &str, all: impl Iterator<Item = Vec<Value>>) -> Option<String> {
+        let inner = template.strip_prefix('(')?.strip_suffix(')')?;
+        let selects = all
+            .map(|v| {
+                Some(format!(
+                    "SELECT {} FROM DUAL WHERE {SEALED_OK}",
+                    inline(inner, &v)?
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(selects.join(" UNION ALL "))
+    }
+    let mut checks = vec!["TRUE".to_string()];
+    for (id, v, g) in &guard.workflows {
+        checks.push(format!(
+            "EXISTS (SELECT 1 FROM xjob_workflow WHERE id = {id} AND version = {v} \
+             AND job_group = {g} AND concurrency = 'PARALLEL')"
+        ));
+    }
+    for (id, t) in &guard.jobs {
+        let t = mysql_literal(&Value::from(*t))?;
+        checks.push(format!(
+            "EXISTS (SELECT 1 FROM xxl_job_info WHERE id = {id} AND update_time <=> {t})"
+        ));
+    }
+    let mut script = format!(
+        "START TRANSACTION; SET {SEALED_OK} = {}; ",
+        checks.join(" AND ")
+    );
+    if !new_runs.is_empty() {
+        let all = new_runs.iter().map(|r| run_values(r).to_vec());
+        let rows = rows(&marks(14), all)?;
+        script += &format!("INSERT INTO xjob_workflow_run ({RUN_COLUMNS}) {rows}; ");
+    }
+    if !new_nodes.is_empty() {
+        let all = new_nodes.iter().map(|n| node_values(n).to_vec());
+        let rows = rows(&marks(15), all)?;
+        script += &format!("INSERT INTO xjob_workflow_node_run ({NODE_COLUMNS}) {rows}; ");
+    }
+    if !pending.is_empty() {
+        let all = pending.iter().map(|p| {
+            let (param, sharding) = (p.param.as_deref(), p.sharding.as_deref());
+            pending_args(p.group, p.job_id, p.now, param, sharding, claim).to_vec()
+        });
+        let rows = rows(&PENDING_ROW, all)?;
+        script += &format!(
+            "INSERT INTO xxl_job_log ({PENDING_COLUMNS}) {rows}; \
+             SET {SEALED_LOG} = LAST_INSERT_ID(); "
+        );
+        let links: Vec<String> = pending
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                format!(
+                    "SELECT {SEALED_LOG} + {}, {}, {}, {}, 0 FROM DUAL WHERE {SEALED_OK}",
+                    i as i64 * step,
+                    p.node_run_id,
+                    p.run_id,
+                    p.shard
+                )
+            })
+            .collect();
+        script += &format!("INSERT INTO {LINKS} {}; ", links.join(" UNION ALL "));
+    }
+    script += &format!(
+        "COMMIT; SELECT CAST({SEALED_OK} AS SIGNED), \
+         CAST(COALESCE({SEALED_LOG}, 0) AS SIGNED)"
+    );
+    Some(script)
+}
+
+/// `template` with each `?` replaced by the next of `values` as a literal ([`mysql_literal`];
+/// the statements' texts never put `?` in a literal); `None` when the counts differ or a value
+/// is not inlined.
+fn inline(template: &str, values: &[Value]) -> Option<String> {
+    let mut out = String::with_capacity(template.len() + 16 * values.len());
+    let mut next = values.iter();
+    for c in template.chars() {
+        match c {
+            '?' => out.push_str(&mysql_literal(next.next()?)?),
+            c => out.push(c),
+        }
+    }
+    next.next().is_none().then_some(out)
+}
+
+/// `v` as a MySQL/MariaDB literal: text as a hex literal of the utf8mb4 character set (so no
+/// byte of it is read as SQL, whatever the server's `sql_mode`), numbers in decimal, a time
+/// quoted (digits and separators only), no value as `NULL`; `None` for a kind a pass does not
+/// write.
+fn mysql_literal(v: &Value) -> Option<String> {
+    use std::fmt::Write as _;
+    let text = match v {
+        Value::Bool(b) => b.map(|b| u8::from(b).to_string()),
+        Value::TinyInt(x) => x.map(|x| x.to_string()),
+        Value::SmallInt(x) => x.map(|x| x.to_string()),
+        Value::Int(x) => x.map(|x| x.to_string()),
+        Value::BigInt(x) => x.map(|x| x.to_string()),
+        Value::String(s) => s.as_ref().map(|s| {
+            let mut hex = String::with_capacity(11 + 2 * s.len());
+            hex.push_str("_utf8mb4 X'");
+            for b in s.bytes() {
+                let _ = write!(hex, "{b:02X}");
+            }
+            hex.push('\'');
+            hex
+        }),
+        Value::ChronoDateTime(t) => t.map(|t| format!("'{}'", t.format("%Y-%m-%d %H:%M:%S%.6f"))),
+        _ => return None,
+    };
+    Some(text.unwrap_or_else(|| "NULL".into()))
 }
 
 /// A node row's columns as a pass's PostgreSQL statement binds them ([`NODE_COLUMNS`]).

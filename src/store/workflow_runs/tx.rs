@@ -1096,15 +1096,22 @@ mod tests {
         assert_eq!(look(t0 + 6_300).await, (1, t0 + 7_000));
     }
 
-    /// On PostgreSQL a start of a `PARALLEL` workflow the node started before is one statement
-    /// answered from what that start read, and records what a transaction records; a changed
-    /// job or workflow makes it write nothing, and the transaction (which reads them again)
-    /// take over; a workflow no longer `PARALLEL` is not kept.
+    /// A start's params with text a literal could break on (quotes, a backslash, a `?`, a
+    /// `;`, characters beyond ASCII), and node `c`'s param rendered from them.
+    const PARAMS: &str = r#"{"p":7,"s":"it's a \\ \"q\" ?; é 😀"}"#;
+    const C_PARAM: &str = r#"p=7 s=it's a \ "q" ?; é 😀"#;
+
+    /// On a database server a start of a `PARALLEL` workflow the node started before is one
+    /// round trip (PostgreSQL: one statement; MySQL/MariaDB: one script) answered from what
+    /// that start read, and records what a transaction records, text of any character
+    /// included; a changed job or workflow makes it write nothing, and the transaction (which
+    /// reads them again) take over; a workflow no longer `PARALLEL` is not kept.
     #[tokio::test]
     async fn a_sealed_start_records_what_a_transaction_records() {
         use crate::store::workflow_runs::StartOne;
         for db in crate::store::tests::every_backend().await {
-            if db.get_database_backend() != DbBackend::Postgres {
+            let backend = db.get_database_backend();
+            if backend == DbBackend::Sqlite {
                 continue;
             }
             let t0 = 1_800_000_000_000;
@@ -1122,7 +1129,7 @@ mod tests {
             let def = serde_json::json!({
                 "nodes": [
                     { "key": "a", "type": "JOB", "jobId": j },
-                    { "key": "c", "type": "JOB", "jobId": k, "param": "p=${p}" },
+                    { "key": "c", "type": "JOB", "jobId": k, "param": "p=${p} s=${s}" },
                     { "key": "b", "type": "JOB", "jobId": k }
                 ],
                 "edges": [{ "from": "a", "to": "b" }]
@@ -1135,7 +1142,7 @@ mod tests {
             let start = || StartOne {
                 workflow_id: w.id,
                 trigger_type: TriggerType::Api,
-                params: Some(r#"{"p":7}"#.into()),
+                params: Some(PARAMS.into()),
             };
             let count = async || {
                 let n: Option<i64> = Port::db(&db)
@@ -1192,10 +1199,15 @@ mod tests {
                 assert_eq!(recorded(&db, *id.as_ref().unwrap()).await, a);
             }
             assert!(a.starts_with("SUCCEEDED"), "{a}");
-            assert!(
-                a.contains("c 1/1 SUCCEEDED None 1/1/0 None 0 [Some(\"p=7\") 0]"),
-                "{a}"
-            );
+            let c = format!("c 1/1 SUCCEEDED None 1/1/0 None 0 [{:?} 0]", Some(C_PARAM));
+            assert!(a.contains(&c), "{backend:?}: {a}");
+            for id in [by_tx, sealed] {
+                let params = crate::store::workflow_runs::get(&db, id)
+                    .await
+                    .unwrap()
+                    .params;
+                assert_eq!(params.as_deref(), Some(PARAMS), "{backend:?}");
+            }
             // after `change`, a sealed start writes nothing
             let refused_after = async |change: &str, id: i32| {
                 Port::db(&db).execute(change, &[id.into()]).await.unwrap();
@@ -1209,12 +1221,12 @@ mod tests {
                 );
             };
             // a job edited since: the transaction reads it again, and is kept
-            refused_after(
-                "UPDATE xxl_job_info SET update_time = update_time + interval '1 second' \
-                 WHERE id = ?",
-                k,
-            )
-            .await;
+            let later = match backend {
+                DbBackend::MySql => "update_time + INTERVAL 1 SECOND",
+                _ => "update_time + interval '1 second'",
+            };
+            let edited = format!("UPDATE xxl_job_info SET update_time = {later} WHERE id = ?");
+            refused_after(&edited, k).await;
             runs.start_many(&db, vec![start()], t0).await.unwrap();
             let again = runs.start_sealed(&db, &[start()], t0).await.unwrap();
             assert!(again.is_some());
