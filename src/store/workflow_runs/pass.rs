@@ -585,7 +585,6 @@ impl<'a, 'p> Pass<'a, 'p> {
         new_runs: &[runs::Model],
         pending: &[Pending],
     ) -> Result<u64> {
-        use sea_orm::sqlx::{self, Row as _};
         let (Some(db), Some(ids)) = (self.port.pool(), self.ids) else {
             return Ok(0);
         };
@@ -597,20 +596,9 @@ impl<'a, 'p> Pass<'a, 'p> {
             return Ok(0);
         };
         let pool = db.get_mysql_connection_pool().clone();
-        let ran = tokio::spawn(async move {
-            let mut conn = pool.acquire().await?;
-            let out = sqlx::raw_sql(sqlx::AssertSqlSafe(script))
-                .fetch_all(&mut *conn)
-                .await;
-            if out.is_err() && sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
-                conn.close_on_drop();
-            }
-            let rows = out?;
-            let row = rows.last().ok_or(sqlx::Error::RowNotFound)?;
-            Ok::<_, sqlx::Error>((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?))
-        })
-        .await
-        .map_err(|_| crate::Error::Stopped("a workflow start's write"))?;
+        let ran = tokio::spawn(run_script(pool, script))
+            .await
+            .map_err(|_| crate::Error::Stopped("a workflow start's write"))?;
         let (held, first) = match ran {
             Ok(v) => v,
             Err(e) => {
@@ -1252,6 +1240,26 @@ fn sealed_script(
     Some(script)
 }
 
+/// Runs a [`sealed_script`] on a connection of `pool`; answers its last row's two values. A
+/// script that fails midway left its transaction open on that connection: it is rolled back
+/// there before the connection goes back to the pool (closed instead, if even that fails).
+async fn run_script(
+    pool: sea_orm::sqlx::MySqlPool,
+    script: String,
+) -> std::result::Result<(i64, i64), sea_orm::sqlx::Error> {
+    use sea_orm::sqlx::{self, Row as _};
+    let mut conn = pool.acquire().await?;
+    let out = sqlx::raw_sql(sqlx::AssertSqlSafe(script))
+        .fetch_all(&mut *conn)
+        .await;
+    if out.is_err() && sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+        conn.close_on_drop();
+    }
+    let rows = out?;
+    let row = rows.last().ok_or(sqlx::Error::RowNotFound)?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
 /// `template` with each `?` replaced by the next of `values` as a literal ([`mysql_literal`];
 /// the statements' texts never put `?` in a literal); `None` when the counts differ or a value
 /// is not inlined.
@@ -1597,6 +1605,58 @@ mod tests {
         // a changed row is written over its set's columns, found by id
         assert_eq!(PG_NODE_SET.cols.len(), NODE_SET.len() + 1);
         assert_eq!(PG_RUN_SET.cols.len(), RUN_SET.len() + 1);
+    }
+
+    /// MySQL/MariaDB: a sealed script that fails midway (here its second insert repeats the
+    /// first's id) answers the error and leaves nothing: its first insert is rolled back and no
+    /// transaction stays open on the pool's connections; the next script on the same pool
+    /// commits and answers its row.
+    #[tokio::test]
+    async fn a_sealed_script_that_fails_midway_leaves_nothing_open() {
+        for db in crate::store::tests::every_backend().await {
+            if db.get_database_backend() != DbBackend::MySql {
+                continue;
+            }
+            let pool = db.get_mysql_connection_pool().clone();
+            let run = |id: i64| {
+                format!(
+                    "INSERT INTO xjob_workflow_run (id, workflow_id, version, job_group, status, \
+                     trigger_type, context, start_time) VALUES ({id}, 0, 0, 0, 'RUNNING', 'API', \
+                     '{{}}', 0)"
+                )
+            };
+            let script = |inserts: String| {
+                format!(
+                    "START TRANSACTION; SET {SEALED_OK} = TRUE; {inserts}; COMMIT; \
+                     SELECT CAST({SEALED_OK} AS SIGNED), CAST(5 AS SIGNED)"
+                )
+            };
+            let failed = run_script(pool.clone(), script(format!("{}; {}", run(77), run(77))))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(failed, sea_orm::sqlx::Error::Database(_)),
+                "{failed}"
+            );
+            let port = Port::db(&db);
+            let count = async |sql: &str| -> i64 { port.row(sql, &[]).await.unwrap().unwrap() };
+            // every pooled connection in turn: none holds a transaction
+            for _ in 0..4 {
+                let open = count("SELECT COUNT(*) FROM information_schema.innodb_trx").await;
+                assert_eq!(open, 0, "a transaction left open");
+            }
+            assert_eq!(
+                count("SELECT COUNT(*) FROM xjob_workflow_run WHERE id = 77").await,
+                0
+            );
+            let ok = run_script(pool, script(run(78))).await.unwrap();
+            assert_eq!(ok, (1, 5));
+            assert_eq!(
+                count("SELECT COUNT(*) FROM xjob_workflow_run WHERE id = 78").await,
+                1
+            );
+            db.close().await.unwrap();
+        }
     }
 
     /// On a database server ids are reserved ahead (PostgreSQL: the sequences; MySQL/MariaDB:
