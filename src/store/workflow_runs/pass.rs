@@ -592,7 +592,10 @@ impl<'a, 'p> Pass<'a, 'p> {
             return Ok(0);
         };
         let claim = fire_state::new_claim();
-        let Some(script) = sealed_script(guard, new_nodes, new_runs, pending, claim, step) else {
+        let script = sealed_script(guard, new_nodes, new_runs, pending, claim, step);
+        // (a batch of starts with large params is left to the transaction: a script is sent
+        // as one packet, and text is twice its size as hex)
+        let Some(script) = script.filter(|s| s.len() <= MAX_SCRIPT) else {
             return Ok(0);
         };
         let pool = db.get_mysql_connection_pool().clone();
@@ -1147,6 +1150,10 @@ impl Guard {
 fn json_rows(rows: impl Iterator<Item = Json>) -> Value {
     Json::Array(rows.collect()).to_string().into()
 }
+
+/// The longest [`sealed_script`] sent (bytes), well under the servers' default
+/// `max_allowed_packet` (16 MiB on MariaDB, 64 MiB on MySQL 8).
+const MAX_SCRIPT: usize = 4 << 20;
 
 /// The session variables of a [`sealed_script`]: whether its guard held, and the first id its
 /// pending run rows took.

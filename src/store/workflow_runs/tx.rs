@@ -1208,6 +1208,21 @@ mod tests {
                     .params;
                 assert_eq!(params.as_deref(), Some(PARAMS), "{backend:?}");
             }
+            // MySQL/MariaDB: a batch whose script would be larger than one is sent is left to
+            // the transaction
+            if backend == DbBackend::MySql {
+                let big = format!(r#"{{"p":7,"s":"{}"}}"#, "x".repeat(60_000));
+                let large: Vec<StartOne> = (0..40)
+                    .map(|_| StartOne {
+                        params: Some(big.clone()),
+                        ..start()
+                    })
+                    .collect();
+                let sealed = runs.start_sealed(&db, &large, t0).await.unwrap();
+                assert!(sealed.is_none(), "a script of 40 starts of 60 kB");
+                let (ids, _) = runs.start_many(&db, large, t0).await.unwrap();
+                assert!(ids.iter().all(Result::is_ok), "{ids:?}");
+            }
             // after `change`, a sealed start writes nothing
             let refused_after = async |change: &str, id: i32| {
                 Port::db(&db).execute(change, &[id.into()]).await.unwrap();
