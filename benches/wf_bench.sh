@@ -8,7 +8,8 @@
 # the server's CPU over that window per node run is printed after the bench's JSON line. On
 # PostgreSQL with pg_stat_statements loaded, the statements' time over the whole bench is
 # printed too (its setup and final check included: they are the few statements called once
-# per run, e.g. the sea-orm reads of each run's rows).
+# per run, e.g. the sea-orm reads of each run's rows), and PostgreSQL's WAL flushes over the
+# bench (`pg_stat_wal`, the whole server's; their time with `track_wal_io_timing = on`).
 #
 # Usage: benches/wf_bench.sh BASE_URL SERVER_PID RUNS [wfbench options…, e.g. --clients 64]
 set -euo pipefail
@@ -46,6 +47,10 @@ with open(path, "w") as out:
         time.sleep(0.05)
 PY
 SAMPLER=$!
+# PostgreSQL's WAL before and after (server-wide, so the bench's setup and final reads count):
+# how many flushes the bench's commits made, and their time where `track_wal_io_timing` is on
+wal() { psql "$BASE/postgres" -At -F ' ' -c "SELECT wal_sync, wal_sync_time, wal_bytes FROM pg_stat_wal" 2>/dev/null || true; }
+case "$BASE" in postgres*) WAL0=$(wal) ;; esac
 "$BIN" --shape many --runs "$RUNS" --nodes 5 --database "$BASE/$NAME" "$@" >"$OUT" 2>"$OUT.err" || true
 touch "$OUT.ticks.stop"
 wait "$SAMPLER" || true
@@ -61,6 +66,15 @@ if [ -n "$window" ] && [ -n "$nr" ]; then
     { if (near($1, from, fa)) { fa = $1; a = $2 } if (near($1, to, fb)) { fb = $1; b = $2 } }
     END { s = b - a; printf "db_cpu_s %.2f over %.2f s, db_us_per_node_run %.1f\n", s, (fb - fa) / 1000, s * 1e6 / nr }' \
     "$OUT.ticks"
+fi
+if [[ "$BASE" == postgres* ]] && [ -n "${WAL0:-}" ] && [ -n "$nr" ]; then
+  read -r s0 t0 b0 <<<"$WAL0"; read -r s1 t1 b1 <<<"$(wal)"
+  # a one-caller start waits for one flush: its time is most of a start's (BENCHMARKS.md)
+  awk -v s="$((s1 - s0))" -v t="$t0 $t1" -v b="$((b1 - b0))" -v nr="$nr" 'BEGIN {
+    split(t, tt, " "); ms = tt[2] - tt[1]
+    printf "wal_flushes %d (%.2f per node run), %.1f MB (%.1f kB per node run)", s, s / nr, b / 1e6, b / 1e3 / nr
+    if (ms > 0) printf ", %.0f us per flush", 1000 * ms / s; else printf ", flush time: track_wal_io_timing off"
+    printf "\n" }'
 fi
 if [[ "$BASE" == postgres* ]]; then
   echo "statements (total ms | calls | rows | query):"
