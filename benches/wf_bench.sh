@@ -67,13 +67,15 @@ if [ -n "$window" ] && [ -n "$nr" ]; then
     END { s = b - a; printf "db_cpu_s %.2f over %.2f s, db_us_per_node_run %.1f\n", s, (fb - fa) / 1000, s * 1e6 / nr }' \
     "$OUT.ticks"
 fi
-if [[ "$BASE" == postgres* ]] && [ -n "${WAL0:-}" ] && [ -n "$nr" ]; then
-  read -r s0 t0 b0 <<<"$WAL0"; read -r s1 t1 b1 <<<"$(wal)"
+WAL1=""
+case "$BASE" in postgres*) WAL1=$(wal) ;; esac
+if [ -n "${WAL0:-}" ] && [ -n "$WAL1" ] && [ -n "$nr" ]; then
+  read -r s0 t0 b0 <<<"$WAL0"; read -r s1 t1 b1 <<<"$WAL1"
   # a one-caller start waits for one flush: its time is most of a start's (BENCHMARKS.md)
   awk -v s="$((s1 - s0))" -v t="$t0 $t1" -v b="$((b1 - b0))" -v nr="$nr" 'BEGIN {
     split(t, tt, " "); ms = tt[2] - tt[1]
     printf "wal_flushes %d (%.2f per node run), %.1f MB (%.1f kB per node run)", s, s / nr, b / 1e6, b / 1e3 / nr
-    if (ms > 0) printf ", %.0f us per flush", 1000 * ms / s; else printf ", flush time: track_wal_io_timing off"
+    if (ms > 0 && s > 0) printf ", %.0f us per flush", 1000 * ms / s; else printf ", flush time: track_wal_io_timing off"
     printf "\n" }'
 fi
 if [[ "$BASE" == postgres* ]]; then
