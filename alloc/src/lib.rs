@@ -6,15 +6,16 @@
 //! allocations reuse it. `xjob serve` allocates in bursts, once a second (a second's fires,
 //! their requests, answers and rows), so with that delay it holds about a burst's worth of freed
 //! memory at all times: at 5,000 fires/s about 14 MiB of a 60 MiB process (BENCHMARKS.md,
-//! BENCHMARKS.md, 2026-11-27, 0700b58). Handed back at once, the process stays near what it uses, for about 3 % more
-//! CPU (inside the run-to-run spread: the next burst faults its pages in again).
+//! History, 2026-11-27, `0700b58`). Handed back at once, the process stays near what it uses,
+//! for about 3 % more CPU (inside the run-to-run spread: the next burst faults its pages in
+//! again).
 //!
 //! SQLite allocates through glibc's `malloc`, which gives each thread that allocates an arena of
 //! its own (up to eight per core): the writer's thread and each pooled connection's thread keep
 //! freed memory in theirs. Under the side-by-side harness the process's resident memory then
 //! settled at 47 or at 54 MiB from one run to the next, depending on which pooled connections
 //! had run the larger statements; with one arena for all, at 45–48 MiB, for no measurable CPU
-//! (BENCHMARKS.md, 2026-11-27, 3e17be7).
+//! (BENCHMARKS.md, History, 2026-11-27, `3e17be7`).
 //!
 //! Setting these from the program takes calls through C (`mi_option_set`, `mallopt`), so they
 //! live in this crate, apart from the rest of the workspace, which forbids `unsafe` code. An
