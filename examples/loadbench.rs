@@ -62,13 +62,25 @@ fn process_cpu_s(pid: u32) -> f64 {
     (v(11) + v(12)) / 100.0
 }
 
-fn rss_mb() -> f64 {
+/// A line of `/proc/self/status` in MB (`VmRSS:` now, `VmHWM:` the most since the last
+/// [`reset_peak_rss`]); 0 where there is no such file.
+fn status_mb(key: &str) -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(key))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn rss_mb() -> f64 {
+    status_mb("VmRSS:")
+}
+
+/// Starts the kernel's peak resident memory (`VmHWM`) over from what is resident now
+/// (Linux: `5` written to `/proc/self/clear_refs`); answers whether it could.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 fn pct(sorted: &[i64], p: f64) -> i64 {
@@ -430,6 +442,9 @@ async fn run(
     .await;
     let cpu0 = cpu_s();
     let threads0 = cpu_by_thread();
+    // the summary's RSS is one sample at the window's end, where the second's burst may or may
+    // not be in flight; the peak over the window is told on stderr beside it
+    let peak_reset = reset_peak_rss();
     let executors_cpu = || -> f64 { _children.0.iter().map(|c| process_cpu_s(c.id())).sum() };
     let executors0 = executors_cpu();
     tokio::time::sleep(Duration::from_millis(
@@ -439,6 +454,7 @@ async fn run(
     let cpu1 = cpu_s();
     let executors1 = executors_cpu();
     let rss = rss_mb();
+    let rss_peak = status_mb("VmHWM:");
     let per_thread: Vec<String> = cpu_by_thread()
         .into_iter()
         .map(|(name, s)| {
@@ -454,6 +470,9 @@ async fn run(
         "loadbench: CPU in the window by thread: {}",
         per_thread.join(", ")
     );
+    if peak_reset {
+        eprintln!("loadbench: RSS in the window: at most {rss_peak:.1} MB, {rss:.1} MB at its end");
+    }
     if !_children.0.is_empty() {
         let runs = jobs as f64 * ((win_to + 1000 - win_from) / 1000) as f64;
         let s = executors1 - executors0;

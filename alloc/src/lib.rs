@@ -17,10 +17,22 @@
 //! had run the larger statements; with one arena for all, at 45–48 MiB, for no measurable CPU
 //! (BENCHMARKS.md, History, 2026-11-27, `3e17be7`).
 //!
-//! Setting these from the program takes calls through C (`mi_option_set`, `mallopt`), so they
-//! live in this crate, apart from the rest of the workspace, which forbids `unsafe` code. An
-//! operator's `MIMALLOC_PURGE_DELAY` (read by mimalloc itself at start) and `MALLOC_ARENA_MAX`
-//! or `GLIBC_TUNABLES` (read by glibc) are left as they are.
+//! glibc also keeps the pages SQLite frees inside its heap: it hands back only the heap's top,
+//! and a block still in use near the top pins every free page below it. At 5,000 remote
+//! fires/s about half the load bench's runs ended with 17–18 MB in glibc's heap for about 6 MB
+//! in use, the others with 5–6 MB: the process's peak 62–65 MB against 52–54 MB. Once a second a
+//! thread of the binary's asks glibc to hand back every whole free page (`malloc_trim`,
+//! [`start_glibc_trimming`]), which brought such a heap from 17.7 to 7.3 MB (BENCHMARKS.md,
+//! History, 2026-12-05). Giving SQLite mimalloc's functions instead (`sqlite3_config`) ended the
+//! large heaps too, but cost 0.8 µs of CPU per fire: mimalloc, with the purge delay below,
+//! hands back SQLite's page-cache churn at every free.
+//!
+//! Setting these from the program takes calls through C (`mi_option_set`, `mallopt`,
+//! `malloc_trim`), so they live in this crate, apart from the rest of the workspace, which
+//! forbids `unsafe` code. An operator's `MIMALLOC_PURGE_DELAY` (read by mimalloc itself at
+//! start) and `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` (read by glibc) are left as they are.
+
+use std::time::Duration;
 
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (libmimalloc-sys 0.1.49 names no
 /// constant for it; the test below checks the number against the option's default).
@@ -36,11 +48,47 @@ const LEGACY_VAR: &str = "MIMALLOC_RESET_DELAY";
 /// freed memory goes back at once.
 pub const PURGE_DELAY_MS: u32 = 0;
 
-/// Applies [`PURGE_DELAY_MS`] ([`default_purge_delay`]) and [`one_glibc_arena`]; the first thing
-/// `main` does, before it starts any thread. Answers whether the purge delay was set.
+/// How often the binary's trimming thread hands glibc's free pages back
+/// ([`start_glibc_trimming`]): its bursts come once a second.
+pub const TRIM_PERIOD: Duration = Duration::from_secs(1);
+
+/// Applies [`PURGE_DELAY_MS`] ([`default_purge_delay`]) and [`one_glibc_arena`], and starts the
+/// trimming thread ([`start_glibc_trimming`] every [`TRIM_PERIOD`]); the first thing `main`
+/// does, before it starts any other thread. Answers whether the purge delay was set.
 pub fn tune() -> bool {
     one_glibc_arena();
+    start_glibc_trimming(TRIM_PERIOD);
     default_purge_delay(PURGE_DELAY_MS)
+}
+
+/// Hands every whole free page inside glibc's heaps back to the system (`malloc_trim(0)`);
+/// elsewhere than on glibc it does nothing. Answers whether any memory went back.
+pub fn trim_glibc() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `malloc_trim` takes any padding and only releases pages no allocation
+        // holds, under the arenas' own locks; it may be called from any thread at any time.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
+/// Starts a thread (`xjob-trim`) that calls [`trim_glibc`] every `period` for the rest of the
+/// process's life; on glibc only. Answers whether it started.
+pub fn start_glibc_trimming(period: Duration) -> bool {
+    if cfg!(not(all(target_os = "linux", target_env = "gnu"))) {
+        return false;
+    }
+    std::thread::Builder::new()
+        .name("xjob-trim".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(period);
+                trim_glibc();
+            }
+        })
+        .is_ok()
 }
 
 /// Limits glibc's `malloc` to one arena for every thread (`mallopt(M_ARENA_MAX, 1)`), unless
@@ -191,6 +239,48 @@ mod tests {
         let tuned = std::env::var_os("MALLOC_ARENA_MAX").is_some()
             || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("arena_max"));
         assert_eq!(one_glibc_arena(), !tuned);
+    }
+
+    /// Free pages below a block still in use stay resident until trimmed: after freeing all but
+    /// the last of 16,384 blocks of 4 KiB (64 MiB, below glibc's mmap threshold, so from its
+    /// heap), the trim hands at least half of them back.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trimming_hands_back_the_free_pages_a_live_block_pins() {
+        fn resident_bytes() -> usize {
+            let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+            let pages: usize = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            pages * 4096
+        }
+        const BLOCK: usize = 4096;
+        const BLOCKS: usize = 16_384;
+        // SAFETY: each block is allocated by glibc, written within its size, and freed once.
+        let (before, after) = unsafe {
+            let blocks: Vec<*mut libc::c_void> = (0..BLOCKS)
+                .map(|_| {
+                    let p = libc::malloc(BLOCK);
+                    assert!(!p.is_null());
+                    std::ptr::write_bytes(p.cast::<u8>(), 1, BLOCK);
+                    p
+                })
+                .collect();
+            for &p in &blocks[..BLOCKS - 1] {
+                libc::free(p);
+            }
+            let before = resident_bytes();
+            assert!(trim_glibc(), "the free pages went back");
+            let after = resident_bytes();
+            libc::free(blocks[BLOCKS - 1]);
+            (before, after)
+        };
+        assert!(
+            before.saturating_sub(after) >= BLOCK * BLOCKS / 2,
+            "resident {before} bytes before the trim, {after} after"
+        );
     }
 
     /// The option numbered [`PURGE_DELAY`] is the purge delay: its default is mimalloc 3's 1,000
