@@ -248,13 +248,14 @@ mod tests {
     #[test]
     fn trimming_hands_back_the_free_pages_a_live_block_pins() {
         fn resident_bytes() -> usize {
-            let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-            let pages: usize = statm
-                .split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse().ok())
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let kib: usize = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            pages * 4096
+            kib * 1024
         }
         const BLOCK: usize = 4096;
         const BLOCKS: usize = 16_384;
