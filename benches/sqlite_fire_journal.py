@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-# What the fire journal saves per run row on SQLite, modelled outside xjob (BENCHMARKS.md, History,
-# 2026-11-27, `75cc759`): 5,000 jobs a "second" for 40 "seconds", CPU per row (Python overhead included, the same in
-# all). full / partial: a pending row per fire in the scan, then the final update (scheduler
+# What the fire journal saves per run row on SQLite, modelled outside xjob (BENCHMARKS.md,
+# History, 2026-11-27, `75cc759`): 5,000 jobs a "second" for 40 "seconds", CPU per row (Python
+# overhead included, the same in all). full / partial: a pending row per fire in the scan, then the final update (scheduler
 # indexes full or partial); journal[_partial]: a journal table row per fire, the final row by
 # INSERT ... SELECT, the journal row deleted; blob[_partial]: one journal blob per "second", the
 # final row inserted once; blobsel: the same by INSERT OR IGNORE ... SELECT ... WHERE EXISTS.

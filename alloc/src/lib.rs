@@ -23,7 +23,7 @@
 //! in use, the others with 5–6 MB: the process's peak 62–65 MB against 52–54 MB. Once a second a
 //! thread of the binary's asks glibc to hand back every whole free page (`malloc_trim`,
 //! [`start_glibc_trimming`]), which brought such a heap from 17.7 to 7.3 MB (BENCHMARKS.md,
-//! History, 2026-12-05). Giving SQLite mimalloc's functions instead (`sqlite3_config`) ended the
+//! History, 2026-12-05, `05cd2ad`). Giving SQLite mimalloc's functions instead (`sqlite3_config`) ended the
 //! large heaps too, but cost 0.8 µs of CPU per fire: mimalloc, with the purge delay below,
 //! hands back SQLite's page-cache churn at every free.
 //!
