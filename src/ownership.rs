@@ -37,6 +37,8 @@ struct State {
     /// Owns every bucket with no lease (one node on its database).
     all: bool,
     held: HashMap<i32, Held>,
+    /// Buckets were given up since the lease keeper last looked ([`Ownership::give_up`]).
+    gave_up: bool,
 }
 
 /// What a scan pass records fires for.
@@ -100,7 +102,7 @@ impl Ownership {
     pub(crate) fn all() -> Self {
         Ownership(Arc::new(RwLock::new(State {
             all: true,
-            held: HashMap::new(),
+            ..State::default()
         })))
     }
 
@@ -304,6 +306,27 @@ impl Ownership {
             }
         }
     }
+
+    /// Gives `leases` up while the database still holds them in this node's name (their
+    /// dispatch mark could not be written): forgets them, and the lease keeper's next round
+    /// reconciles ([`Ownership::take_gave_up`]): it hands them back and takes buckets again at
+    /// new epochs, so their fires go out within a round, from this node or another. A node's
+    /// leases are renewed all at once through its own row, so without that round the database
+    /// would go on holding them for a live node that no longer sends their fires.
+    pub(crate) fn give_up(&self, leases: &[Lease]) {
+        let mut s = self.0.write();
+        for l in leases {
+            if s.held.get(&l.bucket).is_some_and(|h| h.epoch == l.epoch) {
+                s.held.remove(&l.bucket);
+                s.gave_up = true;
+            }
+        }
+    }
+
+    /// Whether buckets were given up since the last call.
+    pub(crate) fn take_gave_up(&self) -> bool {
+        std::mem::take(&mut self.0.write().gave_up)
+    }
 }
 
 /// This node's fair share of the buckets among `nodes` (sorted ids of the live nodes): an
@@ -395,5 +418,31 @@ mod tests {
         assert_eq!(o.counts(), (0, 0));
         assert!(Ownership::all().dispatchable(42, 0, t0));
         assert!(Ownership::all().scan_set(t0, 0).covers_all());
+    }
+
+    /// Leases given up are forgotten and leave word for the lease keeper once; a lease at
+    /// another epoch than the one held (already replaced) leaves none.
+    #[test]
+    fn leases_given_up_ask_for_a_reconciling_round_once() {
+        let o = Ownership::leased();
+        let t0 = Instant::now();
+        let lease = |bucket, epoch| Lease { bucket, epoch };
+        let taken = |l| Taken {
+            lease: l,
+            dispatched_through: 0,
+        };
+        o.taken(
+            &[taken(lease(1, 5)), taken(lease(2, 7))],
+            t0 + Duration::from_secs(2),
+        );
+        o.give_up(&[lease(1, 4)]);
+        assert!(!o.take_gave_up(), "an epoch no longer held");
+        assert_eq!(o.counts(), (2, 0));
+        o.give_up(&[lease(1, 5)]);
+        assert_eq!(o.held(), vec![lease(2, 7)]);
+        assert!(o.take_gave_up());
+        assert!(!o.take_gave_up(), "said once");
+        o.forget(&[lease(2, 7)]);
+        assert!(!o.take_gave_up(), "a lease released or lost is no reason");
     }
 }

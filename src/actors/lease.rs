@@ -41,9 +41,10 @@ const RESCUE_AFTER_MS: i64 = 500;
 const MARGIN_MS: i64 = 500;
 /// How long a silent node's row stays before any node deletes it.
 const FORGET_NODE_MS: i64 = 3_600_000;
-/// Every this many rounds (and after a round that failed), a round reads the leases the
-/// database holds in this node's name (a round whose answer was lost may have taken some) and
-/// looks for buckets to rescue even when no node lapsed recently (a holder whose row is gone).
+/// Every this many rounds (and after a round that failed, or once dispatch gave buckets up), a
+/// round reads the leases the database holds in this node's name (a round whose answer was lost
+/// may have taken some; dispatch may have given some up) and looks for buckets to rescue even
+/// when no node lapsed recently (a holder whose row is gone).
 pub(crate) const RECONCILE_EVERY: u64 = 20;
 
 /// The node a lease round is for.
@@ -273,7 +274,9 @@ impl LeaseActor {
             return;
         }
         self.busy = true;
-        let reconcile = self.failed || self.rounds.is_multiple_of(RECONCILE_EVERY);
+        let reconcile = self.ownership.take_gave_up()
+            || self.failed
+            || self.rounds.is_multiple_of(RECONCILE_EVERY);
         self.rounds += 1;
         let (db, node, address) = (self.db.clone(), self.node.clone(), self.address.clone());
         let (ownership, metrics) = (self.ownership.clone(), self.metrics.clone());
@@ -354,8 +357,12 @@ mod tests {
     //! Bucket ownership on paused time against a model of the lease table (the semantics of
     //! `store/leases.rs`, on a simulated database clock): N nodes with skewed clocks run the
     //! real lease rounds and [`Ownership`], record fires under fencing and dispatch them under
-    //! dispatch marks, while random nodes crash, stall past their leases and restart.
+    //! dispatch marks (through the real [`Ring`]), while random nodes crash, stall past their
+    //! leases, restart and fail to write a dispatch mark.
     use super::*;
+    use crate::actors::ring::Ring;
+    use crate::fire::Fire;
+    use crate::model::TriggerType;
     use crate::store::leases::{
         BUCKETS, Lease, LeaseStore, Nodes, RECENT_LAPSE_MS, Renewal, Taken, bucket_of,
     };
@@ -524,10 +531,27 @@ mod tests {
         ownership: Ownership,
         /// Its clock's offset from the database's.
         skew: i64,
-        /// Fires waiting for their second: (bucket, t, epoch).
-        ring: Vec<(i32, i64, i64)>,
+        /// Fires waiting for their second, as the node's ring actor holds them.
+        ring: Ring,
+        /// Fires the ring answered due at once, sent at the next tick.
+        now_due: Vec<Fire>,
         /// Stalled until this database time (its state kept, as a `kill -STOP`).
         stalled_until: i64,
+        /// The next tick with fires to send fails to write their dispatch mark.
+        mark_fails: bool,
+    }
+
+    /// The fire of `bucket` at `t`, recorded under `epoch` (its log id names both).
+    fn fire_of(bucket: i32, t: i64, epoch: i64) -> Fire {
+        Fire {
+            log_id: i64::from(bucket) * 1_000_000_000 + t,
+            job_id: job_of(bucket),
+            fire_time: t,
+            trigger_type: TriggerType::Cron,
+            job: None,
+            read_ms: 0,
+            epoch,
+        }
     }
 
     /// A job of `bucket` (the model's fires are per bucket; ownership checks take job ids).
@@ -552,6 +576,7 @@ mod tests {
             return;
         }
         let mut db = model.0.borrow_mut();
+        let mut recorded = Vec::new();
         for (l, through) in &set.takeovers {
             let fires: Vec<((i32, i64), i64)> = db
                 .pending
@@ -566,7 +591,7 @@ mod tests {
                     db.misfired.push((b, t));
                 } else {
                     db.pending.insert((b, t), l.epoch);
-                    n.ring.push((b, t, l.epoch));
+                    recorded.push(fire_of(b, t, l.epoch));
                 }
             }
         }
@@ -582,29 +607,42 @@ mod tests {
                     db.misfired.push((l.bucket, t));
                 } else {
                     db.pending.insert((l.bucket, t), l.epoch);
-                    n.ring.push((l.bucket, t, l.epoch));
+                    recorded.push(fire_of(l.bucket, t, l.epoch));
                 }
                 db.next[b] += 1_000;
             }
         }
         drop(db);
+        let now_due = n.ring.push(recorded, local);
+        n.now_due.extend(now_due);
         n.ownership.took_over(&set.takeovers);
     }
 
     /// The ring's tick of `n` at database time `now`: sends the due fires it may, under a
-    /// dispatch mark written while it holds their leases.
+    /// dispatch mark written while it holds their leases; when the mark cannot be written, it
+    /// gives those leases up and sends nothing, as the trigger pool does.
     fn tick(model: &Model, n: &mut Node, jobs: &[i32], now: i64, sent: Instant) {
         let local = now + n.skew;
-        let (due, later): (Vec<_>, Vec<_>) = n.ring.drain(..).partition(|f| f.1 <= local);
-        n.ring = later;
+        let mut due = std::mem::take(&mut n.now_due);
+        due.extend(n.ring.take_due(local));
         let mut by_lease: BTreeMap<Lease, Vec<i64>> = BTreeMap::new();
-        for (b, t, epoch) in due {
-            if n.ownership.dispatchable(jobs[b as usize], epoch, sent) {
+        for f in due {
+            let b = bucket_of(f.job_id);
+            if n.ownership.dispatchable(jobs[b as usize], f.epoch, sent) {
                 by_lease
-                    .entry(Lease { bucket: b, epoch })
+                    .entry(Lease {
+                        bucket: b,
+                        epoch: f.epoch,
+                    })
                     .or_default()
-                    .push(t);
+                    .push(f.fire_time);
             }
+        }
+        if n.mark_fails && !by_lease.is_empty() {
+            n.mark_fails = false;
+            n.ownership
+                .give_up(&by_lease.keys().copied().collect::<Vec<_>>());
+            return;
         }
         for (l, ts) in by_lease {
             // the mark: conditional on the lease, in the database
@@ -629,6 +667,8 @@ mod tests {
         Crash(usize),
         Stall(usize, i64),
         Restart(usize),
+        /// The node's next dispatch mark cannot be written (its connection broke).
+        MarkFails(usize),
     }
 
     fn events() -> impl Strategy<Value = Vec<(i64, Event)>> {
@@ -636,6 +676,7 @@ mod tests {
             (0..3usize).prop_map(Event::Crash),
             (0..3usize, 1_000..6_000i64).prop_map(|(n, d)| Event::Stall(n, d)),
             (0..3usize).prop_map(Event::Restart),
+            (0..3usize).prop_map(Event::MarkFails),
         ];
         prop::collection::vec((8_000..40_000i64, event), 0..6)
     }
@@ -829,8 +870,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
-        /// Whatever nodes crash, stall past their leases and restart (one staying up), with
-        /// clocks up to 0.5 s apart: no fire is sent twice, every fire of the window is sent once or handed over
+        /// Whatever nodes crash, stall past their leases, restart (one staying up) and fail to
+        /// write a dispatch mark, with clocks up to 0.5 s apart: no fire is sent twice, every fire of the window is sent once or handed over
         /// (a crash between its mark and its send), none misses its threshold, and a node
         /// sends a bucket's fire only while the database says it holds the bucket.
         #[test]
@@ -856,8 +897,10 @@ mod tests {
                         id: format!("n{k}-{generation}"),
                         ownership: Ownership::leased(),
                         skew: skews[k],
-                        ring: vec![],
+                        ring: Ring::new(0),
+                        now_due: vec![],
                         stalled_until: 0,
+                        mark_fails: false,
                     })
                 };
                 let mut nodes: Vec<Option<Node>> =
@@ -891,6 +934,11 @@ mod tests {
                                     nodes[k] = spawn(k, &mut generation);
                                 }
                             }
+                            Event::MarkFails(k) => {
+                                if let Some(n) = nodes[k].as_mut() {
+                                    n.mark_fails = true;
+                                }
+                            }
                         }
                     }
                     for n in nodes.iter_mut().flatten() {
@@ -907,7 +955,8 @@ mod tests {
                                 ownership: &n.ownership,
                                 drain_ms: PRE_READ,
                                 metrics: &metrics,
-                                reconcile: step % 100 == 0,
+                                // as the lease actor's tick decides
+                                reconcile: n.ownership.take_gave_up() || step % 100 == 0,
                             };
                             woken = round(&model, &of, sent, local)
                                 .await

@@ -6,7 +6,9 @@
 //! slot is drained). Fire times are whole seconds (cron is second-grained and fixed rates are
 //! aligned), so a fire is due at the tick of its second; a fire pushed for a second the ring has
 //! already processed is sent at once. A log id is held at most once, and the pool's claim makes a
-//! second dispatch of the same fire impossible anyway.
+//! second dispatch of the same fire impossible anyway. A fire pushed again while held (its bucket
+//! was taken over, by this node too after it gave the bucket up) takes the newer lease epoch it
+//! comes with: under the old one no node would ever send it.
 //! [`DrainRing`] hands back what is left on shutdown (those rows stay pending in the database).
 
 use foldhash::HashSet;
@@ -64,11 +66,14 @@ impl Ring {
     }
 
     /// Holds `fires` for their seconds; answers those already due at `now_ms` (to send at once).
-    /// A log id already held is ignored.
+    /// A log id already held is not held twice: the held fire takes the newer of the two lease
+    /// epochs.
     pub fn push(&mut self, fires: Vec<Fire>, now_ms: i64) -> Vec<Fire> {
         let mut now_due = Vec::new();
+        let mut again = Vec::new();
         for f in fires {
             if !self.held.insert(f.log_id) {
+                again.push(f);
                 continue;
             }
             let sec = f.fire_time.div_euclid(1000);
@@ -79,7 +84,27 @@ impl Ring {
                 self.slots[Self::slot_of(f.fire_time)].push(f);
             }
         }
+        if !again.is_empty() {
+            self.take_newer_epochs(&again);
+        }
         now_due
+    }
+
+    /// Held fires pushed `again` take the newer lease epoch. A takeover (rare) is what pushes a
+    /// held fire again, so this looks through the slots of their seconds only then.
+    fn take_newer_epochs(&mut self, again: &[Fire]) {
+        let newer: foldhash::HashMap<i64, i64> =
+            again.iter().map(|f| (f.log_id, f.epoch)).collect();
+        let mut slots: Vec<usize> = again.iter().map(|f| Self::slot_of(f.fire_time)).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for s in slots {
+            for f in &mut self.slots[s] {
+                if let Some(&epoch) = newer.get(&f.log_id) {
+                    f.epoch = f.epoch.max(epoch);
+                }
+            }
+        }
     }
 
     /// Takes every held fire due by `now_ms` from the slots of the seconds not yet processed.
@@ -360,6 +385,29 @@ mod tests {
         assert!(r.take_due(t0 + 4_000).is_empty());
         assert_eq!(r.drain(), vec![fire(4, t0 + 61_000)]);
         assert!(r.is_empty());
+    }
+
+    /// A held fire pushed again (its bucket taken over) is still held once, and goes out under
+    /// the newer of its two lease epochs: under the older one no node would send it.
+    #[test]
+    fn a_fire_pushed_again_takes_the_newer_epoch() {
+        let t0 = 1_000_000;
+        let mut r = Ring::new(t0);
+        let at = |log_id, fire_time, epoch| Fire {
+            epoch,
+            ..fire(log_id, fire_time)
+        };
+        r.push(vec![at(1, t0 + 1_000, 3), at(2, t0 + 2_000, 3)], t0);
+        // a takeover at epoch 4 of the first fire's bucket; a stale push of the second at 2
+        let now = r.push(vec![at(1, t0 + 1_000, 4), at(2, t0 + 2_000, 2)], t0 + 100);
+        assert!(now.is_empty());
+        assert_eq!(r.len(), 2);
+        let due: Vec<(i64, i64)> = r
+            .take_due(t0 + 2_000)
+            .iter()
+            .map(|f| (f.log_id, f.epoch))
+            .collect();
+        assert_eq!(due, vec![(1, 4), (2, 3)]);
     }
 
     /// A slot gives its buffer away with its fires: after a minute of 1,000 fires a second the

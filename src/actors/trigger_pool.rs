@@ -464,8 +464,9 @@ async fn hand_over(
 /// On a shared database, the fires this node may send: each only while it holds its bucket at
 /// the epoch the fire was recorded under, and only once the buckets' dispatch mark (the fires'
 /// latest nominal time) is written under those leases. A fire of a bucket that moved on is left
-/// to its new holder; a bucket whose mark cannot be written is given up (its lease then lapses,
-/// and whichever node takes it sends the fires this one did not).
+/// to its new holder; a bucket whose mark cannot be written is given up ([`Ownership::give_up`]:
+/// the lease keeper hands it back at its next round, and whichever node takes it, this one
+/// included, sends the fires this one did not).
 async fn marked(
     db: &DatabaseConnection,
     shared: &Shared,
@@ -512,7 +513,7 @@ async fn marked(
             fires = fires.len(),
             "dispatch mark not written: these buckets are given up to whichever node takes them"
         );
-        ownership.forget(&leases);
+        ownership.give_up(&leases);
         return Vec::new();
     };
     if held.len() < leases.len() {
