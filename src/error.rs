@@ -87,7 +87,7 @@ pub enum Error {
     LeaseLost,
     /// A database error.
     #[error("database: {0}")]
-    Db(#[from] sea_orm::DbErr),
+    Db(#[source] sea_orm::DbErr),
     /// An actor is gone (the engine is stopping).
     #[error("engine is stopped: {0}")]
     Stopped(&'static str),
@@ -125,3 +125,13 @@ impl From<actix::MailboxError> for Error {
 
 /// `Result` with [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every database error on its way up notes whether its connection was lost
+/// ([`crate::store::note_error`]): the pools then test the connections that went idle before
+/// it before handing them out.
+impl From<sea_orm::DbErr> for Error {
+    fn from(e: sea_orm::DbErr) -> Self {
+        crate::store::note_error(&e);
+        Error::Db(e)
+    }
+}

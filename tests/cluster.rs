@@ -443,11 +443,13 @@ fn cut_connections(url: &str, backend: &str) -> usize {
 /// One node, five jobs firing every second, whose database connections are all cut three
 /// times, each just before a second of its clock begins (as a server restart, a failover or a
 /// proxy's idle cut would): every fire still goes out once, none stays pending, none misses
-/// its threshold. At that moment the pool's connections are dead, and on PostgreSQL the first
-/// to find out is usually the dispatch mark of the second's fires (checked: two runs of two
-/// failed before the ring's fix, 2026-12-05): when it cannot be written, the node gives
-/// those buckets up, takes them back at new epochs and sends the fires its ring already held
-/// for them (with the ring keeping their old epochs, they stayed pending for good).
+/// its threshold. On PostgreSQL the first to meet a dead connection is usually the dispatch
+/// mark of the second's fires; its retry 50 ms later gets a live one, as the pool pings every
+/// connection that went idle before a loss was seen (`src/store/mod.rs`): 66–77 ms late at most
+/// on 2026-12-05. Without that ping its three tries met three dead connections and gave the
+/// buckets up, and the fires the ring held for them stayed pending for good (two runs of two
+/// failed so before the ring took the newer epoch, `src/actors/ring.rs`; the lease model's
+/// property test in `src/actors/lease.rs` covers a mark that cannot be written).
 fn connections_cut_run(base_url: &str, backend: &str) {
     const FIVE: usize = 5;
     init_tracing();

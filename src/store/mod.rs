@@ -66,6 +66,76 @@ pub(crate) const LOCK_WAIT_MS: u64 = 2_000;
 /// A pooled connection idle this long is pinged before it is handed out.
 pub(crate) const POOL_PING_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// When a statement last failed because its connection was gone (ms of [`process_ms`]; 0:
+/// never). A server restart, a failover or a proxy's cut ends every pooled connection at once,
+/// and each is only found dead when used: without this, each would fail one more statement
+/// (a dispatch mark's three tries could all meet dead ones, and its buckets be given up).
+static CONNECTION_LOST_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Milliseconds on a monotonic clock since the process first asked, from 1.
+fn process_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1
+}
+
+/// Notes `e` if it says the statement's connection was gone (the server ended it, the socket
+/// broke, no connection could be had).
+pub(crate) fn note_error(e: &sea_orm::DbErr) {
+    if connection_lost(e) {
+        CONNECTION_LOST_AT.store(process_ms(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether `e` says the connection was gone rather than that the statement failed.
+pub(crate) fn connection_lost(e: &sea_orm::DbErr) -> bool {
+    use sea_orm::sqlx::Error as X;
+    use sea_orm::{DbErr, RuntimeErr};
+    match e {
+        DbErr::Conn(_) | DbErr::ConnectionAcquire(_) => true,
+        DbErr::Exec(RuntimeErr::SqlxError(x)) | DbErr::Query(RuntimeErr::SqlxError(x)) => {
+            match &**x {
+                X::Io(_) | X::Protocol(_) | X::Tls(_) | X::PoolClosed => true,
+                // SQLSTATE class 08 (connection exception); PostgreSQL's 57P01–57P03 (the
+                // server ended the session: shutdown, crash, not accepting); MySQL's 70100
+                // (the connection was killed)
+                X::Database(d) => d.code().is_some_and(|c| {
+                    c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03" | "70100")
+                }),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Whether a pooled connection idle for `idle_for` went idle no later than the last lost
+/// connection was noted (`lost_at`, at `now`, both of [`process_ms`]): it may be dead too, so it
+/// is pinged before it is handed out. One returned to the pool since passed the pool's own ping
+/// at its return.
+fn idle_since_a_loss(lost_at: u64, now: u64, idle_for: std::time::Duration) -> bool {
+    lost_at != 0 && now.saturating_sub(idle_for.as_millis() as u64) <= lost_at
+}
+
+/// The pools' test of a connection before it is handed out, beside the ping after
+/// [`POOL_PING_IDLE`]: a ping for one that went idle before a connection was last found lost.
+fn test_after_a_loss<'c, C: sea_orm::sqlx::Connection>(
+    conn: &'c mut C,
+    meta: sea_orm::sqlx::pool::PoolConnectionMetadata,
+) -> futures::future::BoxFuture<'c, std::result::Result<bool, sea_orm::sqlx::Error>> {
+    let lost_at = CONNECTION_LOST_AT.load(std::sync::atomic::Ordering::Relaxed);
+    let suspect = idle_since_a_loss(lost_at, process_ms(), meta.idle_for);
+    Box::pin(async move {
+        if suspect {
+            conn.ping().await?;
+        }
+        Ok(true)
+    })
+}
+
 /// Opens a pool. SQLite files get WAL mode, `synchronous=NORMAL` and a busy timeout, and the
 /// parent directory of the file is created.
 pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
@@ -83,6 +153,9 @@ pub async fn connect(cfg: &DatabaseConfig) -> Result<DatabaseConnection> {
         // is handed out (a ping on every checkout is a round trip more per transaction and
         // per statement outside one: on a busy server, the wait for its process each time)
         .test_before_acquire_if_idle_for(POOL_PING_IDLE)
+        // and after a lost connection, every one that went idle before it was found
+        .map_sqlx_postgres_before_acquire(|conn, meta| test_after_a_loss(conn, meta))
+        .map_sqlx_mysql_before_acquire(|conn, meta| test_after_a_loss(conn, meta))
         .map_sqlx_sqlite_opts(|o| {
             use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
             o.journal_mode(SqliteJournalMode::Wal)
@@ -221,6 +294,111 @@ pub async fn verify_lock_row(db: &impl ConnectionTrait) -> Result<()> {
 pub(crate) mod tests {
     use super::*;
     use sea_orm::DbBackend;
+
+    /// A server's error with a SQLSTATE, as a driver reports it.
+    #[derive(Debug)]
+    pub(crate) struct Coded(pub(crate) &'static str);
+
+    impl std::fmt::Display for Coded {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Coded {}
+
+    impl sea_orm::sqlx::error::DatabaseError for Coded {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sea_orm::sqlx::error::ErrorKind {
+            sea_orm::sqlx::error::ErrorKind::Other
+        }
+    }
+
+    /// A lost connection is told from a statement's own failure: the server ending the session
+    /// (PostgreSQL's 57P01, MySQL's killed connection), a broken socket, a connection class
+    /// SQLSTATE or no connection at all count; a constraint, a lock timeout or a missing row
+    /// do not.
+    #[test]
+    fn a_lost_connection_is_told_from_a_failed_statement() {
+        use sea_orm::sqlx::Error as X;
+        use sea_orm::{DbErr, RuntimeErr};
+        let query = |x: X| DbErr::Query(RuntimeErr::SqlxError(std::sync::Arc::new(x)));
+        let server = |code| query(X::Database(Box::new(Coded(code))));
+        let broken = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "broken pipe");
+        for lost in [
+            server("57P01"),
+            server("70100"),
+            server("08006"),
+            query(X::Io(broken)),
+            query(X::Protocol(
+                "expected to read 4 bytes, got 0 bytes at EOF".into(),
+            )),
+            DbErr::Conn(RuntimeErr::Internal("gone".into())),
+        ] {
+            assert!(connection_lost(&lost), "{lost}");
+        }
+        for kept in [
+            server("23505"),
+            server("55P03"),
+            server("40001"),
+            query(X::RowNotFound),
+            DbErr::RecordNotFound("x".into()),
+        ] {
+            assert!(!connection_lost(&kept), "{kept}");
+        }
+    }
+
+    /// A lost connection turned into the crate's error on its way up is noted: a connection
+    /// idle since before it is suspect from then on.
+    #[test]
+    fn a_lost_connection_on_its_way_up_is_noted() {
+        use sea_orm::{DbErr, RuntimeErr};
+        let before = process_ms();
+        let e = crate::Error::from(DbErr::Conn(RuntimeErr::Internal("gone".into())));
+        assert!(matches!(e, crate::Error::Db(DbErr::Conn(_))));
+        let at = CONNECTION_LOST_AT.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(at >= before, "noted at {at}, asked at {before}");
+        let idle_since_start = std::time::Duration::from_millis(process_ms());
+        assert!(idle_since_a_loss(at, process_ms(), idle_since_start));
+    }
+
+    /// After a loss, a connection idle since before it is suspect; one returned since (it passed
+    /// the pool's ping at its return) is not, and before any loss none is.
+    #[test]
+    fn connections_idle_since_a_loss_are_suspect() {
+        let ms = std::time::Duration::from_millis;
+        assert!(!idle_since_a_loss(0, 10_000, ms(9_000)), "no loss yet");
+        assert!(
+            idle_since_a_loss(5_000, 6_000, ms(1_500)),
+            "idle since 4,500"
+        );
+        assert!(
+            idle_since_a_loss(5_000, 6_000, ms(1_000)),
+            "idle since the loss"
+        );
+        assert!(
+            !idle_since_a_loss(5_000, 6_000, ms(200)),
+            "returned at 5,800"
+        );
+        assert!(
+            idle_since_a_loss(5_000, 100, ms(200)),
+            "clock readings out of order"
+        );
+    }
 
     /// The SQL of the statements a connection ran since [`recording`] began to record them.
     pub(crate) type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;

@@ -9,9 +9,11 @@
 //! One bad row never costs the others: texts are bounded to their columns when they are queued,
 //! and when the database still refuses a batch (an error it reports about the data, not a lost
 //! connection) the batch is split in halves until the offending row is alone; that row is then
-//! written in a reduced form that says why, and every other row lands. A batch that fails for
-//! any other reason (the database is down) is retried whole a few times, then given up. A panic
-//! while writing is the batch's failure, not the writer's end.
+//! written in a reduced form that says why, and every other row lands. A batch whose connection
+//! was lost (a server restart, a failover) is retried whole until the database answers again,
+//! holding the rows meanwhile (what waits behind them waits too); one that fails for any other
+//! reason is retried whole a few times, then given up. A panic while writing is the batch's
+//! failure, not the writer's end.
 
 use futures::FutureExt;
 
@@ -34,6 +36,8 @@ pub(super) trait Conn {
     ) -> impl Future<Output = Result<Vec<FinishedRun>>>;
     /// Whether `e` is the database refusing a row's data (splitting the batch finds it).
     fn refused(&self, e: &Error) -> bool;
+    /// Whether `e` says the connection was lost (the batch waits for the database).
+    fn lost(&self, e: &Error) -> bool;
     /// Whether `e` says nothing more can be written (the pool was closed).
     fn closed(&self, e: &Error) -> bool;
     /// Runs work queued for this connection (a SQLite file's scan pages).
@@ -143,6 +147,15 @@ pub(super) async fn run(
     }
 }
 
+/// A batch whose connection is lost says so at its first try and then every this many.
+const LOST_LOG_EVERY: u32 = 30;
+
+/// How long a batch waits before try `n` (from 1) after its connection was lost: 50 ms,
+/// doubling up to 2 s.
+fn lost_backoff(n: u32) -> Duration {
+    Duration::from_millis((50u64 << n.saturating_sub(1).min(6)).min(2_000))
+}
+
 /// What writing a batch's rows came to.
 #[derive(Default)]
 struct Wrote {
@@ -165,7 +178,7 @@ async fn write_all(conn: &mut impl Conn, rows: &mut Rows, children: &mut Childre
         if piece.is_empty() {
             continue;
         }
-        let mut attempt = 0;
+        let (mut attempt, mut lost) = (0, 0u32);
         loop {
             attempt += 1;
             let tried = std::panic::AssertUnwindSafe(conn.write(&piece, children))
@@ -188,6 +201,17 @@ async fn write_all(conn: &mut impl Conn, rows: &mut Rows, children: &mut Childre
                 out.lost_any = true;
                 out.closed = true;
                 return out;
+            }
+            if conn.lost(&e) {
+                // the database restarted or is unreachable: every row waits for it, none is
+                // given up or stored reduced for it (the engine's stop closes the pool)
+                lost += 1;
+                attempt -= 1;
+                if lost == 1 || lost.is_multiple_of(LOST_LOG_EVERY) {
+                    tracing::warn!(tries = lost, rows = piece.len(), error = %e, "run-row batch waits for the database");
+                }
+                tokio::time::sleep(lost_backoff(lost)).await;
+                continue;
             }
             if refused && !reduced && piece.len() > 1 {
                 let second = piece.split_off(piece.len() / 2);
@@ -476,6 +500,72 @@ mod tests {
             joined.extend(listed(&second));
             proptest::prop_assert_eq!(joined, whole);
         }
+    }
+
+    /// A connection whose every try fails as `fail` says, `failures` times, then writes.
+    struct Failing {
+        failures: u32,
+        tries: u32,
+        fail: fn() -> Error,
+    }
+
+    impl Conn for Failing {
+        async fn write(&mut self, _: &Rows, _: &mut Children) -> Result<Vec<FinishedRun>> {
+            self.tries += 1;
+            match self.tries <= self.failures {
+                true => Err((self.fail)()),
+                false => Ok(Vec::new()),
+            }
+        }
+        fn refused(&self, e: &Error) -> bool {
+            matches!(e, Error::Config(_))
+        }
+        fn lost(&self, e: &Error) -> bool {
+            matches!(e, Error::Io(_))
+        }
+        fn closed(&self, _: &Error) -> bool {
+            false
+        }
+        fn exec(&mut self, _: Exec) {}
+        fn listed(&mut self) -> Vec<Entry> {
+            Vec::new()
+        }
+        async fn after_batch(&mut self) {}
+        fn lingers(&self) -> bool {
+            false
+        }
+    }
+
+    /// A batch whose connection is lost waits for the database however many tries that takes
+    /// (a server down for a minute here), losing no row; one failing for another reason that is
+    /// not its data's is given up after its tries.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_connection_costs_no_row() {
+        let gone = || Error::Io(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "gone"));
+        let mut down = Failing {
+            failures: 60,
+            tries: 0,
+            fail: gone,
+        };
+        let started = tokio::time::Instant::now();
+        let mut batch = rows(1, 2, 2);
+        let wrote = write_all(&mut down, &mut batch, &mut Children::default()).await;
+        assert!(!wrote.lost_any && !wrote.closed);
+        assert_eq!(down.tries, 61);
+        assert!(
+            started.elapsed() >= Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+        // neither the data's fault nor a lost connection: a few tries, then given up
+        let mut failing = Failing {
+            failures: 60,
+            tries: 0,
+            fail: || Error::LeaseLost,
+        };
+        let wrote = write_all(&mut failing, &mut rows(1, 2, 2), &mut Children::default()).await;
+        assert!(wrote.lost_any);
+        assert_eq!(failing.tries, ATTEMPTS);
     }
 
     /// A row refused alone is written reduced once; reduced again it is given up.

@@ -35,6 +35,10 @@ impl batches::Conn for PoolConn {
         refused_data(e)
     }
 
+    fn lost(&self, e: &Error) -> bool {
+        lost_connection(e)
+    }
+
     fn closed(&self, e: &Error) -> bool {
         pool_closed(e)
     }
@@ -68,17 +72,23 @@ impl batches::Conn for PoolConn {
 
 /// Whether `e` is the database refusing the data of a statement (a value too long for its
 /// column, a character it cannot store, a constraint), or a bug in a batch: splitting the batch
-/// finds the row. Anything else (no connection, a timeout) is the same for every row.
+/// finds the row. Anything else (no connection, a timeout) is the same for every row; so is
+/// the server ending the session, which it reports as a database error too (`lost`).
 fn refused_data(e: &Error) -> bool {
     use sea_orm::{DbErr, RuntimeErr, sqlx};
     match e {
         Error::Db(
             DbErr::Exec(RuntimeErr::SqlxError(s)) | DbErr::Query(RuntimeErr::SqlxError(s)),
         ) => {
-            matches!(**s, sqlx::Error::Database(_) | sqlx::Error::Encode(_))
+            matches!(**s, sqlx::Error::Database(_) | sqlx::Error::Encode(_)) && !lost_connection(e)
         }
         _ => false,
     }
+}
+
+/// Whether `e` says the connection was lost, not the pool closed: the batch waits.
+fn lost_connection(e: &Error) -> bool {
+    matches!(e, Error::Db(d) if crate::store::connection_lost(d)) && !pool_closed(e)
 }
 
 /// Whether `e` says the connection pool is closed (the engine stopped).
@@ -92,5 +102,31 @@ fn pool_closed(e: &Error) -> bool {
         ) => matches!(**s, sqlx::Error::PoolClosed),
         Error::Db(DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::ConnectionClosed)) => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::Coded;
+    use sea_orm::{DbErr, RuntimeErr, sqlx};
+
+    fn query(x: sqlx::Error) -> Error {
+        Error::Db(DbErr::Query(RuntimeErr::SqlxError(std::sync::Arc::new(x))))
+    }
+
+    /// The server ending the session is reported as a database error, like a refused value,
+    /// but it is a lost connection: the batch waits for the database rather than being split
+    /// and its rows stored reduced with the error's text. A closed pool (the engine stopped)
+    /// is neither.
+    #[test]
+    fn a_session_the_server_ended_is_lost_not_refused() {
+        let server = |code| query(sqlx::Error::Database(Box::new(Coded(code))));
+        let ended = server("57P01");
+        assert!(lost_connection(&ended) && !refused_data(&ended));
+        let too_long = server("22001");
+        assert!(!lost_connection(&too_long) && refused_data(&too_long));
+        let closed = query(sqlx::Error::PoolClosed);
+        assert!(pool_closed(&closed) && !lost_connection(&closed) && !refused_data(&closed));
     }
 }
