@@ -29,7 +29,8 @@
 //! item (on PostgreSQL 10,000 fires/s: 36–38 µs of the server's CPU per fire against 42
 //! without it).
 //!
-//! A failed batch is retried a few times before it is given up (logged as an error; a waiting
+//! A batch whose connection was lost is written again until the database answers; one that
+//! fails otherwise is retried a few times before it is given up (logged as an error; a waiting
 //! `/api/callback` then answers a failure, so the executor sends it again); a batch the
 //! database refuses for its data is split until the bad row is found and stored reduced.
 //!
