@@ -36,8 +36,12 @@ pub(super) trait Conn {
     ) -> impl Future<Output = Result<Vec<FinishedRun>>>;
     /// Whether `e` is the database refusing a row's data (splitting the batch finds it).
     fn refused(&self, e: &Error) -> bool;
-    /// Whether `e` says the connection was lost (the batch waits for the database).
-    fn lost(&self, e: &Error) -> bool;
+    /// Whether `e` says the connection was lost (the batch waits for the database): the
+    /// store's one rule ([`crate::store::connection_lost`]; a SQLite file's own connection
+    /// answers no such error).
+    fn lost(&self, e: &Error) -> bool {
+        matches!(e, Error::Db(d) if crate::store::connection_lost(d))
+    }
     /// Whether `e` says nothing more can be written (the pool was closed).
     fn closed(&self, e: &Error) -> bool;
     /// Runs work queued for this connection (a SQLite file's scan pages).

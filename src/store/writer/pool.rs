@@ -35,10 +35,6 @@ impl batches::Conn for PoolConn {
         refused_data(e)
     }
 
-    fn lost(&self, e: &Error) -> bool {
-        lost_connection(e)
-    }
-
     fn closed(&self, e: &Error) -> bool {
         pool_closed(e)
     }
@@ -78,17 +74,13 @@ fn refused_data(e: &Error) -> bool {
     use sea_orm::{DbErr, RuntimeErr, sqlx};
     match e {
         Error::Db(
-            DbErr::Exec(RuntimeErr::SqlxError(s)) | DbErr::Query(RuntimeErr::SqlxError(s)),
+            d @ (DbErr::Exec(RuntimeErr::SqlxError(s)) | DbErr::Query(RuntimeErr::SqlxError(s))),
         ) => {
-            matches!(**s, sqlx::Error::Database(_) | sqlx::Error::Encode(_)) && !lost_connection(e)
+            matches!(**s, sqlx::Error::Database(_) | sqlx::Error::Encode(_))
+                && !crate::store::connection_lost(d)
         }
         _ => false,
     }
-}
-
-/// Whether `e` says the connection was lost, not the pool closed: the batch waits.
-fn lost_connection(e: &Error) -> bool {
-    matches!(e, Error::Db(d) if crate::store::connection_lost(d)) && !pool_closed(e)
 }
 
 /// Whether `e` says the connection pool is closed (the engine stopped).
@@ -117,16 +109,17 @@ mod tests {
 
     /// The server ending the session is reported as a database error, like a refused value,
     /// but it is a lost connection: the batch waits for the database rather than being split
-    /// and its rows stored reduced with the error's text. A closed pool (the engine stopped)
-    /// is neither.
+    /// and its rows stored reduced with the error's text. A closed pool (the engine stopped,
+    /// looked at first) is not refused data either.
     #[test]
     fn a_session_the_server_ended_is_lost_not_refused() {
+        let lost = |e: &Error| matches!(e, Error::Db(d) if crate::store::connection_lost(d));
         let server = |code| query(sqlx::Error::Database(Box::new(Coded(code))));
         let ended = server("57P01");
-        assert!(lost_connection(&ended) && !refused_data(&ended));
+        assert!(lost(&ended) && !refused_data(&ended));
         let too_long = server("22001");
-        assert!(!lost_connection(&too_long) && refused_data(&too_long));
+        assert!(!lost(&too_long) && refused_data(&too_long));
         let closed = query(sqlx::Error::PoolClosed);
-        assert!(pool_closed(&closed) && !lost_connection(&closed) && !refused_data(&closed));
+        assert!(pool_closed(&closed) && !refused_data(&closed));
     }
 }

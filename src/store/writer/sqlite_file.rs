@@ -152,10 +152,6 @@ impl batches::Conn for FileConn {
         false
     }
 
-    fn lost(&self, _: &Error) -> bool {
-        false // its own connection to a file
-    }
-
     fn closed(&self, e: &Error) -> bool {
         matches!(e, Error::Stopped(m) if *m == GONE)
     }
