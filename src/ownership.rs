@@ -299,12 +299,19 @@ impl Ownership {
 
     /// Forgets `leases` (released, or found lost).
     pub(crate) fn forget(&self, leases: &[Lease]) {
-        let mut s = self.0.write();
+        Self::remove(&mut self.0.write(), leases);
+    }
+
+    /// Removes the `leases` held at their epochs; answers whether any was.
+    fn remove(s: &mut State, leases: &[Lease]) -> bool {
+        let mut any = false;
         for l in leases {
             if s.held.get(&l.bucket).is_some_and(|h| h.epoch == l.epoch) {
                 s.held.remove(&l.bucket);
+                any = true;
             }
         }
+        any
     }
 
     /// Gives `leases` up while the database still holds them in this node's name (their
@@ -315,11 +322,8 @@ impl Ownership {
     /// would go on holding them for a live node that no longer sends their fires.
     pub(crate) fn give_up(&self, leases: &[Lease]) {
         let mut s = self.0.write();
-        for l in leases {
-            if s.held.get(&l.bucket).is_some_and(|h| h.epoch == l.epoch) {
-                s.held.remove(&l.bucket);
-                s.gave_up = true;
-            }
+        if Self::remove(&mut s, leases) {
+            s.gave_up = true;
         }
     }
 
